@@ -49,7 +49,12 @@ CATALOG: dict[str, GpuModel] = {
     for g in (
         _m("P4", 5.5, 8, 192, 3, "Pascal"),
         _m(
-            "K80", 8.73, 24, 480, 3, "Kepler",
+            "K80",
+            8.73,
+            24,
+            480,
+            3,
+            "Kepler",
             "board figures: two GK210 dies (4.37 TFLOP/s, 12 GiB, 240 GB/s each) treated as one "
             "device, as the TPDS paper counts a K80 as one 24 GB GPU",
         ),
@@ -64,12 +69,22 @@ CATALOG: dict[str, GpuModel] = {
         _m("H100", 67.0, 80, 3350, 5, "Hopper", "SXM5 80 GB"),
         _m("H200", 67.0, 141, 4800, 5, "Hopper", "SXM 141 GB"),
         _m(
-            "G2", 8.1, 16, 320, 3, "Turing",
+            "G2",
+            8.1,
+            16,
+            320,
+            3,
+            "Turing",
             "undisclosed Alibaba code; ASSUMED T4-class (549 eight-GPU nodes with 96 cores and "
             "384 GiB host memory in the v2023 trace suggest an inference fleet)",
         ),
         _m(
-            "G3", 31.2, 24, 600, 4, "Ampere",
+            "G3",
+            31.2,
+            24,
+            600,
+            4,
+            "Ampere",
             "undisclosed Alibaba code; ASSUMED A10-class (39 eight-GPU nodes with 128 cores and "
             "768 GiB host memory, the newest hosts in the v2023 trace)",
         ),

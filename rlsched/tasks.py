@@ -77,9 +77,16 @@ class SubtaskGraph:
     subtasks: tuple[Subtask, ...]
 
     def __post_init__(self) -> None:
-        for s in self.subtasks:
+        out: list[list[int]] = [[] for _ in self.subtasks]
+        for i, s in enumerate(self.subtasks):
+            if s.index != i:
+                raise ValueError(f"subtask at position {i} has index {s.index}")
             if any(p >= s.index or p < 0 for p in s.parents):
                 raise ValueError(f"subtask {s.index} has a parent that does not precede it: {s.parents}")
+            for p in s.parents:
+                out[p].append(i)
+        # Cached: the simulator looks children up on every subtask completion.
+        object.__setattr__(self, "_children", tuple(tuple(c) for c in out))
 
     def __len__(self) -> int:
         return len(self.subtasks)
@@ -87,11 +94,7 @@ class SubtaskGraph:
     @property
     def children(self) -> tuple[tuple[int, ...], ...]:
         """For each subtask, the indices of subtasks that depend on it."""
-        out: list[list[int]] = [[] for _ in self.subtasks]
-        for s in self.subtasks:
-            for p in s.parents:
-                out[p].append(s.index)
-        return tuple(tuple(c) for c in out)
+        return self._children  # type: ignore[attr-defined]
 
     @property
     def total_gflop(self) -> float:

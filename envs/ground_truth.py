@@ -1,0 +1,223 @@
+"""The simulator's ground truth: how fast subtasks really run, and how they interfere.
+
+This is the only module that knows true speeds. Schedulers never read it; the ``oracle`` bound
+does, to show how far from clairvoyance a policy is.
+
+Model (documented in README, "Simulator ground truth"):
+
+* **Solo speed on a GPU**: a roofline with *hidden* efficiencies. A kind reaches a fraction of peak
+  compute and of peak bandwidth that depends on the GPU's architecture and on a per-(kind,
+  architecture) affinity (older architectures run modern kernels worse; some kernels suit some
+  architectures). Nominal estimates (``rlsched.estimates``) assume one efficiency for all.
+* **Solo speed on a CPU core**: GFLOP over the core's rate at a hidden per-kind vector efficiency,
+  plus memory traffic at the core's bandwidth.
+* **Co-location interference**: contention model — each kind demands a fraction of four shared
+  resources (SMs, L2, DRAM bandwidth, PCIe) derived from its arithmetic intensity plus a hidden
+  perturbation; a subtask's progress rate divides by the demand-weighted oversubscription of the
+  resources it uses, and each extra co-runner costs a small context-switch overhead.
+  Or measured pairs from a co-location CSV: rate factor ``1 / (1 + sum_j (1/norm_ij - 1))`` over
+  co-runners ``j`` (exactly the measured value for one partner; ``0`` = cannot share, treated as
+  time-slicing with a 20% penalty).
+* **Drift**: each GPU's speed factor follows a bounded multiplicative random walk.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlsched.estimates import CPU_CORE_BW_GBS, NOMINAL_BW_EFF, NOMINAL_COMPUTE_EFF
+from rlsched.hardware import GpuModel
+from rlsched.scenario import DriftSpec, InterferenceSpec
+from rlsched.tasks import KindSpec, Subtask
+
+#: Typical fraction of peak reached by architecture: (compute, bandwidth).
+ARCH_EFF: dict[str, tuple[float, float]] = {
+    "Kepler": (0.30, 0.55),
+    "Maxwell": (0.40, 0.65),
+    "Pascal": (0.55, 0.75),
+    "Volta": (0.60, 0.80),
+    "Turing": (0.55, 0.75),
+    "Ampere": (0.50, 0.80),
+    "Ada": (0.45, 0.80),
+    "Hopper": (0.55, 0.85),
+}
+#: Extra slowdown per additional co-runner (context switches, scheduling).
+CO_RUN_OVERHEAD = 0.03
+#: Intensity (FLOP/byte) where a kind's demand moves from bandwidth to compute.
+RIDGE = 20.0
+
+
+def _unit(key: str) -> float:
+    """A stable pseudo-random number in [0, 1) for a key (hidden per-kind parameters)."""
+    return (zlib.crc32(key.encode()) & 0xFFFFFF) / float(0x1000000)
+
+
+@dataclass(frozen=True)
+class KindTruth:
+    """Hidden parameters of one kind."""
+
+    demand: tuple[float, float, float, float]  # SM, L2, DRAM, PCIe
+    cpu_eff: float
+
+
+def kind_truth(kind: KindSpec) -> KindTruth:
+    """Hidden parameters of a kind, stable across runs and seeds."""
+    c = kind.intensity / (kind.intensity + RIDGE)
+    jitter = lambda tag, w: w * (_unit(kind.name + tag) - 0.5)  # noqa: E731
+    sm = min(1.0, max(0.05, 0.25 + 0.7 * c + jitter("sm", 0.2)))
+    dram = min(1.0, max(0.05, 0.25 + 0.7 * (1 - c) + jitter("dram", 0.2)))
+    l2 = 0.15 + 0.5 * _unit(kind.name + "l2")
+    pcie = 0.05 + 0.25 * _unit(kind.name + "pcie")
+    return KindTruth((sm, l2, dram, pcie), cpu_eff=0.5 + 0.6 * _unit(kind.name + "cpu"))
+
+
+def affinity(kind: str, arch: str) -> float:
+    """Hidden multiplier of a kind's efficiency on an architecture, in [0.7, 1.3]."""
+    return 0.7 + 0.6 * _unit(f"{kind}@{arch}")
+
+
+class GroundTruth:
+    """True solo speeds, interference and drift for one scenario.
+
+    :param interference: where interference comes from.
+    :param drift: the drift process.
+    :param gpus: (N, G) GPU models per node slot (``None`` for padding).
+    :param rng: drives drift only.
+    """
+
+    def __init__(
+        self,
+        interference: InterferenceSpec,
+        drift: DriftSpec,
+        gpus: Sequence[Sequence[GpuModel | None]],
+        rng: np.random.Generator,
+    ) -> None:
+        self.drift_spec = drift
+        self.rng = rng
+        self.gpus = gpus
+        self.speed = np.ones((len(gpus), max((len(r) for r in gpus), default=1) or 1))
+        self._kinds: dict[str, KindTruth] = {}
+        self._solo: dict[tuple[str, str], tuple[float, float]] = {}
+        self.pairs: dict[tuple[str, str, str], float] | None = None
+        self.solo_tput: dict[tuple[str, str], float] | None = None
+        if interference.model == "csv":
+            self._load_csv(interference)
+
+    # ---- solo speeds -----------------------------------------------------------------------
+    def _truth(self, kind: KindSpec) -> KindTruth:
+        t = self._kinds.get(kind.name)
+        if t is None:
+            t = self._kinds[kind.name] = kind_truth(kind)
+        return t
+
+    def _gpu_rates(self, kind: KindSpec, model: GpuModel) -> tuple[float, float]:
+        """(effective GFLOP/s, effective GB/s) of a kind on a model."""
+        key = (kind.name, model.name)
+        r = self._solo.get(key)
+        if r is None:
+            ce, be = ARCH_EFF.get(model.arch, (0.5, 0.75))
+            a = affinity(kind.name, model.arch)
+            r = self._solo[key] = (model.fp32_tflops * 1e3 * ce * a, model.mem_bw_gbs * be * math.sqrt(a))
+        return r
+
+    def gpu_solo_seconds(self, sub: Subtask, model: GpuModel) -> float:
+        """True run time of ``sub`` alone on an undrifted GPU of ``model``."""
+        if self.solo_tput is not None:
+            return self._csv_seconds(sub, model)
+        flops, bw = self._gpu_rates(sub.kind, model)
+        return max(sub.gflop / flops, sub.gbytes / bw)
+
+    def cpu_solo_seconds(self, sub: Subtask, core_gflops: float) -> float:
+        """True run time of ``sub`` on one CPU core."""
+        eff = self._truth(sub.kind).cpu_eff
+        return sub.gflop / (core_gflops * eff) + sub.gbytes / (CPU_CORE_BW_GBS * 0.9)
+
+    # ---- interference ----------------------------------------------------------------------
+    def factors(self, kinds: Sequence[KindSpec], shares: Sequence[float], model: GpuModel) -> list[float]:
+        """Progress-rate factors (<= 1) of subtasks co-running on one GPU.
+
+        :param kinds: kinds of the co-running subtasks.
+        :param shares: GPU share each asked for.
+        :param model: the GPU's model (selects rows of a co-location CSV).
+        """
+        k = len(kinds)
+        if k <= 1:
+            return [1.0] * k
+        if self.pairs is not None:
+            return self._csv_factors(kinds, model)
+        dem = [tuple(d * s for d in self._truth(kd).demand) for kd, s in zip(kinds, shares, strict=True)]
+        tot = [sum(col) for col in zip(*dem, strict=True)]
+        over = 1.0 + CO_RUN_OVERHEAD * (k - 1)
+        out = []
+        for d in dem:
+            sd = sum(d)
+            load = sum(di * ti for di, ti in zip(d, tot, strict=True)) / sd if sd > 0 else 1.0
+            out.append(1.0 / (max(1.0, load) * over))
+        return out
+
+    # ---- drift -----------------------------------------------------------------------------
+    def step_drift(self) -> None:
+        """Advance every GPU's speed factor by one drift interval."""
+        d = self.drift_spec
+        if d.sigma <= 0:
+            return
+        self.speed *= np.exp(self.rng.normal(0.0, d.sigma, size=self.speed.shape))
+        np.clip(self.speed, d.min_factor, d.max_factor, out=self.speed)
+
+    # ---- co-location CSV -------------------------------------------------------------------
+    def _load_csv(self, spec: InterferenceSpec) -> None:
+        if not spec.colocation_csv:
+            raise ValueError("interference model 'csv' needs colocation_csv")
+        self.pairs = {}
+        with open(spec.colocation_csv, newline="") as f:
+            for row in csv.DictReader(f):
+                self.pairs[(row["device"].lower(), row["kind"], row["partner"])] = float(
+                    row["norm_throughput"]
+                )
+        self.solo_tput = {}
+        if spec.solo_csv:
+            with open(spec.solo_csv, newline="") as f:
+                for row in csv.DictReader(f):
+                    self.solo_tput[(row["device"].lower(), row["kind"])] = float(row["solo_throughput"])
+        self._devices = sorted({d for d, _, _ in self.pairs}, key=len, reverse=True)
+        ref = [v for (d, _), v in self.solo_tput.items() if d == self._devices[-1]] or [1.0]
+        self._ref_tput = float(np.mean(ref))
+
+    def csv_device(self, model: GpuModel) -> str:
+        """The co-location CSV device name covering a catalog model (``V100M16`` -> ``v100``)."""
+        for d in self._devices:
+            if model.name.lower().startswith(d):
+                return d
+        raise KeyError(f"GPU model {model.name} has no rows in the co-location CSV")
+
+    def _csv_seconds(self, sub: Subtask, model: GpuModel) -> float:
+        # Calibrated so that a kind of mean throughput takes its nominal roofline time on the
+        # reference device; kinds and devices then differ as measured.
+        nominal = max(
+            sub.gflop / (model.fp32_tflops * 1e3 * NOMINAL_COMPUTE_EFF),
+            sub.gbytes / (model.mem_bw_gbs * NOMINAL_BW_EFF),
+        )
+        assert self.solo_tput is not None
+        tput = self.solo_tput.get((self.csv_device(model), sub.kind.name))
+        return nominal if not tput else nominal * self._ref_tput / tput
+
+    def _csv_factors(self, kinds: Sequence[KindSpec], model: GpuModel) -> list[float]:
+        assert self.pairs is not None
+        dev = self.csv_device(model)
+        k = len(kinds)
+        out = []
+        for i, ki in enumerate(kinds):
+            slow = 0.0
+            for j, kj in enumerate(kinds):
+                if i != j:
+                    norm = self.pairs.get((dev, ki.name, kj.name), 1.0 / 1.2)
+                    norm = norm if norm > 0 else 1.0 / (1.2 * 2)
+                    slow += 1.0 / norm - 1.0
+            out.append(1.0 / (1.0 + slow) if k > 1 else 1.0)
+        return out

@@ -1,0 +1,158 @@
+"""Gymnasium environment for stage 1: pick a node for each arriving task.
+
+Observation (``Dict``): ``nodes`` (N, F) per-node features for the task at hand, ``task`` (T,),
+``cluster`` (S,) summary, ``mask`` (N,) int8 feasible nodes — never all zero. The action is a node
+index. An infeasible action is replaced by the feasible node with the best nominal completion time
+and costs :data:`INVALID_PENALTY` (agents should mask; the checkers sample unmasked actions).
+
+Reward (``reward="latency"``, default): minus the task-seconds spent in the system between two
+decisions, in task-minutes — summed over an episode it is minus the total latency of all tasks,
+so maximising it minimises mean latency, and with a fixed arrival stream keeps throughput up (by
+Little's law the backlog, and the makespan, stay small). ``reward="throughput"`` is the paper's:
+the change in completed tasks per minute between decisions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.simulator import Simulator
+from rlsched.features import (
+    CLUSTER_FEATURES,
+    NODE_FEATURES,
+    TASK_FEATURES,
+    encode_cluster,
+    encode_nodes,
+    encode_task,
+)
+from rlsched.policies.registry import PLACERS
+from rlsched.policies.selectors import MctSelector
+from rlsched.scenario import Scenario
+from rlsched.scenario_io import load_scenario
+from rlsched.taskgen import generate_tasks
+from rlsched.tasks import Task
+
+INVALID_PENALTY = 1.0
+
+
+class ClusterSchedulingEnv(gym.Env):
+    """Stage-1 scheduling of one scenario's task stream.
+
+    :param scenario: a built-in scenario name, a path, or a :class:`Scenario`.
+    :param placer: stage-2 policy used on every node.
+    :param max_tasks: cap on tasks per episode (``None`` = the scenario's count).
+    :param reward: ``"latency"`` or ``"throughput"``.
+    :param rate_per_min: override the scenario's arrival rate.
+    """
+
+    metadata = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(
+        self,
+        scenario: str | Scenario = "paper",
+        placer: str = "speedup",
+        max_tasks: int | None = None,
+        reward: str = "latency",
+        rate_per_min: float | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(scenario, str):
+            scenario = load_scenario(scenario, rate_per_min=rate_per_min)
+        if reward not in ("latency", "throughput"):
+            raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
+        if placer not in PLACERS:
+            raise ValueError(f"unknown placer {placer!r}; known: {', '.join(sorted(PLACERS))}")
+        self.scenario = scenario
+        self.placer_name = placer
+        self.max_tasks = max_tasks
+        self.reward_kind = reward
+        n = len(scenario.cluster.nodes)
+        inf = np.float32(np.inf)
+        self.observation_space = spaces.Dict(
+            {
+                "nodes": spaces.Box(-inf, inf, (n, len(NODE_FEATURES)), np.float32),
+                "task": spaces.Box(-inf, inf, (len(TASK_FEATURES),), np.float32),
+                "cluster": spaces.Box(-inf, inf, (len(CLUSTER_FEATURES),), np.float32),
+                "mask": spaces.Box(0, 1, (n,), np.int8),
+            }
+        )
+        self.action_space = spaces.Discrete(n)
+        self.sim: Simulator | None = None
+        self._task: Task | None = None
+        self._mask = np.zeros(n, dtype=bool)
+
+    # ---- gym API ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed)
+        run_seed = int(self.np_random.integers(2**31 - 1)) if seed is None else int(seed)
+        tasks = generate_tasks(self.scenario, run_seed)
+        if self.max_tasks is not None:
+            tasks = tasks[: self.max_tasks]
+        placer = PLACERS[self.placer_name]()
+        self.sim = Simulator(self.scenario, tasks, placer, seed=run_seed)
+        placer.reset(self.sim.view, run_seed)
+        self._area = self._completed = 0.0
+        self._advance()
+        return self._obs(), {"time_s": self.sim.now}
+
+    def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
+        sim, task = self.sim, self._task
+        if sim is None or task is None:
+            raise RuntimeError("step() called before reset() or after the episode ended")
+        node = int(action)
+        invalid = not (0 <= node < len(self._mask) and self._mask[node])
+        if invalid:
+            node = int(np.argmin(np.where(self._mask, MctSelector.etc(task, sim.view), np.inf)))
+        sim.assign(task, node)
+        done = self._advance()
+        reward = self._reward() - (INVALID_PENALTY if invalid else 0.0)
+        info: dict[str, Any] = {"time_s": sim.now, "node": node, "invalid_action": invalid}
+        if done:
+            info["metrics"] = sim.metrics().to_dict()
+        return self._obs(), reward, done, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Feasible actions (the sb3-contrib convention)."""
+        return self._mask.copy()
+
+    # ---- internals -------------------------------------------------------------------------
+    def _advance(self) -> bool:
+        """Run the simulator to the next decision; True when the episode is over."""
+        sim = self.sim
+        assert sim is not None
+        self._task = sim.next_decision()
+        if self._task is None:
+            sim.finish()
+            return True
+        self._mask = sim.mask(self._task)
+        return False
+
+    def _reward(self) -> float:
+        sim = self.sim
+        assert sim is not None
+        if self.reward_kind == "latency":
+            r = -(sim.area - self._area) / 60.0
+            self._area = sim.area
+            return float(r)
+        r = float(sim.completed - self._completed)
+        self._completed = sim.completed
+        return r
+
+    def _obs(self) -> dict[str, np.ndarray]:
+        sim, task = self.sim, self._task
+        assert sim is not None
+        if task is None:  # terminal: any valid-looking observation; it is never acted on
+            return {
+                k: np.zeros(s.shape, dtype=s.dtype) if k != "mask" else np.ones(s.shape, dtype=np.int8)
+                for k, s in self.observation_space.spaces.items()
+            }
+        return {
+            "nodes": encode_nodes(sim.view, task, self._mask),
+            "task": encode_task(task, sim.view),
+            "cluster": encode_cluster(sim.view),
+            "mask": self._mask.astype(np.int8),
+        }

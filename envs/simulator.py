@@ -1,0 +1,557 @@
+"""Discrete-event simulator of a heterogeneous CPU-GPU cluster running streaming tasks.
+
+One event loop serves two drivers: :meth:`Simulator.run` with a two-stage scheduler, and the
+Gymnasium environment, which asks for each stage-1 decision through :meth:`next_decision` and
+answers with :meth:`assign`. Between decisions the loop moves tasks over each node's NIC into
+host memory, places ready subtasks with the stage-2 placer, and runs them on GPU streams or CPU
+cores at rates from the ground truth, recomputing the rates of every co-runner whenever the set
+of subtasks on a GPU changes.
+
+Invariants (checked by property tests): device memory never exceeds capacity, a GPU never runs
+more subtasks than it has streams, a subtask starts only after its parents finished, and every
+task completes exactly once or is reported as unschedulable.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from envs.ground_truth import GroundTruth
+from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.feasibility import TaskNeeds, feasible_nodes, task_needs
+from rlsched.metrics import RunMetrics, summarise
+from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
+from rlsched.scenario import Scenario
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
+
+# Event kinds, ordered so that at equal times departures free resources before arrivals look.
+_DONE, _XFER, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(6)
+#: Weight of a new sample in the measured-speed moving average.
+SPEED_EMA = 0.2
+
+
+class PlacementError(RuntimeError):
+    """A placer returned a unit that cannot take the subtask."""
+
+
+@dataclass(slots=True, eq=False)
+class TaskRun:
+    """A task while it is on a node."""
+
+    task: Task
+    node: int
+    epoch: int
+    deps_left: list[int]
+    done: int = 0
+    started: list[bool] = field(default_factory=list)
+    started_s: float = math.nan
+    gpu_nominal: list[float] = field(default_factory=list)
+    cpu_nominal: list[float] = field(default_factory=list)
+
+
+@dataclass(slots=True, eq=False)
+class Run:
+    """A subtask executing on a unit."""
+
+    tr: TaskRun
+    sub: Subtask
+    gpu: int  # GPU index or CPU
+    solo_s: float
+    remaining: float = 1.0  # fraction of the work left
+    rate: float = 0.0  # fraction per second
+    t_last: float = 0.0
+    t_start: float = 0.0
+    version: int = 0
+
+
+@dataclass
+class TaskRecord:
+    """What happened to one task (for metrics and tests)."""
+
+    arrival_s: float
+    node: int = -1
+    first_start_s: float = math.nan
+    done_s: float = math.nan
+    deadline_s: float | None = None
+    requeues: int = 0
+    completions: int = 0
+
+
+class Simulator:
+    """A simulated cluster for one scenario and seed.
+
+    :param scenario: cluster, dynamics and interference source.
+    :param tasks: the tasks to run, dense ids in arrival order.
+    :param placer: the stage-2 policy used on every node.
+    :param seed: drives drift (the tasks were drawn from their own seed).
+    :param trace: keep a log of subtask executions (for tests).
+    """
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        tasks: list[Task],
+        placer: SubtaskPlacer,
+        seed: int = 0,
+        trace: bool = False,
+    ) -> None:
+        self.scenario = scenario
+        self.tasks = tasks
+        self.placer = placer
+        self.seed = seed
+        spec = scenario.cluster
+        self.view = ClusterView.from_spec(spec)
+        self.nodes = spec.nodes
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
+        self.truth = GroundTruth(scenario.interference, scenario.drift, [n.gpus for n in spec.nodes], rng)
+        self.trace: list[tuple] | None = [] if trace else None
+        self._init_state()
+
+    # ---- setup -----------------------------------------------------------------------------
+    def _init_state(self) -> None:
+        n, g = self.view.n_nodes, self.view.max_gpus
+        self.now = 0.0
+        self._seq = 0
+        self._events: list[tuple] = []
+        self.records = [TaskRecord(t.arrival_s, deadline_s=t.deadline_s) for t in self.tasks]
+        self._needs: list[TaskNeeds | None] = [None] * len(self.tasks)
+        self._gpu_runs: list[list[list[Run]]] = [[[] for _ in range(g)] for _ in range(n)]
+        self._cpu_runs: list[set[Run]] = [set() for _ in range(n)]
+        self._waiting: list[list[tuple[tuple, TaskRun, Subtask]]] = [[] for _ in range(n)]
+        self._admit: list[list[TaskRun]] = [[] for _ in range(n)]
+        self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
+        self._epoch = [0] * n
+        self._nic_free = np.zeros(n)
+        self.pending: list[int] = []  # arrived, not yet given a node
+        self.unplaceable: list[int] = []  # arrived, no feasible node right now
+        self.completed = 0
+        self.decisions = 0
+        self.in_system = 0
+        self.area = 0.0  # integral of tasks in system over time
+        self._t_area = 0.0
+        self._util = _UtilAccumulator(self.view)
+        for t in self.tasks:
+            self._push(t.arrival_s, _ARRIVE, t.id)
+        for i, node in enumerate(self.nodes):
+            if node.join_s > 0:
+                self._push(node.join_s, _JOIN, i)
+            if node.leave_s is not None:
+                self._push(node.leave_s, _LEAVE, i)
+        if self.scenario.drift.sigma > 0 and self.tasks:
+            self._push(self.scenario.drift.interval_s, _DRIFT, None)
+        self._util.start(0.0)
+
+    def _push(self, t: float, kind: int, obj: object, version: int = 0) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (t, kind, self._seq, obj, version))
+
+    # ---- driver API ------------------------------------------------------------------------
+    def run(self, scheduler: TwoStageScheduler) -> RunMetrics:
+        """Run every task to completion with ``scheduler``; return the metrics.
+
+        :param scheduler: stage 1 picks nodes; its placer replaces this simulator's placer.
+        """
+        self.placer = scheduler.placer
+        scheduler.reset(self.view, self.seed)
+        bind = getattr(scheduler.selector, "bind_simulator", None)
+        if bind is not None:
+            bind(self)  # only the clairvoyant oracle bound has this hook
+        select = scheduler.selector.select
+        t0 = time.perf_counter()
+        decide_s = 0.0
+        while (task := self.next_decision()) is not None:
+            mask = self.mask(task)
+            d0 = time.perf_counter()
+            node = select(task, self.view, mask)
+            decide_s += time.perf_counter() - d0
+            self.assign(task, node)
+        return self.metrics(wall_s=time.perf_counter() - t0, decide_s=decide_s)
+
+    def next_decision(self) -> Task | None:
+        """Advance simulated time until a task awaits a node; ``None`` when all work is done."""
+        while not self.pending:
+            if not self._events:
+                return None
+            self._step_event()
+        self._refresh_view()
+        return self.tasks[self.pending[0]]
+
+    def needs(self, task: Task) -> TaskNeeds:
+        """Cached requirements of a task."""
+        nd = self._needs[task.id]
+        if nd is None:
+            nd = self._needs[task.id] = task_needs(task)
+        return nd
+
+    def mask(self, task: Task) -> np.ndarray:
+        """Feasible nodes for ``task`` now (at least one when it came from :meth:`next_decision`)."""
+        return feasible_nodes(self.needs(task), self.view)
+
+    def assign(self, task: Task, node: int) -> None:
+        """Apply a stage-1 decision for the task :meth:`next_decision` returned."""
+        if not self.pending or self.pending[0] != task.id:
+            raise ValueError(f"task {task.id} is not the task awaiting a decision")
+        if not self.mask(task)[node]:
+            raise ValueError(f"node {node} cannot run task {task.id}")
+        self.pending.pop(0)
+        self.decisions += 1
+        self._to_node(task, node)
+
+    def finish(self) -> None:
+        """Run the remaining events (tasks already placed) to the end."""
+        while self._events and not self.pending:
+            self._step_event()
+
+    @property
+    def done(self) -> bool:
+        return not self._events and not self.pending
+
+    def metrics(self, wall_s: float = 0.0, decide_s: float = 0.0) -> RunMetrics:
+        """Metrics of the run so far."""
+        self._util.advance(self.now)
+        return summarise(
+            self.records,
+            self._util.summary(),
+            unschedulable=len(self.unplaceable) + len(self.pending),
+            decisions=self.decisions,
+            wall_s=wall_s,
+            decide_s=decide_s,
+        )
+
+    # ---- event loop ------------------------------------------------------------------------
+    def _step_event(self) -> None:
+        t, kind, _, obj, version = heapq.heappop(self._events)
+        if kind == _DONE and obj.version != version:
+            return  # superseded by a rate change
+        if t > self.now:
+            self.area += self.in_system * (t - self.now)
+            self.now = t
+        if kind == _DONE:
+            self._subtask_done(obj)
+        elif kind == _ARRIVE:
+            self.in_system += 1
+            self.pending.append(obj)
+            self._screen_pending()
+        elif kind == _XFER:
+            self._transfer_done(obj)
+        elif kind == _DRIFT:
+            self._drift()
+        elif kind == _JOIN:
+            self._join(obj)
+        else:
+            self._leave(obj)
+
+    def _screen_pending(self) -> None:
+        """Move tasks that no live node can run out of the decision queue."""
+        tid = self.pending[-1]
+        if not self.mask(self.tasks[tid]).any():
+            self.pending.pop()
+            self.unplaceable.append(tid)
+
+    def _refresh_view(self) -> None:
+        v = self.view
+        v.time_s = self.now
+        np.maximum(self._nic_free - self.now, 0.0, out=v.net_in_busy_s)
+
+    # ---- task on node ----------------------------------------------------------------------
+    def _to_node(self, task: Task, node: int) -> None:
+        v = self.view
+        rec = self.records[task.id]
+        rec.node = node
+        tr = TaskRun(
+            task,
+            node,
+            self._epoch[node],
+            [len(s.parents) for s in task.graph.subtasks],
+            started=[False] * len(task.graph),
+        )
+        nd = v.gpu_valid[node]
+        tf = float(v.gpu_tflops[node][nd].mean()) if nd.any() else 0.0
+        bw = float(v.gpu_bw_gbs[node][nd].mean()) if nd.any() else 0.0
+        for s in task.graph.subtasks:
+            gn = subtask_gpu_seconds(s, tf, bw) if (s.device is not Device.CPU and tf > 0) else 0.0
+            cn = subtask_cpu_seconds(s, v.cpu_gflops[node]) if s.device is Device.CPU else 0.0
+            tr.gpu_nominal.append(gn)
+            tr.cpu_nominal.append(cn)
+        v.backlog_gpu_s[node] += sum(tr.gpu_nominal)
+        v.backlog_cpu_s[node] += sum(tr.cpu_nominal)
+        v.tasks_on_node[node] += 1
+        self._on_node[node][task.id] = tr
+        self._admit[node].append(tr)
+        self._admit_tasks(node)
+
+    def _admit_tasks(self, node: int) -> None:
+        """Start input transfers, in order, for queued tasks whose host memory fits."""
+        v = self.view
+        q = self._admit[node]
+        while q and v.host_mem_used_mb[node] + q[0].task.host_mem_mb <= v.host_mem_mb[node]:
+            tr = q.pop(0)
+            self._util.advance_node(node, self.now)
+            v.host_mem_used_mb[node] += tr.task.host_mem_mb
+            start = max(self.now, self._nic_free[node])
+            end = start + tr.task.input_mb / v.net_mbps[node]
+            self._nic_free[node] = end
+            self._push(end, _XFER, tr, tr.epoch)
+
+    def _transfer_done(self, tr: TaskRun) -> None:
+        if tr.epoch != self._epoch[tr.node]:
+            return  # the node left while the input was in flight
+        for s in tr.task.graph.subtasks:
+            if not s.parents:
+                self._ready(tr, s)
+        self._drain(tr.node)
+
+    def _ready(self, tr: TaskRun, sub: Subtask) -> None:
+        key = (-tr.task.priority, tr.task.arrival_s, tr.task.id, sub.index)
+        w = self._waiting[tr.node]
+        if not w or w[-1][0] < key:
+            w.append((key, tr, sub))
+        else:
+            # Rare: a higher-priority or older subtask became ready after younger ones.
+            import bisect
+
+            bisect.insort(w, (key, tr, sub), key=lambda e: e[0])
+        self.view.ready_waiting[tr.node] += 1
+
+    def _drain(self, node: int) -> None:
+        """Offer waiting subtasks, oldest first, to the placer while units are free."""
+        w = self._waiting[node]
+        if not w:
+            return
+        v = self.view
+        place = self.placer.place
+        kept = []
+        for i, item in enumerate(w):
+            cpu_free = v.cpu_busy[node] < v.cores[node]
+            gpu_free = bool((v.gpu_running[node] < v.gpu_streams[node]).any())
+            if not cpu_free and not gpu_free:
+                kept.extend(w[i:])
+                break
+            _, tr, sub = item
+            dev = sub.device
+            if (dev is Device.CPU and not cpu_free) or (dev is Device.GPU and not gpu_free):
+                kept.append(item)
+                continue
+            unit = place(tr.task, sub, node, v)
+            if unit is None:
+                kept.append(item)
+                continue
+            v.ready_waiting[node] -= 1
+            self._start(tr, sub, unit)
+        self._waiting[node] = kept
+        if kept and v.cpu_busy[node] == 0 and not v.gpu_running[node].any():
+            # Nothing runs on the node, so no event would ever offer these subtasks again.
+            raise PlacementError(
+                f"placer {self.placer.name} left {len(kept)} subtasks waiting on idle node {node}"
+            )
+
+    def _start(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
+        v, node, now = self.view, tr.node, self.now
+        self._check_unit(tr, sub, unit)
+        self._util.advance_node(node, now)
+        tr.started[sub.index] = True
+        rec = self.records[tr.task.id]
+        if math.isnan(rec.first_start_s):
+            rec.first_start_s = now
+        if unit == CPU:
+            solo = self.truth.cpu_solo_seconds(sub, float(v.cpu_gflops[node]))
+            run = Run(tr, sub, CPU, solo, rate=1.0 / solo, t_last=now, t_start=now)
+            v.cpu_busy[node] += 1
+            self._cpu_runs[node].add(run)
+            self._push(now + solo, _DONE, run, 0)
+        else:
+            model = self.nodes[node].gpus[unit]
+            run = Run(tr, sub, unit, self.truth.gpu_solo_seconds(sub, model), t_last=now, t_start=now)
+            v.gpu_running[node, unit] += 1
+            v.gpu_mem_used_mb[node, unit] += sub.mem_mb
+            v.gpu_kinds[node][unit].append(sub.kind.name)
+            self._gpu_runs[node][unit].append(run)
+            self._rerate(node, unit)
+        if self.trace is not None:
+            self.trace.append(("start", now, tr.task.id, sub.index, node, unit))
+
+    def _check_unit(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
+        v, node = self.view, tr.node
+        if unit == CPU:
+            if sub.device is Device.GPU or v.cpu_busy[node] >= v.cores[node]:
+                raise PlacementError(f"{self.placer.name}: no CPU core for {sub.kind.name} on node {node}")
+            return
+        ok = (
+            sub.device is not Device.CPU
+            and 0 <= unit < len(self.nodes[node].gpus)
+            and v.gpu_running[node, unit] < v.gpu_streams[node, unit]
+            and v.gpu_mem_used_mb[node, unit] + sub.mem_mb <= v.gpu_mem_mb[node, unit]
+            and (not tr.task.gpu_models or self.nodes[node].gpus[unit].name in tr.task.gpu_models)
+        )
+        if not ok:
+            raise PlacementError(f"{self.placer.name}: GPU {unit} of node {node} cannot take {sub.kind.name}")
+
+    def _rerate(self, node: int, gpu: int) -> None:
+        """Recompute the progress rates of every subtask on a GPU after its co-runners changed."""
+        runs = self._gpu_runs[node][gpu]
+        if not runs:
+            return
+        now = self.now
+        model = self.nodes[node].gpus[gpu]
+        f = self.truth.factors([r.sub.kind for r in runs], [r.sub.share for r in runs], model)
+        speed = float(self.truth.speed[node, gpu])
+        for r, fi in zip(runs, f, strict=True):
+            r.remaining -= (now - r.t_last) * r.rate
+            r.t_last = now
+            r.rate = speed * fi / r.solo_s
+            r.version += 1
+            self._push(now + max(r.remaining, 0.0) / r.rate, _DONE, r, r.version)
+
+    def _subtask_done(self, run: Run) -> None:
+        tr, sub, v, now = run.tr, run.sub, self.view, self.now
+        node = tr.node
+        self._util.advance_node(node, now)
+        measured = now - run.t_start
+        if run.gpu == CPU:
+            self._cpu_runs[node].discard(run)
+            v.cpu_busy[node] -= 1
+            nominal = subtask_cpu_seconds(sub, float(v.cpu_gflops[node]))
+            v.speed_cpu[node] += SPEED_EMA * (nominal / measured - v.speed_cpu[node])
+        else:
+            g = run.gpu
+            self._gpu_runs[node][g].remove(run)
+            v.gpu_running[node, g] -= 1
+            v.gpu_mem_used_mb[node, g] -= sub.mem_mb
+            v.gpu_kinds[node][g].remove(sub.kind.name)
+            nominal = subtask_gpu_seconds(sub, float(v.gpu_tflops[node, g]), float(v.gpu_bw_gbs[node, g]))
+            v.speed_gpu[node, g] += SPEED_EMA * (nominal / measured - v.speed_gpu[node, g])
+            self._rerate(node, g)
+        v.backlog_gpu_s[node] -= tr.gpu_nominal[sub.index]
+        v.backlog_cpu_s[node] -= tr.cpu_nominal[sub.index]
+        if self.trace is not None:
+            self.trace.append(("done", now, tr.task.id, sub.index, node, run.gpu))
+        tr.done += 1
+        for c in tr.task.graph.children[sub.index]:
+            tr.deps_left[c] -= 1
+            if tr.deps_left[c] == 0:
+                self._ready(tr, tr.task.graph.subtasks[c])
+        if tr.done == len(tr.task.graph):
+            self._task_done(tr)
+        self._drain(node)
+
+    def _task_done(self, tr: TaskRun) -> None:
+        v, node = self.view, tr.node
+        rec = self.records[tr.task.id]
+        rec.done_s = self.now
+        rec.completions += 1
+        self.completed += 1
+        self.in_system -= 1
+        v.host_mem_used_mb[node] -= tr.task.host_mem_mb
+        v.tasks_on_node[node] -= 1
+        del self._on_node[node][tr.task.id]
+        self._admit_tasks(node)
+
+    # ---- dynamics --------------------------------------------------------------------------
+    def _drift(self) -> None:
+        self.truth.step_drift()
+        for n in range(self.view.n_nodes):
+            for g in range(len(self.nodes[n].gpus)):
+                self._rerate(n, g)
+        if self.pending or any(k != _DRIFT for _, k, *_ in self._events):
+            self._push(self.now + self.scenario.drift.interval_s, _DRIFT, None)
+
+    def _join(self, node: int) -> None:
+        self._util.advance_node(node, self.now)
+        self.view.alive[node] = True
+        retry, self.unplaceable = self.unplaceable, []
+        for tid in retry:
+            self.pending.append(tid)
+            self._screen_pending()
+        self.pending.sort()
+
+    def _leave(self, node: int) -> None:
+        """Node failure: running and queued work is lost and its tasks go back to stage 1."""
+        v = self.view
+        self._util.advance_node(node, self.now)
+        self._epoch[node] += 1
+        for g, runs in enumerate(self._gpu_runs[node]):
+            for r in runs:
+                r.version += 1
+            runs.clear()
+            v.gpu_kinds[node][g].clear()
+        for r in self._cpu_runs[node]:
+            r.version += 1
+        self._cpu_runs[node].clear()
+        requeue = sorted(self._on_node[node])
+        self._on_node[node].clear()
+        self._waiting[node].clear()
+        self._admit[node].clear()
+        v.alive[node] = False
+        for arr in (v.cpu_busy, v.host_mem_used_mb, v.tasks_on_node, v.ready_waiting):
+            arr[node] = 0
+        for arr in (v.backlog_gpu_s, v.backlog_cpu_s):
+            arr[node] = 0.0
+        v.gpu_running[node] = 0
+        v.gpu_mem_used_mb[node] = 0.0
+        self._nic_free[node] = self.now
+        for tid in requeue:
+            self.records[tid].requeues += 1
+            self.records[tid].node = -1
+            self.pending.append(tid)
+            self._screen_pending()
+        self.pending.sort()
+
+
+class _UtilAccumulator:
+    """Time integrals of per-node utilisation, for GPU utilisation and load balance."""
+
+    def __init__(self, view: ClusterView) -> None:
+        n = view.n_nodes
+        self.view = view
+        self.last = [0.0] * n
+        self.alive_s = [0.0] * n
+        self.cpu = [0.0] * n
+        self.hmem = [0.0] * n
+        self.gpu = [0.0] * n  # GPU-seconds with at least one subtask running
+        self.gmem = [0.0] * n
+        self.ngpu = [int(x) for x in view.n_gpus]
+        self.gmem_cap = [float(x) for x in view.gpu_mem_mb.sum(axis=1)]
+
+    def start(self, t: float) -> None:
+        self.last = [t] * len(self.last)
+
+    def advance_node(self, n: int, t: float) -> None:
+        dt = t - self.last[n]
+        if dt <= 0:
+            return
+        self.last[n] = t
+        v = self.view
+        if not v.alive[n]:
+            return
+        self.alive_s[n] += dt
+        self.cpu[n] += dt * v.cpu_busy[n] / max(v.cores[n], 1)
+        self.hmem[n] += dt * v.host_mem_used_mb[n] / v.host_mem_mb[n]
+        if self.ngpu[n]:
+            self.gpu[n] += dt * int(np.count_nonzero(v.gpu_running[n]))
+            self.gmem[n] += dt * float(v.gpu_mem_used_mb[n].sum()) / self.gmem_cap[n]
+
+    def advance(self, t: float) -> None:
+        for n in range(len(self.last)):
+            self.advance_node(n, t)
+
+    def summary(self) -> dict[str, np.ndarray]:
+        """Per-node time-averaged utilisations over each node's alive time."""
+        alive = np.maximum(np.array(self.alive_s), 1e-12)
+        ngpu = np.array(self.ngpu, dtype=np.float64)
+        gpu_s = np.array(self.gpu)
+        return {
+            "alive_s": np.array(self.alive_s),
+            "cpu": np.array(self.cpu) / alive,
+            "host_mem": np.array(self.hmem) / alive,
+            "gpu": np.where(ngpu > 0, gpu_s / (alive * np.maximum(ngpu, 1)), 0.0),
+            "gpu_mem": np.array(self.gmem) / alive,
+            "gpu_seconds": gpu_s,
+            "gpu_capacity_s": ngpu * np.array(self.alive_s),
+            "has_gpu": ngpu > 0,
+        }

@@ -1,0 +1,72 @@
+"""Which nodes could ever run a task: the stage-1 action mask.
+
+A node is feasible for a task when it is alive, has the host memory the task holds, and — when
+the task has GPU-only subtasks — a GPU of an allowed model with enough device memory for the
+largest of them. Feasible does not mean free: queues absorb load; infeasible would wait forever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rlsched.tasks import Device, Task
+from rlsched.view import ClusterView
+
+
+@dataclass(frozen=True)
+class TaskNeeds:
+    """What a task requires of the node that takes it.
+
+    :param host_mem_mb: host memory held while on the node.
+    :param gpu_mem_mb: device memory of the largest GPU-only subtask (0 if none).
+    :param any_gpu_mem_mb: device memory of the largest GPU-capable subtask (0 if none).
+    :param needs_gpu: some subtask can only run on a GPU.
+    :param needs_cpu: some subtask can only run on a CPU core.
+    :param models: allowed GPU model names (empty = any).
+    """
+
+    host_mem_mb: float
+    gpu_mem_mb: float
+    any_gpu_mem_mb: float
+    needs_gpu: bool
+    needs_cpu: bool
+    models: frozenset[str]
+
+
+def task_needs(task: Task) -> TaskNeeds:
+    """Summarise a task's requirements."""
+    gpu_only = [s.mem_mb for s in task.graph.subtasks if s.device is Device.GPU]
+    gpu_any = [s.mem_mb for s in task.graph.subtasks if s.device is not Device.CPU]
+    return TaskNeeds(
+        host_mem_mb=task.host_mem_mb,
+        gpu_mem_mb=max(gpu_only, default=0.0),
+        any_gpu_mem_mb=max(gpu_any, default=0.0),
+        needs_gpu=bool(gpu_only),
+        needs_cpu=any(s.device is Device.CPU for s in task.graph.subtasks),
+        models=task.gpu_models,
+    )
+
+
+def allowed_gpus(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
+    """(N, G) mask of GPUs of an allowed model."""
+    if not needs.models:
+        return view.gpu_valid
+    idx = [i for i, m in enumerate(view.model_names) if m in needs.models]
+    return view.gpu_valid & np.isin(view.gpu_model, idx)
+
+
+def feasible_nodes(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
+    """(N,) bool mask of nodes that could run a task with these needs."""
+    ok = view.alive & (view.host_mem_mb >= needs.host_mem_mb)
+    if needs.needs_cpu:
+        ok &= view.cores > 0
+    if needs.needs_gpu:
+        gpus = allowed_gpus(needs, view) & (view.gpu_mem_mb >= needs.gpu_mem_mb)
+        ok &= gpus.any(axis=1)
+    if not needs.needs_gpu and not needs.needs_cpu and needs.any_gpu_mem_mb > 0:
+        # Every subtask may run on either side: a node needs cores or a fitting GPU.
+        gpus = allowed_gpus(needs, view) & (view.gpu_mem_mb >= needs.any_gpu_mem_mb)
+        ok &= (view.cores > 0) | gpus.any(axis=1)
+    return ok

@@ -1,0 +1,200 @@
+"""The one feature encoder: per-node, per-GPU, task and cluster-summary features.
+
+Used by learning policies in the simulator and in the live runtime alike; it reads only a
+:class:`ClusterView` and a :class:`Task`. Bump :data:`FEATURE_VERSION` whenever a feature's
+meaning, order or scaling changes: checkpoints record it and refuse to load across versions.
+
+Scaling: counts and durations go through ``log1p`` and utilisations stay in [0, 1], so every
+feature is O(1) on clusters from 4 to 1,024 nodes — what lets one network serve any size.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlsched.estimates import task_split_seconds
+from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
+from rlsched.policies.selectors import MctSelector, expected_exec_s, node_utilisation
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+
+FEATURE_VERSION = 1
+
+NODE_FEATURES: tuple[str, ...] = (
+    "alive",
+    "cpu_util",
+    "host_mem_util",
+    "gpu_util",
+    "gpu_mem_util",
+    "stream_occupancy",
+    "idle_streams_log",
+    "net_in_busy_log",
+    "tasks_on_node_log",
+    "ready_waiting_log",
+    "backlog_gpu_per_gpu_log",
+    "backlog_cpu_per_core_log",
+    "speed_gpu",
+    "speed_cpu",
+    "n_gpus_log",
+    "gpu_tflops_log",
+    "cores_log",
+    "host_mem_log",
+    "load",
+    # task-conditional: what this task would cost here
+    "exec_gpu_log",
+    "exec_cpu_log",
+    "etc_log",
+    "etc_rel_best",
+    "feasible",
+)
+GPU_FEATURES: tuple[str, ...] = ("valid", "occupancy", "mem_util", "speed", "tflops_log", "bw_log")
+#: Apps with their own one-hot slot; others share the last slot.
+APP_VOCAB: tuple[str, ...] = (
+    "intrusion_detection",
+    "video_synopsis",
+    "face_recognition",
+    "matmul",
+    "fft",
+    "kmeans",
+    "alibaba",
+)
+TASK_FEATURES: tuple[str, ...] = (
+    *(f"app_{a}" for a in APP_VOCAB),
+    "app_other",
+    "input_log",
+    "priority",
+    "has_deadline",
+    "slack_log",
+    "nominal_gpu_log",
+    "nominal_cpu_log",
+    "subtasks_log",
+    "gpu_fraction",
+    "constrained",
+)
+CLUSTER_FEATURES: tuple[str, ...] = (
+    "nodes_log",
+    "alive_frac",
+    "mean_cpu_util",
+    "mean_gpu_util",
+    "mean_host_mem_util",
+    "mean_stream_occupancy",
+    "tasks_per_gpu_log",
+    "ready_waiting_per_node_log",
+    "mean_speed_gpu",
+    "load_std",
+)
+_REF = gpu_model("T4")
+
+
+def _l(x: np.ndarray | float) -> np.ndarray:
+    return np.log1p(np.maximum(x, 0.0))
+
+
+def encode_nodes(view: ClusterView, task: Task, mask: np.ndarray) -> np.ndarray:
+    """(N, len(NODE_FEATURES)) float32 features of every node for placing ``task``.
+
+    :param view: observable cluster state.
+    :param task: the task awaiting a node.
+    :param mask: (N,) feasible nodes.
+    """
+    ng = view.n_gpus
+    ngc = np.maximum(ng, 1)
+    valid = view.gpu_valid
+    streams = np.maximum((view.gpu_streams * valid).sum(axis=1), 1)
+    running = (view.gpu_running * valid).sum(axis=1)
+    cap = np.maximum((view.gpu_mem_mb * valid).sum(axis=1), 1.0)
+    g_s, c_s = expected_exec_s(task, view)
+    etc = MctSelector.etc(task, view)
+    best = float(etc[mask].min()) if mask.any() else 1.0
+    cols = (
+        view.alive,
+        view.cpu_busy / np.maximum(view.cores, 1),
+        view.host_mem_used_mb / view.host_mem_mb,
+        ((view.gpu_running > 0) & valid).sum(axis=1) / ngc,
+        view.gpu_mem_used_mb.sum(axis=1) / cap,
+        running / streams,
+        _l(view.gpu_idle_streams.sum(axis=1)),
+        _l(view.net_in_busy_s),
+        _l(view.tasks_on_node),
+        _l(view.ready_waiting),
+        _l(view.backlog_gpu_s / ngc / 60.0),
+        _l(view.backlog_cpu_s / np.maximum(view.cores, 1) / 60.0),
+        np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / ngc, 0.0),
+        view.speed_cpu,
+        _l(ng),
+        _l((view.gpu_tflops * valid).sum(axis=1)),
+        _l(view.cores / 8.0),
+        _l(view.host_mem_mb / 8192.0),
+        node_utilisation(view),
+        _l(g_s / 60.0),
+        _l(c_s / 60.0),
+        _l(etc / 60.0),
+        np.clip(etc / max(best, 1e-6) - 1.0, 0.0, 10.0),
+        mask,
+    )
+    out = np.stack(cols, axis=1).astype(np.float32)
+    out[~view.alive] = 0.0
+    return out
+
+
+def encode_gpus(view: ClusterView) -> np.ndarray:
+    """(N, G, len(GPU_FEATURES)) float32 features of every GPU slot (zeros on padding)."""
+    valid = view.gpu_valid
+    cols = (
+        valid,
+        view.gpu_running / np.maximum(view.gpu_streams, 1),
+        view.gpu_mem_used_mb / np.maximum(view.gpu_mem_mb, 1.0),
+        view.speed_gpu,
+        _l(view.gpu_tflops),
+        _l(view.gpu_bw_gbs / 100.0),
+    )
+    return (np.stack(cols, axis=2) * valid[..., None]).astype(np.float32)
+
+
+def encode_task(task: Task, view: ClusterView) -> np.ndarray:
+    """(len(TASK_FEATURES),) float32 features of a task.
+
+    :param task: the task.
+    :param view: gives the current time, for deadline slack.
+    """
+    onehot = np.zeros(len(APP_VOCAB) + 1, dtype=np.float32)
+    onehot[APP_VOCAB.index(task.app) if task.app in APP_VOCAB else -1] = 1.0
+    g, c = task_split_seconds(task, _REF.fp32_tflops, _REF.mem_bw_gbs, CPU_CORE_GFLOPS)
+    slack = (task.deadline_s - view.time_s) if task.deadline_s is not None else 0.0
+    rest = np.array(
+        [
+            np.log1p(task.input_mb / 100.0),
+            task.priority,
+            task.deadline_s is not None,
+            np.log1p(max(slack, 0.0) / 60.0),
+            np.log1p(g / 60.0),
+            np.log1p(c / 60.0),
+            np.log1p(len(task.graph)),
+            g / max(g + c, 1e-9),
+            bool(task.gpu_models),
+        ],
+        dtype=np.float32,
+    )
+    return np.concatenate([onehot, rest])
+
+
+def encode_cluster(view: ClusterView) -> np.ndarray:
+    """(len(CLUSTER_FEATURES),) float32 summary of the whole cluster (alive nodes only)."""
+    alive = view.alive
+    n_alive = max(int(alive.sum()), 1)
+    valid = view.gpu_valid & alive[:, None]
+    n_gpu = max(int(valid.sum()), 1)
+    load = node_utilisation(view)[alive]
+    vals = [
+        np.log1p(view.n_nodes),
+        alive.mean(),
+        float((view.cpu_busy / np.maximum(view.cores, 1))[alive].sum()) / n_alive,
+        float(((view.gpu_running > 0) & valid).sum()) / n_gpu,
+        float((view.host_mem_used_mb / view.host_mem_mb)[alive].sum()) / n_alive,
+        float((view.gpu_running * valid).sum()) / max(float((view.gpu_streams * valid).sum()), 1.0),
+        np.log1p(float(view.tasks_on_node[alive].sum()) / n_gpu),
+        np.log1p(float(view.ready_waiting[alive].sum()) / n_alive),
+        float((view.speed_gpu * valid).sum()) / n_gpu,
+        float(load.std()) if load.size else 0.0,
+    ]
+    return np.asarray(vals, dtype=np.float32)

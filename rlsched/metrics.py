@@ -1,0 +1,111 @@
+"""Run metrics: throughput, latency, utilisation and the paper's load-balancing degree."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class _Record(Protocol):
+    arrival_s: float
+    first_start_s: float
+    done_s: float
+    deadline_s: float | None
+    requeues: int
+    completions: int
+
+
+@dataclass
+class RunMetrics:
+    """Summary of one run. Times in seconds, throughput in tasks per second."""
+
+    throughput: float
+    makespan_s: float
+    tasks_total: int
+    tasks_completed: int
+    tasks_lost: int
+    tasks_unschedulable: int
+    tasks_requeued: int
+    gpu_util: float
+    load_balance: float
+    latency_mean_s: float
+    latency_p50_s: float
+    latency_p95_s: float
+    latency_p99_s: float
+    queue_wait_mean_s: float
+    deadline_miss_rate: float
+    wall_s: float
+    decisions_per_s: float
+
+    def to_dict(self) -> dict[str, float | int]:
+        """Plain-JSON dictionary (NaN becomes ``None``)."""
+        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
+
+
+def load_balance(util: dict[str, np.ndarray]) -> float:
+    """The paper's load-balancing degree: 1 - std over nodes of mean(CPU, host memory, GPU, GPU memory).
+
+    Nodes that were never alive are left out; GPU terms are left out for GPU-less nodes.
+    """
+    alive = util["alive_s"] > 0
+    if not alive.any():
+        return math.nan
+    has_gpu = util["has_gpu"]
+    four = (util["cpu"] + util["host_mem"] + util["gpu"] + util["gpu_mem"]) / 4.0
+    two = (util["cpu"] + util["host_mem"]) / 2.0
+    load = np.where(has_gpu, four, two)[alive]
+    return float(1.0 - load.std())
+
+
+def summarise(
+    records: Sequence[_Record],
+    util: dict[str, np.ndarray],
+    *,
+    unschedulable: int,
+    decisions: int,
+    wall_s: float,
+    decide_s: float,
+) -> RunMetrics:
+    """Compute :class:`RunMetrics` from per-task records and utilisation integrals.
+
+    :param records: one record per task.
+    :param util: per-node time-averaged utilisations (see the simulator's accumulator).
+    :param unschedulable: tasks that never found a feasible node.
+    :param decisions: stage-1 decisions made.
+    :param wall_s: wall time of the whole run.
+    :param decide_s: wall time spent inside stage-1 decisions.
+    """
+    arr = np.array([r.arrival_s for r in records], dtype=np.float64)
+    done = np.array([r.done_s for r in records], dtype=np.float64)
+    start = np.array([r.first_start_s for r in records], dtype=np.float64)
+    ok = ~np.isnan(done)
+    n_done = int(ok.sum())
+    lat = done[ok] - arr[ok]
+    makespan = float(done[ok].max() - arr.min()) if n_done else math.nan
+    with_dl = [(r.done_s, r.deadline_s) for r in records if r.deadline_s is not None]
+    missed = sum(1 for d, dl in with_dl if math.isnan(d) or d > dl)
+    pct = (lambda q: float(np.percentile(lat, q))) if n_done else (lambda q: math.nan)
+    cap = util["gpu_capacity_s"].sum()
+    return RunMetrics(
+        throughput=n_done / makespan if n_done and makespan > 0 else 0.0,
+        makespan_s=makespan,
+        tasks_total=len(records),
+        tasks_completed=n_done,
+        tasks_lost=len(records) - n_done - unschedulable,
+        tasks_unschedulable=unschedulable,
+        tasks_requeued=sum(r.requeues for r in records),
+        gpu_util=float(util["gpu_seconds"].sum() / cap) if cap > 0 else 0.0,
+        load_balance=load_balance(util),
+        latency_mean_s=float(lat.mean()) if n_done else math.nan,
+        latency_p50_s=pct(50),
+        latency_p95_s=pct(95),
+        latency_p99_s=pct(99),
+        queue_wait_mean_s=float(np.nanmean(start[ok] - arr[ok])) if n_done else math.nan,
+        deadline_miss_rate=missed / len(with_dl) if with_dl else 0.0,
+        wall_s=wall_s,
+        decisions_per_s=decisions / decide_s if decide_s > 0 else math.nan,
+    )

@@ -1,0 +1,76 @@
+"""Scheduler protocols and the two-stage scheduler that composes them.
+
+Stage 1 (``NodeSelector``) picks a node for each arriving task; stage 2 (``SubtaskPlacer``) picks
+a computing unit on that node for each ready subtask. Both only read a :class:`ClusterView`, so
+the same policy object runs against the simulator and the live runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from rlsched.tasks import Subtask, Task
+from rlsched.view import ClusterView
+
+#: Unit code a placer returns for "any free CPU core of the node" (cores are interchangeable).
+CPU = -1
+
+
+@runtime_checkable
+class NodeSelector(Protocol):
+    """Stage 1: choose a node for a task."""
+
+    name: str
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Forget all state; called before each run with the run's seed."""
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        """Return the index of a node with ``mask[index]`` true.
+
+        :param task: the task to place.
+        :param view: the observable cluster state.
+        :param mask: (N,) bool, nodes that could run the task; at least one is true.
+        """
+        ...
+
+
+@runtime_checkable
+class SubtaskPlacer(Protocol):
+    """Stage 2: choose a unit on the node for a ready subtask."""
+
+    name: str
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Forget all state; called before each run."""
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        """Return a GPU index with a free stream and enough free memory, :data:`CPU` when a core
+        is free, or ``None`` to keep the subtask waiting.
+
+        :param task: the subtask's task.
+        :param sub: the ready subtask.
+        :param node: the node the task runs on.
+        :param view: the observable cluster state.
+        """
+        ...
+
+
+@dataclass
+class TwoStageScheduler:
+    """A node selector paired with a subtask placer."""
+
+    selector: NodeSelector
+    placer: SubtaskPlacer
+
+    @property
+    def name(self) -> str:
+        return f"{self.selector.name}+{self.placer.name}"
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Reset both stages (the placer on a derived seed so the two draw independently)."""
+        self.selector.reset(view, seed)
+        self.placer.reset(view, seed + 7919)

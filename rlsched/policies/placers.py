@@ -1,0 +1,138 @@
+"""Stage-2 baselines: which GPU stream or CPU core takes a ready subtask.
+
+All placers respect what the simulator enforces (a free stream, enough free device memory, an
+allowed GPU model) and differ in which fitting unit they prefer and when a subtask that may run on
+either side goes to a CPU core.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.policies.base import CPU
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
+
+
+def fitting_gpus(task: Task, sub: Subtask, node: int, view: ClusterView) -> list[int]:
+    """GPUs of ``node`` that can start ``sub`` now: a free stream, room in memory, an allowed model."""
+    if sub.device is Device.CPU:
+        return []
+    running = view.gpu_running[node].tolist()
+    streams = view.gpu_streams[node].tolist()
+    used = view.gpu_mem_used_mb[node].tolist()
+    cap = view.gpu_mem_mb[node].tolist()
+    valid = view.gpu_valid[node].tolist()
+    out = [
+        g
+        for g in range(len(valid))
+        if valid[g] and running[g] < streams[g] and used[g] + sub.mem_mb <= cap[g]
+    ]
+    if task.gpu_models and out:
+        names = view.model_names
+        out = [g for g in out if names[view.gpu_model[node, g]] in task.gpu_models]
+    return out
+
+
+def core_free(node: int, view: ClusterView) -> bool:
+    """Whether a CPU core of ``node`` is idle."""
+    return bool(view.cpu_busy[node] < view.cores[node])
+
+
+class _Placer:
+    name = "base"
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Stateless placers have nothing to reset."""
+
+    def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
+        raise NotImplementedError
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        """GPU first when the kind may use one; a free core otherwise; else wait."""
+        gpus = fitting_gpus(task, sub, node, view)
+        if gpus:
+            return self._choose(gpus, node, view)
+        if sub.device is not Device.GPU and core_free(node, view):
+            return CPU
+        return None
+
+
+class FirstFreePlacer(_Placer):
+    """The first fitting GPU in index order, then any free core."""
+
+    name = "first-free"
+
+    def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
+        return gpus[0]
+
+
+class LeastLoadedPlacer(_Placer):
+    """The fitting GPU with the smallest share of its streams busy."""
+
+    name = "least-loaded"
+
+    def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
+        run, streams = view.gpu_running[node], view.gpu_streams[node]
+        return min(gpus, key=lambda g: (run[g] / streams[g], g))
+
+
+class MlsmPlacer(_Placer):
+    """MLSM: idle streams measure spare computing power; weight them by measured GPU speed.
+
+    A GPU that finishes its work faster than its datasheet predicts (``speed_gpu`` > 1) counts
+    its idle streams for more — the stream feedback of MLSM, read from measurements.
+    """
+
+    name = "mlsm"
+
+    def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
+        idle = view.gpu_streams[node] - view.gpu_running[node]
+        power = view.gpu_tflops[node] * view.speed_gpu[node]
+        return max(gpus, key=lambda g: (idle[g] * power[g], -g))
+
+
+class SpeedupPlacer(MlsmPlacer):
+    """CPU/GPU choice by predicted speedup (the paper's rule), MLSM choice among GPUs.
+
+    A subtask that may run on either side goes to a free core when the core is predicted to
+    finish it sooner than a GPU would, counting the wait for a GPU when none is free now.
+    """
+
+    name = "speedup"
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        gpus = fitting_gpus(task, sub, node, view)
+        if sub.device is Device.GPU:
+            return self._choose(gpus, node, view) if gpus else None
+        cpu_ok = core_free(node, view)
+        if sub.device is Device.CPU:
+            return CPU if cpu_ok else None
+        if not cpu_ok:
+            return self._choose(gpus, node, view) if gpus else None
+        t_cpu = subtask_cpu_seconds(sub, float(view.cpu_gflops[node])) / max(
+            float(view.speed_cpu[node]), 1e-3
+        )
+        if gpus:
+            g = self._choose(gpus, node, view)
+            t_gpu = self._gpu_time(sub, node, g, view) * (1 + view.gpu_running[node, g])
+            return CPU if t_cpu < t_gpu else g
+        # No GPU now: expected wait is the node's queued GPU work spread over its GPUs.
+        valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
+        if task.gpu_models:
+            valid &= np.isin(
+                view.gpu_model[node],
+                [view.model_names.index(m) for m in task.gpu_models if m in view.model_names],
+            )
+        if not valid.any():
+            return CPU  # no GPU of this node could ever take it
+        speed = float(np.mean(view.speed_gpu[node][valid]))
+        wait = float(view.backlog_gpu_s[node]) / (int(valid.sum()) * max(speed, 1e-3))
+        g = int(np.flatnonzero(valid)[0])
+        return CPU if t_cpu < wait + self._gpu_time(sub, node, g, view) else None
+
+    @staticmethod
+    def _gpu_time(sub: Subtask, node: int, g: int, view: ClusterView) -> float:
+        t = subtask_gpu_seconds(sub, float(view.gpu_tflops[node, g]), float(view.gpu_bw_gbs[node, g]))
+        return t / max(float(view.speed_gpu[node, g]), 1e-3)

@@ -1,0 +1,57 @@
+"""Names of policies, and parsing of ``SELECTOR+PLACER`` specifications."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rlsched.policies.base import NodeSelector, SubtaskPlacer, TwoStageScheduler
+from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
+from rlsched.policies.selectors import (
+    LeastLoadedSelector,
+    MctSelector,
+    MlsmSelector,
+    PatsSelector,
+    RandomSelector,
+    RoundRobinSelector,
+)
+
+SELECTORS: dict[str, Callable[[], NodeSelector]] = {
+    "random": RandomSelector,
+    "round-robin": RoundRobinSelector,
+    "least-loaded": LeastLoadedSelector,
+    "mct": MctSelector,
+    "pats": PatsSelector,
+    "mlsm": MlsmSelector,
+}
+PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
+    "first-free": FirstFreePlacer,
+    "least-loaded": LeastLoadedPlacer,
+    "mlsm": MlsmPlacer,
+    "speedup": SpeedupPlacer,
+}
+#: The placer a bare selector name gets.
+DEFAULT_PLACER = "speedup"
+
+
+def register_selector(name: str, factory: Callable[[], NodeSelector]) -> None:
+    """Make a stage-1 policy available by name (used by layers above, e.g. the oracle)."""
+    SELECTORS[name] = factory
+
+
+def register_placer(name: str, factory: Callable[[], SubtaskPlacer]) -> None:
+    """Make a stage-2 policy available by name."""
+    PLACERS[name] = factory
+
+
+def parse_scheduler(spec: str) -> TwoStageScheduler:
+    """Build a scheduler from ``SELECTOR`` or ``SELECTOR+PLACER``.
+
+    :raises ValueError: naming the unknown part and listing the known names.
+    """
+    sel, _, plc = spec.partition("+")
+    plc = plc or DEFAULT_PLACER
+    if sel not in SELECTORS:
+        raise ValueError(f"unknown selector {sel!r} in {spec!r}; known: {', '.join(sorted(SELECTORS))}")
+    if plc not in PLACERS:
+        raise ValueError(f"unknown placer {plc!r} in {spec!r}; known: {', '.join(sorted(PLACERS))}")
+    return TwoStageScheduler(SELECTORS[sel](), PLACERS[plc]())

@@ -1,0 +1,160 @@
+"""Stage-1 baselines: which node takes a task. All vectorised over nodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rlsched.estimates import NOMINAL_BW_EFF, NOMINAL_COMPUTE_EFF, cpu_seconds, task_work_vector
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+
+
+def masked_argmin(score: np.ndarray, mask: np.ndarray) -> int:
+    """Index of the smallest score among masked-in nodes (first on ties)."""
+    return int(np.argmin(np.where(mask, score, np.inf)))
+
+
+def node_gpu_power(view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: measured effective (TFLOP/s, GB/s) summed over GPUs."""
+    s = view.speed_gpu * view.gpu_valid
+    return (view.gpu_tflops * s).sum(axis=1), (view.gpu_bw_gbs * s).sum(axis=1)
+
+
+def node_utilisation(view: ClusterView) -> np.ndarray:
+    """The paper's per-node load: mean of CPU, host-memory, GPU and GPU-memory utilisation."""
+    ng = np.maximum(view.n_gpus, 1)
+    cpu = view.cpu_busy / np.maximum(view.cores, 1)
+    hmem = view.host_mem_used_mb / view.host_mem_mb
+    gpu = ((view.gpu_running > 0) & view.gpu_valid).sum(axis=1) / ng
+    cap = np.maximum(view.gpu_mem_mb.sum(axis=1), 1.0)
+    gmem = view.gpu_mem_used_mb.sum(axis=1) / cap
+    return (cpu + hmem + gpu + gmem) / 4.0
+
+
+def expected_exec_s(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: the task's estimated (GPU-side, CPU-side) run time from datasheets x measured speed.
+
+    GPU-capable work is costed on the node's average GPU; a node without GPUs runs it on a core.
+    """
+    gf, gb, cf, cb = task_work_vector(task)
+    ng = view.n_gpus
+    valid = view.gpu_valid
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tf = np.where(ng > 0, (view.gpu_tflops * valid).sum(axis=1) / np.maximum(ng, 1), 0.0)
+        bw = np.where(ng > 0, (view.gpu_bw_gbs * valid).sum(axis=1) / np.maximum(ng, 1), 0.0)
+        sp = np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+        g_nom = np.maximum(gf / (tf * 1e3 * NOMINAL_COMPUTE_EFF), gb / (bw * NOMINAL_BW_EFF))
+    cpu_sp = np.maximum(view.speed_cpu, 1e-3)
+    g_s = np.where(ng > 0, g_nom / np.maximum(sp, 1e-3), cpu_seconds(gf, gb, 1.0) / view.cpu_gflops / cpu_sp)
+    c_s = cpu_seconds(cf, cb, 1.0) / view.cpu_gflops / cpu_sp if cf or cb else np.zeros(view.n_nodes)
+    # cpu_seconds(gflop, gbytes, 1.0) / gflops is exact for the flop term, slightly pessimistic for
+    # the bandwidth term on fast cores — the same for every node, so rankings are unaffected.
+    return g_s, c_s
+
+
+class _Selector:
+    name = "base"
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Reseed; subclasses clear their own state."""
+        self.rng = np.random.default_rng(seed)
+
+
+class RandomSelector(_Selector):
+    """Uniformly random among feasible nodes."""
+
+    name = "random"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return int(self.rng.choice(np.flatnonzero(mask)))
+
+
+class RoundRobinSelector(_Selector):
+    """Cycles through nodes, skipping infeasible ones."""
+
+    name = "round-robin"
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        super().reset(view, seed)
+        self.next = 0
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        n = len(mask)
+        order = (np.arange(n) + self.next) % n
+        node = int(order[np.argmax(mask[order])])
+        self.next = (node + 1) % n
+        return node
+
+
+class LeastLoadedSelector(_Selector):
+    """Fewest outstanding tasks per computing unit; ties broken by the paper's utilisation load."""
+
+    name = "least-loaded"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        units = view.n_gpus * 2 + view.cores / 8.0  # a GPU is worth several cores for this work
+        score = view.tasks_on_node / np.maximum(units, 1e-9) + 1e-3 * node_utilisation(view)
+        return masked_argmin(score, mask)
+
+
+class MctSelector(_Selector):
+    """Minimum expected completion time (the paper's ETC).
+
+    ETC = time until the input is on the node + queued work ahead of the task on the node's GPUs
+    (or cores) + the task's own run time, all from datasheets corrected by measured speeds.
+    """
+
+    name = "mct"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return masked_argmin(self.etc(task, view), mask)
+
+    @staticmethod
+    def etc(task: Task, view: ClusterView) -> np.ndarray:
+        """Estimated completion time (relative to now) of ``task`` on every node."""
+        g_s, c_s = expected_exec_s(task, view)
+        ng = view.n_gpus
+        gsp = np.where(ng > 0, (view.speed_gpu * view.gpu_valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+        wait_g = view.backlog_gpu_s / (np.maximum(ng, 1) * np.maximum(gsp, 1e-3))
+        wait_c = view.backlog_cpu_s / (np.maximum(view.cores, 1) * np.maximum(view.speed_cpu, 1e-3))
+        xfer = view.net_in_busy_s + task.input_mb / view.net_mbps
+        return xfer + np.maximum(wait_g, wait_c) + g_s + c_s
+
+
+class PatsSelector(_Selector):
+    """PATS: relative CPU/GPU performance and load.
+
+    Each node's computing power is weighted by how the task's work splits between GPU-capable and
+    CPU-only subtasks, then discounted by the node's current utilisation.
+    """
+
+    name = "pats"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        gf, _, cf, _ = task_work_vector(task)
+        frac_gpu = gf / max(gf + cf, 1e-12)
+        tflops, _ = node_gpu_power(view)
+        cpu_tflops = view.cores * view.cpu_gflops * view.speed_cpu / 1e3
+        perf = frac_gpu * tflops + (1 - frac_gpu) * cpu_tflops
+        score = perf * (1.0 - node_utilisation(view)) / (1.0 + view.ready_waiting)
+        return masked_argmin(-score, mask)
+
+
+class MlsmSelector(_Selector):
+    """MLSM: idle streams are spare computing power; send work where the most of it is.
+
+    When no node has an idle stream, the node whose queued GPU work drains soonest wins.
+    """
+
+    name = "mlsm"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        idle = view.gpu_idle_streams * view.gpu_tflops * view.speed_gpu
+        idle_power = idle.sum(axis=1) - view.ready_waiting * 1e-3
+        if (idle_power[mask] > 0).any():
+            return masked_argmin(-idle_power, mask)
+        tflops, _ = node_gpu_power(view)
+        return masked_argmin(view.backlog_gpu_s / np.maximum(tflops, 1e-9), mask)
