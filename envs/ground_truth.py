@@ -104,6 +104,7 @@ class GroundTruth:
         self.speed = np.ones((len(gpus), max((len(r) for r in gpus), default=1) or 1))
         self._kinds: dict[str, KindTruth] = {}
         self._solo: dict[tuple[str, str], tuple[float, float]] = {}
+        self._factor_cache: dict[tuple, list[float]] = {}
         self.pairs: dict[tuple[str, str, str], float] | None = None
         self.solo_tput: dict[tuple[str, str], float] | None = None
         if interference.model == "csv":
@@ -149,6 +150,14 @@ class GroundTruth:
         k = len(kinds)
         if k <= 1:
             return [1.0] * k
+        key = (model.name, *(kd.name for kd in kinds), *shares)
+        hit = self._factor_cache.get(key)
+        if hit is None:
+            hit = self._factor_cache[key] = self._factors(kinds, shares, model)
+        return hit
+
+    def _factors(self, kinds: Sequence[KindSpec], shares: Sequence[float], model: GpuModel) -> list[float]:
+        k = len(kinds)
         if self.pairs is not None:
             return self._csv_factors(kinds, model)
         dem = [tuple(d * s for d in self._truth(kd).demand) for kd, s in zip(kinds, shares, strict=True)]

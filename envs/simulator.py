@@ -118,6 +118,9 @@ class Simulator:
         n, g = self.view.n_nodes, self.view.max_gpus
         self.now = 0.0
         self._seq = 0
+        self._n_events = 0
+        self._mask_key: tuple[int, int] | None = None
+        self._mask_val = np.zeros(0, dtype=bool)
         self._events: list[tuple] = []
         self.records = [TaskRecord(t.arrival_s, deadline_s=t.deadline_s) for t in self.tasks]
         self._needs: list[TaskNeeds | None] = [None] * len(self.tasks)
@@ -128,6 +131,14 @@ class Simulator:
         self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
         self._epoch = [0] * n
         self._nic_free = np.zeros(n)
+        # Python copies of static arrays read on every event (numpy scalar reads are slow).
+        self._cores = self.view.cores.tolist()
+        self._streams = self.view.node_streams.tolist()
+        self._cpu_gf = self.view.cpu_gflops.tolist()
+        self._tf = self.view.gpu_tflops.tolist()
+        self._bw = self.view.gpu_bw_gbs.tolist()
+        self._tf_mean = self.view.node_tflops_mean.tolist()
+        self._bw_mean = self.view.node_bw_mean.tolist()
         self.pending: list[int] = []  # arrived, not yet given a node
         self.unplaceable: list[int] = []  # arrived, no feasible node right now
         self.completed = 0
@@ -190,8 +201,15 @@ class Simulator:
         return nd
 
     def mask(self, task: Task) -> np.ndarray:
-        """Feasible nodes for ``task`` now (at least one when it came from :meth:`next_decision`)."""
-        return feasible_nodes(self.needs(task), self.view)
+        """Feasible nodes for ``task`` now (at least one when it came from :meth:`next_decision`).
+
+        Cached between :meth:`next_decision` and :meth:`assign`: no event runs in between.
+        """
+        key = (task.id, self._n_events)
+        if self._mask_key != key:
+            self._mask_val = feasible_nodes(self.needs(task), self.view)
+            self._mask_key = key
+        return self._mask_val
 
     def assign(self, task: Task, node: int) -> None:
         """Apply a stage-1 decision for the task :meth:`next_decision` returned."""
@@ -227,6 +245,7 @@ class Simulator:
     # ---- event loop ------------------------------------------------------------------------
     def _step_event(self) -> None:
         t, kind, _, obj, version = heapq.heappop(self._events)
+        self._n_events += 1
         if kind == _DONE and obj.version != version:
             return  # superseded by a rate change
         if t > self.now:
@@ -271,12 +290,11 @@ class Simulator:
             [len(s.parents) for s in task.graph.subtasks],
             started=[False] * len(task.graph),
         )
-        nd = v.gpu_valid[node]
-        tf = float(v.gpu_tflops[node][nd].mean()) if nd.any() else 0.0
-        bw = float(v.gpu_bw_gbs[node][nd].mean()) if nd.any() else 0.0
+        tf, bw, cgf = self._tf_mean[node], self._bw_mean[node], self._cpu_gf[node]
         for s in task.graph.subtasks:
-            gn = subtask_gpu_seconds(s, tf, bw) if (s.device is not Device.CPU and tf > 0) else 0.0
-            cn = subtask_cpu_seconds(s, v.cpu_gflops[node]) if s.device is Device.CPU else 0.0
+            dev = s.kind.device
+            gn = subtask_gpu_seconds(s, tf, bw) if (dev is not Device.CPU and tf > 0) else 0.0
+            cn = subtask_cpu_seconds(s, cgf) if dev is Device.CPU else 0.0
             tr.gpu_nominal.append(gn)
             tr.cpu_nominal.append(cn)
         v.backlog_gpu_s[node] += sum(tr.gpu_nominal)
@@ -327,14 +345,15 @@ class Simulator:
         v = self.view
         place = self.placer.place
         kept = []
+        cores, streams = self._cores[node], self._streams[node]
+        cpu_free = v.cpu_busy[node] < cores
+        gpu_free = v.node_gpu_running[node] < streams
         for i, item in enumerate(w):
-            cpu_free = v.cpu_busy[node] < v.cores[node]
-            gpu_free = bool((v.gpu_running[node] < v.gpu_streams[node]).any())
             if not cpu_free and not gpu_free:
                 kept.extend(w[i:])
                 break
             _, tr, sub = item
-            dev = sub.device
+            dev = sub.kind.device
             if (dev is Device.CPU and not cpu_free) or (dev is Device.GPU and not gpu_free):
                 kept.append(item)
                 continue
@@ -344,8 +363,10 @@ class Simulator:
                 continue
             v.ready_waiting[node] -= 1
             self._start(tr, sub, unit)
+            cpu_free = v.cpu_busy[node] < cores
+            gpu_free = v.node_gpu_running[node] < streams
         self._waiting[node] = kept
-        if kept and v.cpu_busy[node] == 0 and not v.gpu_running[node].any():
+        if kept and v.cpu_busy[node] == 0 and v.node_gpu_running[node] == 0:
             # Nothing runs on the node, so no event would ever offer these subtasks again.
             raise PlacementError(
                 f"placer {self.placer.name} left {len(kept)} subtasks waiting on idle node {node}"
@@ -360,7 +381,7 @@ class Simulator:
         if math.isnan(rec.first_start_s):
             rec.first_start_s = now
         if unit == CPU:
-            solo = self.truth.cpu_solo_seconds(sub, float(v.cpu_gflops[node]))
+            solo = self.truth.cpu_solo_seconds(sub, self._cpu_gf[node])
             run = Run(tr, sub, CPU, solo, rate=1.0 / solo, t_last=now, t_start=now)
             v.cpu_busy[node] += 1
             self._cpu_runs[node].add(run)
@@ -368,9 +389,7 @@ class Simulator:
         else:
             model = self.nodes[node].gpus[unit]
             run = Run(tr, sub, unit, self.truth.gpu_solo_seconds(sub, model), t_last=now, t_start=now)
-            v.gpu_running[node, unit] += 1
-            v.gpu_mem_used_mb[node, unit] += sub.mem_mb
-            v.gpu_kinds[node][unit].append(sub.kind.name)
+            v.gpu_started(node, unit, sub.mem_mb, sub.kind.name)
             self._gpu_runs[node][unit].append(run)
             self._rerate(node, unit)
         if self.trace is not None:
@@ -402,11 +421,14 @@ class Simulator:
         f = self.truth.factors([r.sub.kind for r in runs], [r.sub.share for r in runs], model)
         speed = float(self.truth.speed[node, gpu])
         for r, fi in zip(runs, f, strict=True):
+            rate = speed * fi / r.solo_s
+            if rate == r.rate:
+                continue  # its completion event still holds
             r.remaining -= (now - r.t_last) * r.rate
             r.t_last = now
-            r.rate = speed * fi / r.solo_s
+            r.rate = rate
             r.version += 1
-            self._push(now + max(r.remaining, 0.0) / r.rate, _DONE, r, r.version)
+            self._push(now + max(r.remaining, 0.0) / rate, _DONE, r, r.version)
 
     def _subtask_done(self, run: Run) -> None:
         tr, sub, v, now = run.tr, run.sub, self.view, self.now
@@ -416,16 +438,13 @@ class Simulator:
         if run.gpu == CPU:
             self._cpu_runs[node].discard(run)
             v.cpu_busy[node] -= 1
-            nominal = subtask_cpu_seconds(sub, float(v.cpu_gflops[node]))
+            nominal = subtask_cpu_seconds(sub, self._cpu_gf[node])
             v.speed_cpu[node] += SPEED_EMA * (nominal / measured - v.speed_cpu[node])
         else:
             g = run.gpu
             self._gpu_runs[node][g].remove(run)
-            v.gpu_running[node, g] -= 1
-            v.gpu_mem_used_mb[node, g] -= sub.mem_mb
-            v.gpu_kinds[node][g].remove(sub.kind.name)
-            nominal = subtask_gpu_seconds(sub, float(v.gpu_tflops[node, g]), float(v.gpu_bw_gbs[node, g]))
-            v.speed_gpu[node, g] += SPEED_EMA * (nominal / measured - v.speed_gpu[node, g])
+            nominal = subtask_gpu_seconds(sub, self._tf[node][g], self._bw[node][g])
+            v.gpu_finished(node, g, sub.mem_mb, sub.kind.name, nominal / measured, SPEED_EMA)
             self._rerate(node, g)
         v.backlog_gpu_s[node] -= tr.gpu_nominal[sub.index]
         v.backlog_cpu_s[node] -= tr.cpu_nominal[sub.index]
@@ -475,11 +494,10 @@ class Simulator:
         v = self.view
         self._util.advance_node(node, self.now)
         self._epoch[node] += 1
-        for g, runs in enumerate(self._gpu_runs[node]):
+        for runs in self._gpu_runs[node]:
             for r in runs:
                 r.version += 1
             runs.clear()
-            v.gpu_kinds[node][g].clear()
         for r in self._cpu_runs[node]:
             r.version += 1
         self._cpu_runs[node].clear()
@@ -488,12 +506,7 @@ class Simulator:
         self._waiting[node].clear()
         self._admit[node].clear()
         v.alive[node] = False
-        for arr in (v.cpu_busy, v.host_mem_used_mb, v.tasks_on_node, v.ready_waiting):
-            arr[node] = 0
-        for arr in (v.backlog_gpu_s, v.backlog_cpu_s):
-            arr[node] = 0.0
-        v.gpu_running[node] = 0
-        v.gpu_mem_used_mb[node] = 0.0
+        v.clear_node(node)
         self._nic_free[node] = self.now
         for tid in requeue:
             self.records[tid].requeues += 1
@@ -517,6 +530,8 @@ class _UtilAccumulator:
         self.gmem = [0.0] * n
         self.ngpu = [int(x) for x in view.n_gpus]
         self.gmem_cap = [float(x) for x in view.gpu_mem_mb.sum(axis=1)]
+        self.inv_cores = [1.0 / max(int(c), 1) for c in view.cores]
+        self.inv_hmem = [1.0 / float(m) for m in view.host_mem_mb]
 
     def start(self, t: float) -> None:
         self.last = [t] * len(self.last)
@@ -530,11 +545,11 @@ class _UtilAccumulator:
         if not v.alive[n]:
             return
         self.alive_s[n] += dt
-        self.cpu[n] += dt * v.cpu_busy[n] / max(v.cores[n], 1)
-        self.hmem[n] += dt * v.host_mem_used_mb[n] / v.host_mem_mb[n]
+        self.cpu[n] += dt * v.cpu_busy[n] * self.inv_cores[n]
+        self.hmem[n] += dt * v.host_mem_used_mb[n] * self.inv_hmem[n]
         if self.ngpu[n]:
-            self.gpu[n] += dt * int(np.count_nonzero(v.gpu_running[n]))
-            self.gmem[n] += dt * float(v.gpu_mem_used_mb[n].sum()) / self.gmem_cap[n]
+            self.gpu[n] += dt * v.node_gpus_active[n]
+            self.gmem[n] += dt * v.node_gpu_mem_used_mb[n] / self.gmem_cap[n]
 
     def advance(self, t: float) -> None:
         for n in range(len(self.last)):

@@ -14,7 +14,7 @@ import numpy as np
 
 from rlsched.estimates import task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
-from rlsched.policies.selectors import MctSelector, expected_exec_s, node_utilisation
+from rlsched.policies.selectors import etc_from_exec, expected_exec_s, node_utilisation
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -97,44 +97,87 @@ def encode_nodes(view: ClusterView, task: Task, mask: np.ndarray) -> np.ndarray:
     :param task: the task awaiting a node.
     :param mask: (N,) feasible nodes.
     """
-    ng = view.n_gpus
-    ngc = np.maximum(ng, 1)
-    valid = view.gpu_valid
-    streams = np.maximum((view.gpu_streams * valid).sum(axis=1), 1)
-    running = (view.gpu_running * valid).sum(axis=1)
-    cap = np.maximum((view.gpu_mem_mb * valid).sum(axis=1), 1.0)
+    st = _static(view)
     g_s, c_s = expected_exec_s(task, view)
-    etc = MctSelector.etc(task, view)
+    etc = etc_from_exec(task, view, g_s, c_s)
     best = float(etc[mask].min()) if mask.any() else 1.0
-    cols = (
-        view.alive,
-        view.cpu_busy / np.maximum(view.cores, 1),
-        view.host_mem_used_mb / view.host_mem_mb,
-        ((view.gpu_running > 0) & valid).sum(axis=1) / ngc,
-        view.gpu_mem_used_mb.sum(axis=1) / cap,
-        running / streams,
-        _l(view.gpu_idle_streams.sum(axis=1)),
-        _l(view.net_in_busy_s),
-        _l(view.tasks_on_node),
-        _l(view.ready_waiting),
-        _l(view.backlog_gpu_s / ngc / 60.0),
-        _l(view.backlog_cpu_s / np.maximum(view.cores, 1) / 60.0),
-        np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / ngc, 0.0),
-        view.speed_cpu,
-        _l(ng),
-        _l((view.gpu_tflops * valid).sum(axis=1)),
-        _l(view.cores / 8.0),
-        _l(view.host_mem_mb / 8192.0),
-        node_utilisation(view),
-        _l(g_s / 60.0),
-        _l(c_s / 60.0),
-        _l(etc / 60.0),
-        np.clip(etc / max(best, 1e-6) - 1.0, 0.0, 10.0),
-        mask,
+    # Few large numpy operations rather than many small ones: at 11 nodes the per-call overhead
+    # of numpy, not arithmetic, is the cost.
+    used = np.stack(
+        (
+            view.cpu_busy,
+            view.host_mem_used_mb,
+            view.node_gpus_active,
+            view.node_gpu_mem_used_mb,
+            view.node_gpu_running,
+            view.node_streams - view.node_gpu_running,
+            view.net_in_busy_s,
+            view.tasks_on_node,
+            view.ready_waiting,
+            view.backlog_gpu_s,
+            view.backlog_cpu_s,
+            g_s,
+            c_s,
+            etc,
+        ),
+        axis=1,
     )
-    out = np.stack(cols, axis=1).astype(np.float32)
+    scaled = used * st["inv"]
+    out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
+    out[:, 0] = view.alive
+    out[:, 1:6] = scaled[:, :5]
+    out[:, 6:12] = np.log1p(np.maximum(scaled[:, 5:11], 0.0))
+    out[:, 12] = view.node_speed_gpu * st["has_gpu"]
+    out[:, 13] = view.speed_cpu
+    out[:, 14:18] = st["cols"]
+    out[:, 18] = out[:, 1:5].mean(axis=1)
+    out[:, 19:22] = np.log1p(scaled[:, 11:14])
+    out[:, 22] = np.minimum(etc * (1.0 / max(best, 1e-6)) - 1.0, 10.0)
+    out[:, 23] = mask
     out[~view.alive] = 0.0
     return out
+
+
+def _static(view: ClusterView) -> dict[str, np.ndarray]:
+    """Datasheet-derived arrays of the node encoder, computed once per view."""
+    cached = view.extra.get("_node_encoder_static")
+    if cached is not None:
+        return cached
+    n = view.n_nodes
+    ngc = np.maximum(view.n_gpus, 1).astype(np.float64)
+    cores = np.maximum(view.cores, 1).astype(np.float64)
+    one = np.ones(n)
+    inv = np.stack(
+        (
+            1.0 / cores,
+            1.0 / view.host_mem_mb,
+            1.0 / ngc,
+            1.0 / np.maximum(view.node_gpu_mem_mb, 1.0),
+            1.0 / np.maximum(view.node_streams, 1),
+            one,  # idle streams
+            one,  # NIC seconds
+            one,  # tasks on node
+            one,  # ready waiting
+            1.0 / (ngc * 60.0),
+            1.0 / (cores * 60.0),
+            one / 60.0,
+            one / 60.0,
+            one / 60.0,
+        ),
+        axis=1,
+    )
+    cols = np.stack(
+        (
+            np.log1p(view.n_gpus),
+            np.log1p(view.node_tflops),
+            np.log1p(view.cores / 8.0),
+            np.log1p(view.host_mem_mb / 8192.0),
+        ),
+        axis=1,
+    ).astype(np.float32)
+    cached = {"inv": inv, "cols": cols, "has_gpu": (view.n_gpus > 0).astype(np.float64)}
+    view.extra["_node_encoder_static"] = cached
+    return cached
 
 
 def encode_gpus(view: ClusterView) -> np.ndarray:
@@ -181,20 +224,24 @@ def encode_task(task: Task, view: ClusterView) -> np.ndarray:
 def encode_cluster(view: ClusterView) -> np.ndarray:
     """(len(CLUSTER_FEATURES),) float32 summary of the whole cluster (alive nodes only)."""
     alive = view.alive
-    n_alive = max(int(alive.sum()), 1)
-    valid = view.gpu_valid & alive[:, None]
-    n_gpu = max(int(valid.sum()), 1)
-    load = node_utilisation(view)[alive]
-    vals = [
+    n_alive = int(np.count_nonzero(alive))
+    if n_alive == 0:
+        return np.zeros(len(CLUSTER_FEATURES), dtype=np.float32)
+    # Zero the dead rows by weighting instead of fancy indexing: cheaper at every size.
+    w = alive.astype(np.float64)
+    n_gpu = max(float(view.n_gpus @ w), 1.0)
+    load = node_utilisation(view)
+    mean_load = float(load @ w) / n_alive
+    vals = (
         np.log1p(view.n_nodes),
-        alive.mean(),
-        float((view.cpu_busy / np.maximum(view.cores, 1))[alive].sum()) / n_alive,
-        float(((view.gpu_running > 0) & valid).sum()) / n_gpu,
-        float((view.host_mem_used_mb / view.host_mem_mb)[alive].sum()) / n_alive,
-        float((view.gpu_running * valid).sum()) / max(float((view.gpu_streams * valid).sum()), 1.0),
-        np.log1p(float(view.tasks_on_node[alive].sum()) / n_gpu),
-        np.log1p(float(view.ready_waiting[alive].sum()) / n_alive),
-        float((view.speed_gpu * valid).sum()) / n_gpu,
-        float(load.std()) if load.size else 0.0,
-    ]
+        n_alive / view.n_nodes,
+        float((view.cpu_busy / np.maximum(view.cores, 1)) @ w) / n_alive,
+        float(view.node_gpus_active @ w) / n_gpu,
+        float((view.host_mem_used_mb / view.host_mem_mb) @ w) / n_alive,
+        float(view.node_gpu_running @ w) / max(float(view.node_streams @ w), 1.0),
+        np.log1p(float(view.tasks_on_node @ w) / n_gpu),
+        np.log1p(float(view.ready_waiting @ w) / n_alive),
+        float((view.node_speed_gpu * view.n_gpus) @ w) / n_gpu,
+        np.sqrt(max(float((load * load) @ w) / n_alive - mean_load * mean_load, 0.0)),
+    )
     return np.asarray(vals, dtype=np.float32)

@@ -8,10 +8,10 @@ device, and how kinds interfere, is ground truth (``envs.ground_truth``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 
-class Device(str, Enum):
+class Device(StrEnum):
     """Where a subtask kind may run."""
 
     GPU = "gpu"

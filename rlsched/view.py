@@ -22,6 +22,10 @@ class ClusterView:
     (per core), ``gpu_valid``, ``gpu_tflops``, ``gpu_bw_gbs``, ``gpu_mem_mb``, ``gpu_streams``,
     ``gpu_model`` (index into ``model_names``, -1 for padding).
 
+    Derived per-node arrays (``n_gpus``, ``node_streams``, ``node_gpu_mem_mb``, ``node_tflops``,
+    ``node_tflops_mean``, ``node_bw_mean`` static; ``node_gpu_running``, ``node_gpus_active``,
+    ``node_gpu_mem_used_mb``, ``node_speed_gpu`` dynamic) are kept by the update methods.
+
     Dynamic arrays: ``alive``; ``cpu_busy`` (cores running a subtask); ``host_mem_used_mb``;
     ``gpu_running`` (subtasks on each GPU); ``gpu_mem_used_mb``; ``net_in_busy_s`` (seconds of
     input transfers still queued on the NIC); ``tasks_on_node`` (assigned, not finished);
@@ -58,6 +62,71 @@ class ClusterView:
     gpu_kinds: list[list[list[str]]]
     time_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    # Per-node aggregates, kept in step with the per-GPU arrays by the methods below so that
+    # encoders and selectors need no (N, G) reductions on the decision path.
+    node_gpu_running: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    node_gpus_active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    node_gpu_mem_used_mb: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    node_speed_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        n = len(self.node_names)
+        valid = self.gpu_valid
+        ng = valid.sum(axis=1)
+        ngc = np.maximum(ng, 1)
+        # Static per-node sums and means of the datasheet arrays.
+        self.n_gpus = ng
+        self.node_streams = (self.gpu_streams * valid).sum(axis=1)
+        self.node_gpu_mem_mb = (self.gpu_mem_mb * valid).sum(axis=1)
+        self.node_tflops = (self.gpu_tflops * valid).sum(axis=1)
+        self.node_tflops_mean = np.where(ng > 0, self.node_tflops / ngc, 0.0)
+        self.node_bw_mean = np.where(ng > 0, (self.gpu_bw_gbs * valid).sum(axis=1) / ngc, 0.0)
+        if self.node_gpu_running.shape != (n,):
+            self.node_gpu_running = (self.gpu_running * valid).sum(axis=1)
+            self.node_gpus_active = ((self.gpu_running > 0) & valid).sum(axis=1)
+            self.node_gpu_mem_used_mb = (self.gpu_mem_used_mb * valid).sum(axis=1)
+            self.node_speed_gpu = np.where(ng > 0, (self.speed_gpu * valid).sum(axis=1) / ngc, 1.0)
+
+    # ---- updates (executors only) ------------------------------------------------------------
+    def gpu_started(self, node: int, gpu: int, mem_mb: float, kind: str) -> None:
+        """Account a subtask that started on a GPU."""
+        if self.gpu_running[node, gpu] == 0:
+            self.node_gpus_active[node] += 1
+        self.gpu_running[node, gpu] += 1
+        self.node_gpu_running[node] += 1
+        self.gpu_mem_used_mb[node, gpu] += mem_mb
+        self.node_gpu_mem_used_mb[node] += mem_mb
+        self.gpu_kinds[node][gpu].append(kind)
+
+    def gpu_finished(
+        self, node: int, gpu: int, mem_mb: float, kind: str, speed_sample: float, ema: float
+    ) -> None:
+        """Account a subtask that left a GPU, with its measured speed (nominal / measured time)."""
+        self.gpu_running[node, gpu] -= 1
+        self.node_gpu_running[node] -= 1
+        if self.gpu_running[node, gpu] == 0:
+            self.node_gpus_active[node] -= 1
+        self.gpu_mem_used_mb[node, gpu] -= mem_mb
+        self.node_gpu_mem_used_mb[node] -= mem_mb
+        self.gpu_kinds[node][gpu].remove(kind)
+        if speed_sample > 0:
+            old = self.speed_gpu[node, gpu]
+            new = old + ema * (speed_sample - old)
+            self.speed_gpu[node, gpu] = new
+            self.node_speed_gpu[node] += (new - old) / max(int(self.n_gpus[node]), 1)
+
+    def clear_node(self, node: int) -> None:
+        """Zero a node's dynamic state (it left the cluster); measured speeds are kept."""
+        for arr in (self.cpu_busy, self.host_mem_used_mb, self.tasks_on_node, self.ready_waiting):
+            arr[node] = 0
+        for arr in (self.backlog_gpu_s, self.backlog_cpu_s, self.node_gpu_mem_used_mb):
+            arr[node] = 0.0
+        self.node_gpu_running[node] = 0
+        self.node_gpus_active[node] = 0
+        self.gpu_running[node] = 0
+        self.gpu_mem_used_mb[node] = 0.0
+        for kinds in self.gpu_kinds[node]:
+            kinds.clear()
 
     @property
     def n_nodes(self) -> int:
@@ -72,36 +141,40 @@ class ClusterView:
         """Free stream slots per GPU (0 on padding)."""
         return np.where(self.gpu_valid, np.maximum(self.gpu_streams - self.gpu_running, 0), 0)
 
-    @property
-    def n_gpus(self) -> np.ndarray:
-        """GPUs per node."""
-        return self.gpu_valid.sum(axis=1)
-
     @classmethod
     def from_spec(cls, spec: ClusterSpec) -> ClusterView:
         """An all-idle view of ``spec``; every node starts alive unless it joins later."""
         n, g = len(spec.nodes), max(spec.max_gpus, 1)
         models = sorted({m.name for node in spec.nodes for m in node.gpus})
         midx = {m: i for i, m in enumerate(models)}
-        f = lambda: np.zeros((n, g), dtype=np.float64)  # noqa: E731
-        v = cls(
+        valid = np.zeros((n, g), dtype=bool)
+        tflops, bw, mem = np.zeros((n, g)), np.zeros((n, g)), np.zeros((n, g))
+        streams = np.zeros((n, g), dtype=np.int64)
+        model = np.full((n, g), -1, dtype=np.int64)
+        for i, node in enumerate(spec.nodes):
+            for j, m in enumerate(node.gpus):
+                valid[i, j] = True
+                tflops[i, j], bw[i, j], mem[i, j] = m.fp32_tflops, m.mem_bw_gbs, m.mem_gib * 1024
+                streams[i, j] = node.streams_per_gpu
+                model[i, j] = midx[m.name]
+        return cls(
             node_names=[node.name for node in spec.nodes],
             model_names=models,
             cores=np.array([node.cpu_cores for node in spec.nodes], dtype=np.int64),
             host_mem_mb=np.array([node.host_mem_gib * 1024 for node in spec.nodes], dtype=np.float64),
             net_mbps=np.array([node.net_gbps * 125.0 for node in spec.nodes], dtype=np.float64),
             cpu_gflops=np.array([node.cpu_core_gflops for node in spec.nodes], dtype=np.float64),
-            gpu_valid=np.zeros((n, g), dtype=bool),
-            gpu_tflops=f(),
-            gpu_bw_gbs=f(),
-            gpu_mem_mb=f(),
-            gpu_streams=np.zeros((n, g), dtype=np.int64),
-            gpu_model=np.full((n, g), -1, dtype=np.int64),
+            gpu_valid=valid,
+            gpu_tflops=tflops,
+            gpu_bw_gbs=bw,
+            gpu_mem_mb=mem,
+            gpu_streams=streams,
+            gpu_model=model,
             alive=np.array([node.join_s <= 0 for node in spec.nodes], dtype=bool),
             cpu_busy=np.zeros(n, dtype=np.int64),
             host_mem_used_mb=np.zeros(n),
             gpu_running=np.zeros((n, g), dtype=np.int64),
-            gpu_mem_used_mb=f(),
+            gpu_mem_used_mb=np.zeros((n, g)),
             net_in_busy_s=np.zeros(n),
             tasks_on_node=np.zeros(n, dtype=np.int64),
             ready_waiting=np.zeros(n, dtype=np.int64),
@@ -111,12 +184,3 @@ class ClusterView:
             speed_cpu=np.ones(n),
             gpu_kinds=[[[] for _ in range(g)] for _ in range(n)],
         )
-        for i, node in enumerate(spec.nodes):
-            for j, m in enumerate(node.gpus):
-                v.gpu_valid[i, j] = True
-                v.gpu_tflops[i, j] = m.fp32_tflops
-                v.gpu_bw_gbs[i, j] = m.mem_bw_gbs
-                v.gpu_mem_mb[i, j] = m.mem_gib * 1024
-                v.gpu_streams[i, j] = node.streams_per_gpu
-                v.gpu_model[i, j] = midx[m.name]
-        return v

@@ -88,8 +88,10 @@ class MlsmPlacer(_Placer):
     name = "mlsm"
 
     def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
-        idle = view.gpu_streams[node] - view.gpu_running[node]
-        power = view.gpu_tflops[node] * view.speed_gpu[node]
+        if len(gpus) == 1:
+            return gpus[0]
+        idle = (view.gpu_streams[node] - view.gpu_running[node]).tolist()
+        power = (view.gpu_tflops[node] * view.speed_gpu[node]).tolist()
         return max(gpus, key=lambda g: (idle[g] * power[g], -g))
 
 
@@ -134,5 +136,5 @@ class SpeedupPlacer(MlsmPlacer):
 
     @staticmethod
     def _gpu_time(sub: Subtask, node: int, g: int, view: ClusterView) -> float:
-        t = subtask_gpu_seconds(sub, float(view.gpu_tflops[node, g]), float(view.gpu_bw_gbs[node, g]))
-        return t / max(float(view.speed_gpu[node, g]), 1e-3)
+        t = subtask_gpu_seconds(sub, view.gpu_tflops[node, g].item(), view.gpu_bw_gbs[node, g].item())
+        return t / max(view.speed_gpu[node, g].item(), 1e-3)

@@ -14,20 +14,17 @@ def masked_argmin(score: np.ndarray, mask: np.ndarray) -> int:
     return int(np.argmin(np.where(mask, score, np.inf)))
 
 
-def node_gpu_power(view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: measured effective (TFLOP/s, GB/s) summed over GPUs."""
-    s = view.speed_gpu * view.gpu_valid
-    return (view.gpu_tflops * s).sum(axis=1), (view.gpu_bw_gbs * s).sum(axis=1)
+def node_gpu_power(view: ClusterView) -> np.ndarray:
+    """Per node: measured effective TFLOP/s summed over GPUs."""
+    return (view.gpu_tflops * view.speed_gpu * view.gpu_valid).sum(axis=1)
 
 
 def node_utilisation(view: ClusterView) -> np.ndarray:
     """The paper's per-node load: mean of CPU, host-memory, GPU and GPU-memory utilisation."""
-    ng = np.maximum(view.n_gpus, 1)
     cpu = view.cpu_busy / np.maximum(view.cores, 1)
     hmem = view.host_mem_used_mb / view.host_mem_mb
-    gpu = ((view.gpu_running > 0) & view.gpu_valid).sum(axis=1) / ng
-    cap = np.maximum(view.gpu_mem_mb.sum(axis=1), 1.0)
-    gmem = view.gpu_mem_used_mb.sum(axis=1) / cap
+    gpu = view.node_gpus_active / np.maximum(view.n_gpus, 1)
+    gmem = view.node_gpu_mem_used_mb / np.maximum(view.node_gpu_mem_mb, 1.0)
     return (cpu + hmem + gpu + gmem) / 4.0
 
 
@@ -37,19 +34,35 @@ def expected_exec_s(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarr
     GPU-capable work is costed on the node's average GPU; a node without GPUs runs it on a core.
     """
     gf, gb, cf, cb = task_work_vector(task)
-    ng = view.n_gpus
-    valid = view.gpu_valid
+    has_gpu = view.n_gpus > 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        tf = np.where(ng > 0, (view.gpu_tflops * valid).sum(axis=1) / np.maximum(ng, 1), 0.0)
-        bw = np.where(ng > 0, (view.gpu_bw_gbs * valid).sum(axis=1) / np.maximum(ng, 1), 0.0)
-        sp = np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
-        g_nom = np.maximum(gf / (tf * 1e3 * NOMINAL_COMPUTE_EFF), gb / (bw * NOMINAL_BW_EFF))
-    cpu_sp = np.maximum(view.speed_cpu, 1e-3)
-    g_s = np.where(ng > 0, g_nom / np.maximum(sp, 1e-3), cpu_seconds(gf, gb, 1.0) / view.cpu_gflops / cpu_sp)
-    c_s = cpu_seconds(cf, cb, 1.0) / view.cpu_gflops / cpu_sp if cf or cb else np.zeros(view.n_nodes)
-    # cpu_seconds(gflop, gbytes, 1.0) / gflops is exact for the flop term, slightly pessimistic for
-    # the bandwidth term on fast cores — the same for every node, so rankings are unaffected.
+        g_nom = np.maximum(
+            gf / (view.node_tflops_mean * (1e3 * NOMINAL_COMPUTE_EFF)),
+            gb / (view.node_bw_mean * NOMINAL_BW_EFF),
+        )
+    cpu_rate = view.cpu_gflops * np.maximum(view.speed_cpu, 1e-3)
+    if has_gpu.all():
+        g_s = g_nom / np.maximum(view.node_speed_gpu, 1e-3)
+    else:
+        g_s = np.where(
+            has_gpu, g_nom / np.maximum(view.node_speed_gpu, 1e-3), cpu_seconds(gf, gb, 1.0) / cpu_rate
+        )
+    # cpu_seconds(gflop, gbytes, 1.0) / rate is exact for the flop term and slightly pessimistic
+    # for the bandwidth term on fast cores — the same for every node, so rankings are unaffected.
+    c_s = cpu_seconds(cf, cb, 1.0) / cpu_rate if cf or cb else np.zeros(view.n_nodes)
     return g_s, c_s
+
+
+def etc_from_exec(task: Task, view: ClusterView, g_s: np.ndarray, c_s: np.ndarray) -> np.ndarray:
+    """Expected completion time (relative to now) given the task's run time on every node.
+
+    Input transfer (after what the NIC already has queued) + the queued work ahead of the task on
+    the node's GPUs or cores, whichever is longer + the task's own run time.
+    """
+    wait_g = view.backlog_gpu_s / (np.maximum(view.n_gpus, 1) * np.maximum(view.node_speed_gpu, 1e-3))
+    wait_c = view.backlog_cpu_s / (np.maximum(view.cores, 1) * np.maximum(view.speed_cpu, 1e-3))
+    xfer = view.net_in_busy_s + task.input_mb / view.net_mbps
+    return xfer + np.maximum(wait_g, wait_c) + g_s + c_s
 
 
 class _Selector:
@@ -115,13 +128,7 @@ class MctSelector(_Selector):
     @staticmethod
     def etc(task: Task, view: ClusterView) -> np.ndarray:
         """Estimated completion time (relative to now) of ``task`` on every node."""
-        g_s, c_s = expected_exec_s(task, view)
-        ng = view.n_gpus
-        gsp = np.where(ng > 0, (view.speed_gpu * view.gpu_valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
-        wait_g = view.backlog_gpu_s / (np.maximum(ng, 1) * np.maximum(gsp, 1e-3))
-        wait_c = view.backlog_cpu_s / (np.maximum(view.cores, 1) * np.maximum(view.speed_cpu, 1e-3))
-        xfer = view.net_in_busy_s + task.input_mb / view.net_mbps
-        return xfer + np.maximum(wait_g, wait_c) + g_s + c_s
+        return etc_from_exec(task, view, *expected_exec_s(task, view))
 
 
 class PatsSelector(_Selector):
@@ -136,7 +143,7 @@ class PatsSelector(_Selector):
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         gf, _, cf, _ = task_work_vector(task)
         frac_gpu = gf / max(gf + cf, 1e-12)
-        tflops, _ = node_gpu_power(view)
+        tflops = node_gpu_power(view)
         cpu_tflops = view.cores * view.cpu_gflops * view.speed_cpu / 1e3
         perf = frac_gpu * tflops + (1 - frac_gpu) * cpu_tflops
         score = perf * (1.0 - node_utilisation(view)) / (1.0 + view.ready_waiting)
@@ -156,5 +163,5 @@ class MlsmSelector(_Selector):
         idle_power = idle.sum(axis=1) - view.ready_waiting * 1e-3
         if (idle_power[mask] > 0).any():
             return masked_argmin(-idle_power, mask)
-        tflops, _ = node_gpu_power(view)
+        tflops = node_gpu_power(view)
         return masked_argmin(view.backlog_gpu_s / np.maximum(tflops, 1e-9), mask)

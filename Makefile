@@ -1,0 +1,39 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: setup demo test test-all lint format type bench clean
+
+setup: $(STAMP)
+
+# torch first, from the exact pinned release: a bare `torch` would pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml constraints.txt
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/rlsched demo --scenario paper --rate 60 --seeds 3
+
+test: setup lint
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: setup lint
+	$(PY) -m pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: setup
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: setup
+	$(PY) -m experiments.benchmarks.bench_sim
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

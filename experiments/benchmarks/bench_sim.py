@@ -1,0 +1,95 @@
+"""Simulator and environment benchmarks (a script, not a test).
+
+Prints: wall time of the ``paper`` scenario with ``mct``; Gym env steps per second with a trivial
+policy (next feasible node, round-robin) at 11 and 1,024 nodes; and, with ``--table``, the
+baselines on ``paper`` at 60 tasks/min as mean ± std over seeds.
+
+    python -m experiments.benchmarks.bench_sim [--table] [--seeds 5]
+
+Pin to one core for the single-core figures: ``taskset -c 0 python -m ...``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+
+import envs  # noqa: F401
+from envs.gym_env import ClusterSchedulingEnv
+from experiments.simulate import compare, format_table, simulate
+from rlsched.scenario_io import load_scenario
+
+TABLE_SCHEDULERS = (
+    "random+speedup",
+    "round-robin+speedup",
+    "least-loaded+speedup",
+    "pats+speedup",
+    "mlsm+mlsm",
+    "mlsm+speedup",
+    "mct+speedup",
+    "mct+mlsm",
+    "mct+first-free",
+    "oracle+speedup",
+)
+
+
+def bench_paper_mct(repeats: int = 3) -> list[float]:
+    """Wall seconds of full ``paper`` runs with ``mct`` (task generation included)."""
+    sc = load_scenario("paper")
+    out = []
+    for seed in range(repeats):
+        t0 = time.perf_counter()
+        m = simulate(sc, "mct", seed)
+        out.append(time.perf_counter() - t0)
+        assert m.tasks_lost == 0
+    return out
+
+
+def bench_env(scenario: str, steps: int) -> float:
+    """Env steps per second with a round-robin-over-feasible-nodes policy (resets included)."""
+    env = ClusterSchedulingEnv(scenario)
+    obs, _ = env.reset(seed=0)
+    n_nodes = len(obs["mask"])
+    nxt = 0
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        mask = obs["mask"]
+        a = nxt % n_nodes
+        while not mask[a]:
+            a = (a + 1) % n_nodes
+        nxt = a + 1
+        obs, _, term, _, _ = env.step(a)
+        if term:
+            obs, _ = env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--table", action="store_true", help="also run the baseline table on paper at 60/min")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--steps", type=int, default=6000, help="env steps at 11 nodes (1,024 nodes: a third)")
+    args = p.parse_args()
+    print(f"# command: python -m experiments.benchmarks.bench_sim {' '.join(sys.argv[1:])}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+    cpu = platform.processor() or platform.machine()
+    print(f"# machine: {cpu}, python {platform.python_version()}, usable cpus {cpus}")
+    walls = bench_paper_mct()
+    print(f"paper + mct, 1,500 tasks: {np.mean(walls):.3f} s wall (min {min(walls):.3f}, {len(walls)} seeds)")
+    for name, steps in (("paper", args.steps), ("large", max(args.steps // 3, 500))):
+        sps = bench_env(name, steps)
+        print(f"env steps/s, {name}: {sps:,.0f} ({steps} steps, round-robin over feasible nodes)")
+    if args.table:
+        sc = load_scenario("paper", rate_per_min=60)
+        cmp = compare(sc, TABLE_SCHEDULERS, list(range(args.seeds)))
+        print(f"\n## paper at 60 tasks/min, {args.seeds} seeds\n")
+        print(format_table(cmp))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""The ``rlsched`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+
+from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+
+DEMO_SCHEDULERS = (
+    "random+speedup",
+    "round-robin+speedup",
+    "least-loaded+speedup",
+    "pats+speedup",
+    "mlsm+mlsm",
+    "mct+speedup",
+    "oracle+speedup",
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rlsched", description="Learning scheduler for heterogeneous GPU clusters."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("simulate", help="run a scenario in the simulator with one scheduler")
+    s.add_argument(
+        "--scenario", default="paper", help="built-in name or path of a TOML file (default: paper)"
+    )
+    s.add_argument(
+        "--scheduler", default="mct", help="SELECTOR[+PLACER], e.g. mct+mlsm; a bare selector uses 'speedup'"
+    )
+    s.add_argument(
+        "--seed", type=int, default=None, help="seed for tasks and drift (default: the scenario's)"
+    )
+    s.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks per minute")
+    s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    d = sub.add_parser("demo", help="compare the baselines on a scenario over several seeds")
+    d.add_argument("--scenario", default="paper")
+    d.add_argument("--rate", type=float, default=60.0, help="arrival rate, tasks per minute (default: 60)")
+    d.add_argument("--seeds", type=int, default=3, help="number of seeds (default: 3)")
+    d.add_argument("--schedulers", default=",".join(DEMO_SCHEDULERS), help="comma-separated specs")
+
+    sub.add_parser("scenarios", help="list the built-in scenarios")
+    return p
+
+
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from experiments.simulate import simulate
+
+    scenario = load_scenario(args.scenario, rate_per_min=args.rate)
+    try:
+        m = simulate(scenario, args.scheduler, args.seed, progress=not args.json and sys.stderr.isatty())
+    except ValueError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": args.seed, **m.to_dict()}
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    w = max(len(k) for k in out)
+    for k, v in out.items():
+        print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from experiments.simulate import compare, format_table
+
+    scenario = load_scenario(args.scenario, rate_per_min=args.rate)
+    specs = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    seeds = list(range(args.seeds))
+    t0 = time.perf_counter()
+    try:
+        cmp = compare(scenario, specs, seeds)
+    except ValueError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    rate = f" at {args.rate:g} tasks/min" if args.rate else ""
+    n = len(scenario.cluster.nodes)
+    print(f"## {scenario.name}{rate}: {scenario.workload.tasks} tasks, {n} nodes, seeds {seeds}")
+    print()
+    print(format_table(cmp))
+    print()
+    print(f"(mean ± std over {len(seeds)} seeds; {time.perf_counter() - t0:.1f} s wall)")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``rlsched`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "simulate":
+            return _cmd_simulate(args)
+        if args.command == "demo":
+            return _cmd_demo(args)
+        print("\n".join(list_scenarios()))
+        return 0
+    except ScenarioError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    except FileNotFoundError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Run scenarios in the simulator with named schedulers, and compare them over seeds."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm import tqdm
+
+import envs  # noqa: F401  (registers the oracle bound)
+from envs.simulator import Simulator
+from rlsched.metrics import RunMetrics
+from rlsched.policies.registry import parse_scheduler
+from rlsched.scenario import Scenario
+from rlsched.taskgen import generate_tasks
+
+
+def simulate(
+    scenario: Scenario, scheduler: str, seed: int | None = None, progress: bool = False
+) -> RunMetrics:
+    """Run one scenario to completion.
+
+    :param scenario: the scenario.
+    :param scheduler: ``SELECTOR[+PLACER]``.
+    :param seed: tasks and drift seed (``None`` = the scenario's).
+    :param progress: show a progress bar of decisions on stderr.
+    """
+    seed = scenario.seed if seed is None else seed
+    sched = parse_scheduler(scheduler)
+    tasks = generate_tasks(scenario, seed)
+    sim = Simulator(scenario, tasks, sched.placer, seed=seed)
+    if not progress:
+        return sim.run(sched)
+    with tqdm(total=len(tasks), desc=f"{scenario.name} {scheduler}", unit="task", leave=False) as bar:
+        sched.reset(sim.view, seed)
+        return _run_with_bar(sim, sched, bar)
+
+
+def _run_with_bar(sim: Simulator, sched, bar: tqdm) -> RunMetrics:
+    t0, decide = time.perf_counter(), 0.0
+    bind = getattr(sched.selector, "bind_simulator", None)
+    if bind is not None:
+        bind(sim)
+    sim.placer = sched.placer
+    while (task := sim.next_decision()) is not None:
+        mask = sim.mask(task)
+        d0 = time.perf_counter()
+        node = sched.selector.select(task, sim.view, mask)
+        decide += time.perf_counter() - d0
+        sim.assign(task, node)
+        bar.update(1)
+    return sim.metrics(wall_s=time.perf_counter() - t0, decide_s=decide)
+
+
+@dataclass
+class Comparison:
+    """Metrics of several schedulers over the same seeds."""
+
+    scenario: str
+    seeds: list[int]
+    runs: dict[str, list[RunMetrics]]
+
+    def mean_std(self, scheduler: str, metric: str) -> tuple[float, float]:
+        """Mean and sample standard deviation of a metric over seeds."""
+        xs = np.array([getattr(m, metric) for m in self.runs[scheduler]], dtype=float)
+        return float(xs.mean()), float(xs.std(ddof=1)) if len(xs) > 1 else 0.0
+
+
+def compare(
+    scenario: Scenario, schedulers: Sequence[str], seeds: Sequence[int], progress: bool = True
+) -> Comparison:
+    """Run every scheduler on every seed (same tasks per seed for all schedulers)."""
+    runs: dict[str, list[RunMetrics]] = {s: [] for s in schedulers}
+    jobs = [(s, seed) for s in schedulers for seed in seeds]
+    for s, seed in tqdm(jobs, desc=f"{scenario.name}", unit="run", disable=not progress, leave=False):
+        runs[s].append(simulate(scenario, s, seed))
+    return Comparison(scenario.name, list(seeds), runs)
+
+
+TABLE_METRICS: tuple[tuple[str, str, float], ...] = (
+    ("throughput", "tasks/min", 60.0),
+    ("gpu_util", "GPU util", 1.0),
+    ("load_balance", "load bal.", 1.0),
+    ("latency_p50_s", "p50 s", 1.0),
+    ("latency_p95_s", "p95 s", 1.0),
+    ("makespan_s", "makespan s", 1.0),
+)
+
+
+def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> str:
+    """Markdown table: mean ± std per metric, and throughput relative to ``baseline``."""
+    head = ["scheduler", *[h for _, h, _ in TABLE_METRICS]]
+    has_base = baseline in cmp.runs
+    if has_base:
+        head.append(f"thr. vs {baseline.split('+')[0]}")
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    base = cmp.mean_std(baseline, "throughput")[0] if has_base else math.nan
+    for s in cmp.runs:
+        cells = [s]
+        for key, _, scale in TABLE_METRICS:
+            m, sd = cmp.mean_std(s, key)
+            prec = 3 if scale == 1.0 and m < 10 else 1
+            cells.append(f"{m * scale:.{prec}f} ± {sd * scale:.{prec}f}")
+        if has_base:
+            cells.append(f"{cmp.mean_std(s, 'throughput')[0] / base:.3f}×")
+        rows.append("| " + " | ".join(cells) + " |")
+    return "\n".join(rows)
