@@ -34,7 +34,9 @@ def simulate(
     sim = Simulator(scenario, tasks, sched.placer, seed=seed)
     if not progress:
         return sim.run(sched)
-    with tqdm(total=len(tasks), desc=f"{scenario.name} {scheduler}", unit="task", leave=False) as bar:
+    with tqdm(
+        total=len(tasks), desc=f"{scenario.name} {scheduler}", unit="task", leave=False, disable=None
+    ) as bar:
         sched.reset(sim.view, seed)
         return _run_with_bar(sim, sched, bar)
 
@@ -75,7 +77,9 @@ def compare(
     """Run every scheduler on every seed (same tasks per seed for all schedulers)."""
     runs: dict[str, list[RunMetrics]] = {s: [] for s in schedulers}
     jobs = [(s, seed) for s in schedulers for seed in seeds]
-    for s, seed in tqdm(jobs, desc=f"{scenario.name}", unit="run", disable=not progress, leave=False):
+    for s, seed in tqdm(
+        jobs, desc=f"{scenario.name}", unit="run", disable=None if progress else True, leave=False
+    ):
         runs[s].append(simulate(scenario, s, seed))
     return Comparison(scenario.name, list(seeds), runs)
 

@@ -35,6 +35,15 @@ def fitting_gpus(task: Task, sub: Subtask, node: int, view: ClusterView) -> list
     return out
 
 
+def ever_fits(task: Task, sub: Subtask, node: int, view: ClusterView) -> np.ndarray:
+    """(G,) GPUs of ``node`` that could take ``sub`` once idle (memory and allowed model)."""
+    valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
+    if task.gpu_models:
+        allowed = [i for i, m in enumerate(view.model_names) if m in task.gpu_models]
+        valid &= np.isin(view.gpu_model[node], allowed)
+    return valid
+
+
 def core_free(node: int, view: ClusterView) -> bool:
     """Whether a CPU core of ``node`` is idle."""
     return bool(view.cpu_busy[node] < view.cores[node])
@@ -82,10 +91,22 @@ class MlsmPlacer(_Placer):
     """MLSM: idle streams measure spare computing power; weight them by measured GPU speed.
 
     A GPU that finishes its work faster than its datasheet predicts (``speed_gpu`` > 1) counts
-    its idle streams for more — the stream feedback of MLSM, read from measurements.
+    its idle streams for more — the stream feedback of MLSM, read from measurements. MLSM balances
+    GPUs: work that may use a GPU waits for a stream rather than fall back to a core, unless no
+    GPU of the node could ever hold it.
     """
 
     name = "mlsm"
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        if sub.kind.device is Device.CPU:
+            return CPU if core_free(node, view) else None
+        gpus = fitting_gpus(task, sub, node, view)
+        if gpus:
+            return self._choose(gpus, node, view)
+        if sub.kind.device is Device.BOTH and not ever_fits(task, sub, node, view).any():
+            return CPU if core_free(node, view) else None
+        return None
 
     def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
         if len(gpus) == 1:

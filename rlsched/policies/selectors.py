@@ -153,15 +153,22 @@ class PatsSelector(_Selector):
 class MlsmSelector(_Selector):
     """MLSM: idle streams are spare computing power; send work where the most of it is.
 
-    When no node has an idle stream, the node whose queued GPU work drains soonest wins.
+    A stream is spare only if no task already committed to the node will claim it: tasks whose
+    input is still on the wire or that wait for host memory have not started a subtask yet, so
+    raw idle streams would over-count (a task's chain holds about one stream at a time). Spare
+    streams are weighted by the measured power of one stream of the node. When no node has a
+    spare stream, the node least over-committed for its power wins.
     """
 
     name = "mlsm"
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        idle = view.gpu_idle_streams * view.gpu_tflops * view.speed_gpu
-        idle_power = idle.sum(axis=1) - view.ready_waiting * 1e-3
-        if (idle_power[mask] > 0).any():
-            return masked_argmin(-idle_power, mask)
-        tflops = node_gpu_power(view)
-        return masked_argmin(view.backlog_gpu_s / np.maximum(tflops, 1e-9), mask)
+        spare = (view.node_streams - np.maximum(view.tasks_on_node, view.node_gpu_running)).astype(np.float64)
+        per_stream = (
+            view.node_tflops_mean
+            * view.node_speed_gpu
+            / np.maximum(view.node_streams / np.maximum(view.n_gpus, 1), 1)
+        )
+        if (spare[mask] > 0).any():
+            return masked_argmin(-(spare * per_stream), mask)
+        return masked_argmin((1.0 - spare) / np.maximum(per_stream, 1e-9), mask)

@@ -1,0 +1,885 @@
+"""Scenario files (TOML): loading, validation, and the built-in scenarios.
+
+A scenario names a cluster, a workload, dynamics and where interference comes from. Every key is
+checked: an unknown key, a wrong type or an out-of-range value raises :class:`ScenarioError`, whose
+one-line message names the file and the dotted field, e.g.
+``x.toml: cluster.nodes[2].gpu_model: expected a GPU model name from the catalog (P4, K80, ...),
+got 'X100'``. ``docs/scenarios.md`` documents every field; in short::
+
+    name = "paper"                 # default: the file's stem
+    description = "..."
+    seed = 0                       # integer >= 0
+
+    [cluster]
+    name = "paper"                 # optional; default: the scenario's name
+    [[cluster.nodes]]              # a group of identical nodes, named NAME-0, NAME-1, ...
+    name = "k80x2"
+    count = 2                      # default 1
+    cpu_cores = 16
+    host_mem_gib = 32
+    gpu_model = "K80"              # with gpu_count (default 1); or gpus = ["K80", "P4"]; or neither
+    gpu_count = 2
+    streams_per_gpu = 4            # default 4
+    net_gbps = 1.0                 # default 1
+    cpu_core_gflops = 25.0         # default hardware.CPU_CORE_GFLOPS
+    join_s = 0                     # default 0
+    leave_s = 900                  # default: never
+
+    [workload]
+    tasks = 1500                   # default 1500
+    apps = { intrusion_detection = 1, video_synopsis = 1 }  # shares; or "colocation" (model csv)
+    input_mb = [50, 150]           # optional: uniform input size per task
+    deadline_s = 120               # optional: relative deadline
+    tenants = ["a", "b"]           # optional: round-robin tenants
+    [workload.arrival]
+    process = "poisson"            # poisson: rate_per_min
+                                   # bursty: high_rate_per_min, low_rate_per_min, mean_high_s, mean_low_s
+                                   # trace: trace_path, time_scale
+    rate_per_min = 50
+    [workload.alibaba]             # optional: nodes and tasks from the Alibaba trace instead
+    node_csv = "${RLSCHED_DATA}/traces/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
+    pod_csv = "${RLSCHED_DATA}/traces/alibaba-gpu-v2023/openb_pod_list_default.csv"
+    nodes = 64                     # 0 = all
+    time_scale = 0.001
+
+    [dynamics.drift]
+    sigma = 0.05
+    interval_s = 30
+    min_factor = 0.5
+    max_factor = 1.1
+    [[dynamics.events]]            # churn, turned into NodeSpec.join_s / leave_s
+    at_s = 600
+    join = ["p4x4-0"]              # these nodes start absent and join at at_s
+    leave = []                     # these nodes leave at at_s
+
+    [interference]
+    model = "contention"           # or "csv"
+    colocation_csv = "..."         # csv: device,kind,partner,norm_throughput
+    solo_csv = "..."               # csv, optional: device,kind,solo_throughput
+
+Paths inside a file resolve relative to the file's folder. ``${RLSCHED_DATA}`` expands to the
+environment variable ``RLSCHED_DATA`` or, when it is unset, to the ``shared/data`` folder found by
+walking up from the current directory and from the scenario file (:func:`find_data_dir`).
+
+CSV devices (``v100``, ``p100``) match catalog models case-insensitively by name or by a prefix that
+is not followed by a digit: ``v100`` covers ``V100M16`` and ``V100M32``; ``a10`` covers ``A10`` only.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import math
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rlsched import traces
+from rlsched.cluster import ClusterSpec, NodeSpec
+from rlsched.hardware import ALIASES, CATALOG, CPU_CORE_GFLOPS, GpuModel, gpu_model
+from rlsched.scenario import (
+    AlibabaSpec,
+    ArrivalSpec,
+    DriftSpec,
+    InterferenceSpec,
+    Scenario,
+    WorkloadSpec,
+)
+
+#: Environment variable naming the sample-data folder (``shared/data``).
+DATA_ENV = "RLSCHED_DATA"
+#: Arrival rates the paper evaluates, tasks/min; ``--rate`` overrides must lie in it.
+RATE_RANGE: tuple[float, float] = (10.0, 60.0)
+#: Apps named ``colo:<kind>`` run one kind of a co-location CSV.
+COLO_PREFIX = "colo:"
+COLOCATION_COLUMNS: tuple[str, ...] = ("device", "kind", "partner", "norm_throughput")
+SOLO_COLUMNS: tuple[str, ...] = ("device", "kind", "solo_throughput")
+#: Normalised co-located throughput above 2 is not a measurement (two jobs cannot each gain 2x).
+NORM_THROUGHPUT_MAX = 2.0
+
+_TRACE_DIR = "${RLSCHED_DATA}/traces/alibaba-gpu-v2023"
+DEFAULT_NODE_CSV = f"{_TRACE_DIR}/openb_node_list_gpu_node.csv"
+DEFAULT_POD_CSV = f"{_TRACE_DIR}/openb_pod_list_default.csv"
+
+_TOP_KEYS = ("name", "description", "seed", "cluster", "workload", "dynamics", "interference")
+_CLUSTER_KEYS = ("name", "nodes")
+_GROUP_KEYS = (
+    "name", "count", "cpu_cores", "host_mem_gib", "gpu_model", "gpu_count", "gpus",
+    "streams_per_gpu", "net_gbps", "cpu_core_gflops", "join_s", "leave_s",
+)  # fmt: skip
+_WORKLOAD_KEYS = ("tasks", "apps", "input_mb", "deadline_s", "tenants", "arrival", "alibaba")
+_ALIBABA_KEYS = ("node_csv", "pod_csv", "nodes", "time_scale")
+_ARRIVAL_KEYS = {
+    "poisson": ("process", "rate_per_min"),
+    "bursty": ("process", "high_rate_per_min", "low_rate_per_min", "mean_high_s", "mean_low_s"),
+    "trace": ("process", "trace_path", "time_scale"),
+}
+_DYNAMICS_KEYS = ("drift", "events")
+_DRIFT_KEYS = ("sigma", "interval_s", "min_factor", "max_factor")
+_EVENT_KEYS = ("at_s", "join", "leave")
+_INTERFERENCE_KEYS = ("model", "colocation_csv", "solo_csv")
+
+_NOTHING: Any = object()
+_REQUIRED: Any = object()
+_VAR = re.compile(r"\$\{([^}]*)\}")
+_NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+class ScenarioError(Exception):
+    """An invalid scenario file or override.
+
+    :param path: the scenario file (as given, or the built-in's path).
+    :param field: dotted field, e.g. ``cluster.nodes[2].gpus``; ``<syntax>`` for TOML syntax
+        errors, ``<file>``/``<scenario>`` when the file cannot be found, ``--rate``/``--trace-dir``
+        for bad overrides.
+    :param expected: what a valid value looks like.
+    :param got: the offending value, if any.
+    :param line: line in the scenario file, for syntax errors.
+    """
+
+    def __init__(
+        self, path: str, field: str, expected: str, got: object = _NOTHING, line: int | None = None
+    ) -> None:
+        self.path = path
+        self.field = field
+        self.expected = expected
+        self.got = got
+        self.line = line
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        text = f"{self.path}: {self.field}: expected {self.expected}"
+        if self.got is not _NOTHING:
+            shown = repr(self.got)
+            text += f", got {shown if len(shown) <= 120 else shown[:117] + '...'}"
+        return " ".join(text.split())  # always one line
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        # Exceptions pickle as cls(*args); ours takes more than the message (Ray, multiprocessing).
+        return (type(self), (self.path, self.field, self.expected, self.got, self.line))
+
+
+# --- public API --------------------------------------------------------------------------------
+
+
+def builtin_dir() -> Path:
+    """Folder of the built-in scenario files (``experiments/scenarios``).
+
+    Located through the installed ``experiments`` package without importing it: ``rlsched`` must
+    not import ``experiments`` (layering), only read its data files.
+    """
+    spec = importlib.util.find_spec("experiments")
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))) / "scenarios"
+    return Path(__file__).resolve().parents[1] / "experiments" / "scenarios"
+
+
+def list_scenarios() -> list[str]:
+    """Names of the built-in scenarios, sorted."""
+    folder = builtin_dir()
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def find_data_dir(*starts: str | Path) -> Path | None:
+    """The sample-data folder that ``${RLSCHED_DATA}`` stands for, or ``None``.
+
+    ``$RLSCHED_DATA`` wins when set. Otherwise walk up from the current directory, then from each
+    of ``starts`` (e.g. a scenario file's folder), then from this package, looking for
+    ``shared/data`` or ``../shared/data`` (CI clones the project next to a ``shared/`` folder).
+
+    :param starts: extra folders to walk up from.
+    """
+    env = os.environ.get(DATA_ENV)
+    if env:
+        return Path(env).expanduser()
+    for start in (Path.cwd(), *map(Path, starts), Path(__file__).resolve().parent):
+        for folder in (start.resolve(), *start.resolve().parents):
+            for candidate in (folder / "shared" / "data", folder.parent / "shared" / "data"):
+                if candidate.is_dir():
+                    return candidate
+    return None
+
+
+def load_scenario(
+    name_or_path: str, *, rate_per_min: float | None = None, trace_dir: str | None = None
+) -> Scenario:
+    """Load and validate a scenario.
+
+    :param name_or_path: a built-in name (no ``/``, no ``.toml``: see :func:`list_scenarios`) or a
+        path to a ``.toml`` file.
+    :param rate_per_min: override the arrival rate (the CLI's ``--rate``), within
+        :data:`RATE_RANGE`. Poisson: the rate; bursty: both state rates are scaled so the long-run
+        mean is this. Trace-driven arrivals cannot be overridden.
+    :param trace_dir: folder holding the Alibaba trace files; replaces the folder of
+        ``workload.alibaba.node_csv`` and ``pod_csv`` (the CLI's ``--trace-dir``).
+    :raises ScenarioError: naming the file and field of the first problem found.
+    """
+    path, shown = _locate(name_or_path)
+    ctx = _Ctx(shown, path.parent.resolve())
+    return _build(ctx, path, _read_toml(ctx, path), rate_per_min, trace_dir)
+
+
+# --- reading helpers ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Ctx:
+    """The file being read: how to name it in errors, and where its relative paths start."""
+
+    shown: str
+    folder: Path
+
+    def error(self, field: str, expected: str, got: object = _NOTHING) -> ScenarioError:
+        return ScenarioError(self.shown, field, expected, got)
+
+
+def _locate(name_or_path: str) -> tuple[Path, str]:
+    """The scenario file and how to show it in messages."""
+    bare = "/" not in name_or_path and "\\" not in name_or_path and not name_or_path.endswith(".toml")
+    if not bare:
+        path = Path(name_or_path).expanduser()
+        if not path.is_file():
+            raise ScenarioError(name_or_path, "<file>", "an existing scenario file", str(path))
+        return path, name_or_path
+    path = builtin_dir() / f"{name_or_path}.toml"
+    if not path.is_file():
+        names = ", ".join(list_scenarios()) or "none installed"
+        raise ScenarioError(
+            name_or_path,
+            "<scenario>",
+            f"a built-in scenario ({names}) or a path to a .toml file",
+            name_or_path,
+        )
+    try:
+        shown = str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        shown = str(path)
+    return path, shown
+
+
+def _read_toml(ctx: _Ctx, path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as f:
+            return tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"at line (\d+)", str(e))
+        raise ScenarioError(
+            ctx.shown, "<syntax>", f"valid TOML: {e}", line=int(m.group(1)) if m else None
+        ) from None
+    except UnicodeDecodeError as e:
+        raise ScenarioError(ctx.shown, "<syntax>", f"UTF-8 text: {e}") from None
+    except OSError as e:
+        raise ctx.error("<file>", "a readable scenario file", str(e)) from None
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+def _few(names: Iterable[str], k: int = 8) -> str:
+    names = list(names)
+    return ", ".join(names[:k]) + (", ..." if len(names) > k else "")
+
+
+def _check_keys(ctx: _Ctx, table: dict[str, Any], where: str, allowed: Sequence[str], what: str = "") -> None:
+    for key in table:
+        if key not in allowed:
+            raise ctx.error(_join(where, key), f"one of the keys{what} ({', '.join(allowed)})", key)
+
+
+def _table(ctx: _Ctx, value: object, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ctx.error(where, "a table", value)
+    return value
+
+
+def _get(ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any, expected: str) -> Any:
+    if key in table:
+        return table[key]
+    if default is _REQUIRED:
+        raise ctx.error(_join(where, key), f"{expected} (this key is required)")
+    return default
+
+
+def _is_num(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _num(
+    ctx: _Ctx,
+    table: dict[str, Any],
+    where: str,
+    key: str,
+    default: Any = _REQUIRED,
+    *,
+    gt: float | None = None,
+    ge: float | None = None,
+    le: float | None = None,
+) -> Any:
+    """A finite number within bounds (an int is accepted where a float is meant)."""
+    bounds = [f"{op} {b:g}" for op, b in ((">", gt), (">=", ge), ("<=", le)) if b is not None]
+    expected = " ".join(["a number", " and ".join(bounds)]).strip()
+    v = _get(ctx, table, where, key, default, expected)
+    if v is default and key not in table:
+        return v
+    ok = _is_num(v) and (gt is None or v > gt) and (ge is None or v >= ge) and (le is None or v <= le)
+    if not ok:
+        raise ctx.error(_join(where, key), expected, v)
+    return float(v)
+
+
+def _int(ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any = _REQUIRED, *, ge: int) -> Any:
+    expected = f"an integer >= {ge}"
+    v = _get(ctx, table, where, key, default, expected)
+    if v is default and key not in table:
+        return v
+    if not isinstance(v, int) or isinstance(v, bool) or v < ge:
+        raise ctx.error(_join(where, key), expected, v)
+    return v
+
+
+def _str(ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any = _REQUIRED) -> Any:
+    v = _get(ctx, table, where, key, default, "a string")
+    if not isinstance(v, str) and not (v is default and key not in table):
+        raise ctx.error(_join(where, key), "a string", v)
+    return v
+
+
+def _str_list(ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any = _REQUIRED) -> Any:
+    v = _get(ctx, table, where, key, default, "a list of strings")
+    if v is default and key not in table:
+        return v
+    if not isinstance(v, list) or not all(isinstance(s, str) and s for s in v):
+        raise ctx.error(_join(where, key), "a list of non-empty strings", v)
+    return v
+
+
+# --- data files --------------------------------------------------------------------------------
+
+
+def _expand(ctx: _Ctx, field: str, raw: str) -> str:
+    """Replace ``${RLSCHED_DATA}`` (the only variable) by the data folder."""
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(1) != DATA_ENV:
+            raise ctx.error(field, f"a path whose only variable is ${{{DATA_ENV}}}", raw)
+        data = find_data_dir(ctx.folder)
+        if data is None:
+            raise ctx.error(
+                field,
+                f"a data folder for ${{{DATA_ENV}}}: set {DATA_ENV} or put shared/data beside the project",
+                raw,
+            )
+        return str(data)
+
+    return _VAR.sub(sub, raw)
+
+
+def _data_file(ctx: _Ctx, field: str, raw: str) -> str:
+    """An existing file named in the scenario; relative paths start at the scenario's folder."""
+    path = Path(_expand(ctx, field, raw)).expanduser()
+    if not path.is_absolute():
+        path = ctx.folder / path
+    path = Path(os.path.normpath(path))
+    if not path.is_file():
+        raise ctx.error(field, "an existing file", str(path))
+    return str(path)
+
+
+def _csv_rows(ctx: _Ctx, field: str, path: str, columns: tuple[str, ...]) -> list[tuple[int, list[str]]]:
+    """Data rows of a CSV with exactly ``columns``, as (line number, stripped cells)."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        if header != list(columns):
+            raise ctx.error(field, f"a CSV header {','.join(columns)} in {path} line 1", ",".join(header))
+        rows = []
+        for cells in reader:
+            if not any(c.strip() for c in cells):
+                continue
+            if len(cells) != len(columns):
+                raise ctx.error(
+                    field, f"{len(columns)} fields at {path} line {reader.line_num}", ",".join(cells)
+                )
+            rows.append((reader.line_num, [c.strip() for c in cells]))
+    if not rows:
+        raise ctx.error(field, f"at least one data row in {path}")
+    return rows
+
+
+def _csv_num(
+    ctx: _Ctx, field: str, where: str, text: str, lo: float, hi: float, lo_open: bool = False
+) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
+    if not ok:
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]" if math.isfinite(hi) else f"> {lo:g}"
+        raise ctx.error(field, f"a number in {rng} at {where}", text)
+    return v
+
+
+def _read_colocation(ctx: _Ctx, field: str, path: str) -> tuple[set[str], list[str]]:
+    """Devices and kinds (in first-seen order) of a co-location CSV, every value checked."""
+    devices: set[str] = set()
+    kinds: dict[str, None] = {}
+    seen: set[tuple[str, str, str]] = set()
+    for line, (device, kind, partner, value) in _csv_rows(ctx, field, path, COLOCATION_COLUMNS):
+        where = f"{path} line {line}"
+        if not (device and kind and partner):
+            raise ctx.error(
+                field, f"non-empty device, kind and partner at {where}", f"{device},{kind},{partner}"
+            )
+        _csv_num(ctx, field, f"{where} (norm_throughput)", value, 0.0, NORM_THROUGHPUT_MAX)
+        key = (device.lower(), kind, partner)
+        if key in seen:
+            raise ctx.error(
+                field, f"one row per device, kind and partner; repeated at {where}", ",".join(key)
+            )
+        seen.add(key)
+        devices.add(device.lower())
+        kinds[kind] = None
+    return devices, list(kinds)
+
+
+def _read_solo(ctx: _Ctx, field: str, path: str) -> dict[str, set[str]]:
+    """Device -> kinds measured alone, every value checked."""
+    out: dict[str, set[str]] = {}
+    for line, (device, kind, value) in _csv_rows(ctx, field, path, SOLO_COLUMNS):
+        where = f"{path} line {line}"
+        if not (device and kind):
+            raise ctx.error(field, f"non-empty device and kind at {where}", f"{device},{kind}")
+        _csv_num(ctx, field, f"{where} (solo_throughput)", value, 0.0, math.inf, lo_open=True)
+        out.setdefault(device.lower(), set()).add(kind)
+    return out
+
+
+def device_models(device: str) -> set[str]:
+    """Catalog models a CSV device name covers.
+
+    Case-insensitive; an exact catalog name covers itself, and a prefix not followed by a digit
+    covers its variants: ``v100`` -> ``{V100M16, V100M32}``, ``a100`` -> ``{A100, A100-80}``,
+    ``a10`` -> ``{A10}``.
+
+    :param device: device name as written in a measurement CSV.
+    """
+    d = device.strip().upper()
+    out = set()
+    for name in CATALOG:
+        u = name.upper()
+        if u == d or (d and u.startswith(d) and not u[len(d)].isdigit()):
+            out.add(name)
+    alias = ALIASES.get(device.strip())
+    if alias:
+        out.add(alias)
+    return out
+
+
+def _check_coverage(ctx: _Ctx, field: str, path: str, devices: Iterable[str], cluster: ClusterSpec) -> None:
+    """Every GPU model of the cluster must be measured on some device of the CSV."""
+    devices = sorted(devices)
+    covered = set().union(*(device_models(d) for d in devices))
+    for model in sorted({g.name for n in cluster.nodes for g in n.gpus}):
+        if model not in covered:
+            raise ctx.error(
+                field,
+                f"measurements for every GPU model of the cluster (devices in {path}: {_few(devices)})",
+                model,
+            )
+
+
+# --- sections ----------------------------------------------------------------------------------
+
+
+def _build(ctx: _Ctx, path: Path, doc: dict[str, Any], rate: float | None, trace_dir: str | None) -> Scenario:
+    _check_keys(ctx, doc, "", _TOP_KEYS)
+    if rate is not None and not (_is_num(rate) and RATE_RANGE[0] <= rate <= RATE_RANGE[1]):
+        lo, hi = RATE_RANGE
+        raise ctx.error(
+            "--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min (the paper's range)", rate
+        )
+    name = _str(ctx, doc, "", "name", path.stem)
+    if not name.strip():
+        raise ctx.error("name", "a non-empty string", name)
+    description = _str(ctx, doc, "", "description", "")
+    seed = _int(ctx, doc, "", "seed", 0, ge=0)
+    wl = _table(ctx, doc.get("workload"), "workload")
+    _check_keys(ctx, wl, "workload", _WORKLOAD_KEYS)
+    ali = _alibaba(ctx, wl, trace_dir)
+    cluster = _cluster(ctx, doc.get("cluster"), ali, seed, name)
+    dyn = _table(ctx, doc.get("dynamics"), "dynamics")
+    _check_keys(ctx, dyn, "dynamics", _DYNAMICS_KEYS)
+    drift = _drift(ctx, dyn.get("drift"))
+    cluster = _events(ctx, dyn.get("events"), cluster)
+    interference, colo_kinds = _interference(ctx, doc.get("interference"), cluster)
+    workload = _workload(ctx, wl, ali, interference, colo_kinds, None if rate is None else float(rate))
+    return Scenario(
+        name=name,
+        cluster=cluster,
+        workload=workload,
+        drift=drift,
+        interference=interference,
+        seed=seed,
+        description=description,
+        path=str(path.resolve()),
+    )
+
+
+def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpec | None:
+    if "alibaba" not in wl:
+        if trace_dir is not None:
+            raise ctx.error("--trace-dir", "a scenario with [workload.alibaba]", trace_dir)
+        return None
+    where = "workload.alibaba"
+    tbl = _table(ctx, wl["alibaba"], where)
+    _check_keys(ctx, tbl, where, _ALIBABA_KEYS)
+    files = {}
+    for key, default in (("node_csv", DEFAULT_NODE_CSV), ("pod_csv", DEFAULT_POD_CSV)):
+        raw = _str(ctx, tbl, where, key, default)
+        if trace_dir is not None:
+            # --trace-dir is a command-line path: relative to the current directory, not the file.
+            raw = str(Path(trace_dir).expanduser().resolve() / Path(raw).name)
+        files[key] = _data_file(ctx, f"{where}.{key}", raw)
+    for key, check in (("node_csv", traces.check_node_csv), ("pod_csv", traces.check_pod_csv)):
+        try:
+            check(files[key])
+        except ValueError as e:
+            raise ctx.error(
+                f"{where}.{key}", "an Alibaba trace file with the documented columns", str(e)
+            ) from None
+    return AlibabaSpec(
+        node_csv=files["node_csv"],
+        pod_csv=files["pod_csv"],
+        nodes=_int(ctx, tbl, where, "nodes", 64, ge=0),
+        time_scale=_num(ctx, tbl, where, "time_scale", 1.0, gt=0),
+    )
+
+
+def _cluster(ctx: _Ctx, raw: object, ali: AlibabaSpec | None, seed: int, default_name: str) -> ClusterSpec:
+    tbl = _table(ctx, raw, "cluster")
+    _check_keys(ctx, tbl, "cluster", _CLUSTER_KEYS)
+    name = _str(ctx, tbl, "cluster", "name", default_name)
+    if ali is not None:
+        if "nodes" in tbl:
+            raise ctx.error(
+                "cluster.nodes", "no node groups with [workload.alibaba] (nodes come from the trace)"
+            )
+        return _alibaba_cluster(ctx, ali, seed, name)
+    expected = "one or more [[cluster.nodes]] groups (or a [workload.alibaba] section)"
+    if "nodes" not in tbl:
+        raise ctx.error("cluster.nodes", expected)
+    groups = tbl["nodes"]
+    if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+        raise ctx.error("cluster.nodes", expected, groups)
+    nodes: list[NodeSpec] = []
+    seen: set[str] = set()
+    for i, g in enumerate(groups):
+        for node in _group(ctx, g, f"cluster.nodes[{i}]"):
+            if node.name in seen:
+                raise ctx.error(f"cluster.nodes[{i}].name", "node names unique across groups", node.name)
+            seen.add(node.name)
+            nodes.append(node)
+    return ClusterSpec(nodes=tuple(nodes), name=name)
+
+
+def _alibaba_cluster(ctx: _Ctx, ali: AlibabaSpec, seed: int, name: str) -> ClusterSpec:
+    try:
+        cluster = traces.alibaba_cluster(ali, seed)
+    except ValueError as e:
+        raise ctx.error("workload.alibaba.nodes", "a node count the node list can supply", str(e)) from None
+    return replace(cluster, name=name)
+
+
+def _group(ctx: _Ctx, g: dict[str, Any], where: str) -> list[NodeSpec]:
+    """The nodes of one ``[[cluster.nodes]]`` group."""
+    _check_keys(ctx, g, where, _GROUP_KEYS)
+    name = _str(ctx, g, where, "name")
+    if not _NODE_NAME.fullmatch(name):
+        raise ctx.error(f"{where}.name", "a name of letters, digits, '_', '.' or '-'", name)
+    count = _int(ctx, g, where, "count", 1, ge=1)
+    join = _num(ctx, g, where, "join_s", 0.0, ge=0)
+    leave = _num(ctx, g, where, "leave_s", None, gt=0)
+    if leave is not None and leave <= join:
+        raise ctx.error(f"{where}.leave_s", f"a time after join_s ({join:g} s)", leave)
+    template = NodeSpec(
+        name=name,
+        cpu_cores=_int(ctx, g, where, "cpu_cores", ge=1),
+        host_mem_gib=_num(ctx, g, where, "host_mem_gib", gt=0),
+        gpus=_gpus(ctx, g, where),
+        streams_per_gpu=_int(ctx, g, where, "streams_per_gpu", 4, ge=1),
+        net_gbps=_num(ctx, g, where, "net_gbps", 1.0, gt=0),
+        cpu_core_gflops=_num(ctx, g, where, "cpu_core_gflops", CPU_CORE_GFLOPS, gt=0),
+        join_s=join,
+        leave_s=leave,
+    )
+    return [replace(template, name=f"{name}-{i}") for i in range(count)]
+
+
+def _gpus(ctx: _Ctx, g: dict[str, Any], where: str) -> tuple[GpuModel, ...]:
+    if "gpus" in g:
+        if "gpu_model" in g or "gpu_count" in g:
+            raise ctx.error(f"{where}.gpus", "either gpus or gpu_model/gpu_count, not both", g["gpus"])
+        names = _str_list(ctx, g, where, "gpus")
+        return tuple(_model(ctx, f"{where}.gpus[{j}]", m) for j, m in enumerate(names))
+    if "gpu_model" in g:
+        model = _model(ctx, f"{where}.gpu_model", _str(ctx, g, where, "gpu_model"))
+        return (model,) * _int(ctx, g, where, "gpu_count", 1, ge=1)
+    if "gpu_count" in g:
+        raise ctx.error(f"{where}.gpu_model", "a GPU model alongside gpu_count")
+    return ()
+
+
+def _model(ctx: _Ctx, field: str, name: str) -> GpuModel:
+    try:
+        return gpu_model(name)
+    except KeyError:
+        known = ", ".join([*CATALOG, *ALIASES])
+        raise ctx.error(field, f"a GPU model name from the catalog ({known})", name) from None
+
+
+def _drift(ctx: _Ctx, raw: object) -> DriftSpec:
+    where = "dynamics.drift"
+    tbl = _table(ctx, raw, where)
+    _check_keys(ctx, tbl, where, _DRIFT_KEYS)
+    d = DriftSpec()
+    # Speeds start at factor 1, so the band must contain 1.
+    return DriftSpec(
+        sigma=_num(ctx, tbl, where, "sigma", d.sigma, ge=0),
+        interval_s=_num(ctx, tbl, where, "interval_s", d.interval_s, gt=0),
+        min_factor=_num(ctx, tbl, where, "min_factor", d.min_factor, gt=0, le=1),
+        max_factor=_num(ctx, tbl, where, "max_factor", d.max_factor, ge=1),
+    )
+
+
+def _events(ctx: _Ctx, raw: object, cluster: ClusterSpec) -> ClusterSpec:
+    """Apply ``[[dynamics.events]]`` as node join/leave times."""
+    if raw is None:
+        return _check_initial(ctx, cluster, "cluster.nodes")
+    if not isinstance(raw, list) or not all(isinstance(e, dict) for e in raw):
+        raise ctx.error("dynamics.events", "an array of tables ([[dynamics.events]])", raw)
+    names = [n.name for n in cluster.nodes]
+    times: dict[str, dict[str, tuple[float, str]]] = {"join": {}, "leave": {}}
+    for i, ev in enumerate(raw):
+        where = f"dynamics.events[{i}]"
+        _check_keys(ctx, ev, where, _EVENT_KEYS)
+        at = _num(ctx, ev, where, "at_s", ge=0)
+        for what in ("join", "leave"):
+            for j, node in enumerate(_str_list(ctx, ev, where, what, [])):
+                field = f"{where}.{what}[{j}]"
+                if node not in names:
+                    raise ctx.error(field, f"a node name of the cluster ({_few(names)})", node)
+                if node in times[what]:
+                    raise ctx.error(field, f"each node to {what} at most once", node)
+                times[what][node] = (at, field)
+    nodes = tuple(_churn(ctx, n, times) for n in cluster.nodes)
+    return _check_initial(ctx, replace(cluster, nodes=nodes), "dynamics.events")
+
+
+def _churn(ctx: _Ctx, node: NodeSpec, times: dict[str, dict[str, tuple[float, str]]]) -> NodeSpec:
+    join, join_field = times["join"].get(node.name, (node.join_s, ""))
+    leave, leave_field = times["leave"].get(node.name, (node.leave_s, ""))
+    if leave is not None and leave <= join:
+        field = leave_field or join_field
+        raise ctx.error(field, f"node {node.name!r} to leave after it joins (joins at {join:g} s)", leave)
+    return replace(node, join_s=join, leave_s=leave)
+
+
+def _check_initial(ctx: _Ctx, cluster: ClusterSpec, field: str) -> ClusterSpec:
+    if not any(n.join_s == 0 for n in cluster.nodes):
+        raise ctx.error(field, "at least one node present from time 0")
+    return cluster
+
+
+def _interference(ctx: _Ctx, raw: object, cluster: ClusterSpec) -> tuple[InterferenceSpec, list[str]]:
+    """The interference source and, with model csv, the kinds the co-location CSV measures."""
+    where = "interference"
+    tbl = _table(ctx, raw, where)
+    _check_keys(ctx, tbl, where, _INTERFERENCE_KEYS)
+    model = _str(ctx, tbl, where, "model", "contention")
+    if model not in ("contention", "csv"):
+        raise ctx.error(f"{where}.model", '"contention" or "csv"', model)
+    if model == "contention":
+        for key in ("colocation_csv", "solo_csv"):
+            if key in tbl:
+                raise ctx.error(
+                    f"{where}.{key}", 'no CSV with model = "contention" (set model = "csv")', tbl[key]
+                )
+        return InterferenceSpec(model="contention"), []
+    field = f"{where}.colocation_csv"
+    colo = _data_file(ctx, field, _str(ctx, tbl, where, "colocation_csv"))
+    devices, kinds = _read_colocation(ctx, field, colo)
+    _check_coverage(ctx, field, colo, devices, cluster)
+    solo = None
+    if "solo_csv" in tbl:
+        field = f"{where}.solo_csv"
+        solo = _data_file(ctx, field, _str(ctx, tbl, where, "solo_csv"))
+        measured = _read_solo(ctx, field, solo)
+        _check_coverage(ctx, field, solo, measured, cluster)
+        for device in sorted(devices):
+            missing = [k for k in kinds if k not in measured.get(device, set())]
+            if missing:
+                raise ctx.error(
+                    field, f"a solo speed for every co-located kind on {device} in {solo}", missing[0]
+                )
+    return InterferenceSpec(model="csv", colocation_csv=colo, solo_csv=solo), kinds
+
+
+def _workload(
+    ctx: _Ctx,
+    wl: dict[str, Any],
+    ali: AlibabaSpec | None,
+    interference: InterferenceSpec,
+    colo_kinds: list[str],
+    rate: float | None,
+) -> WorkloadSpec:
+    tasks = _int(ctx, wl, "workload", "tasks", 1500, ge=1)
+    if ali is not None:
+        for key in ("apps", "input_mb", "deadline_s", "tenants", "arrival"):
+            if key in wl:
+                expected = (
+                    "nothing here with [workload.alibaba]: the trace gives apps, sizes, tenants and arrivals"
+                )
+                raise ctx.error(f"workload.{key}", expected, wl[key])
+        if rate is not None:
+            raise ctx.error(
+                "--rate", "a scenario with generated arrivals ([workload.alibaba] replays the trace)", rate
+            )
+        arrival = ArrivalSpec(process="trace", trace_path=ali.pod_csv, time_scale=ali.time_scale)
+        return WorkloadSpec(tasks=tasks, apps={}, arrival=arrival, alibaba=ali)
+    deadline = _num(ctx, wl, "workload", "deadline_s", None, gt=0)
+    return WorkloadSpec(
+        tasks=tasks,
+        apps=_apps(ctx, wl, interference, colo_kinds),
+        arrival=_arrival(ctx, wl.get("arrival"), rate),
+        input_mb=_input_mb(ctx, wl),
+        deadline_s=deadline,
+        tenants=_tenants(ctx, wl),
+    )
+
+
+def _known_apps() -> set[str]:
+    # Imported here: workloads builds on much of rlsched, and scenario files are read before any
+    # workload is generated.
+    from rlsched.workloads import APPS
+
+    return set(APPS)
+
+
+def _apps(
+    ctx: _Ctx, wl: dict[str, Any], interference: InterferenceSpec, kinds: list[str]
+) -> dict[str, float]:
+    expected = 'a table of app = share, or "colocation"'
+    raw = _get(ctx, wl, "workload", "apps", _REQUIRED, expected)
+    if isinstance(raw, str):
+        if raw != "colocation":
+            raise ctx.error("workload.apps", expected, raw)
+        if interference.model != "csv":
+            raise ctx.error("workload.apps", 'interference.model = "csv" with apps = "colocation"', raw)
+        apps = {f"{COLO_PREFIX}{k}": 1.0 for k in kinds}
+        for app in apps:
+            _check_colo_app(ctx, "workload.apps", app, interference, kinds)
+        return apps
+    if not isinstance(raw, dict) or not raw:
+        raise ctx.error("workload.apps", expected, raw)
+    known: set[str] | None = None
+    apps: dict[str, float] = {}
+    for app in raw:
+        field = f"workload.apps.{app}"
+        if app.startswith(COLO_PREFIX):
+            _check_colo_app(ctx, field, app, interference, kinds)
+        else:
+            known = _known_apps() if known is None else known
+            if app not in known:
+                raise ctx.error(field, f"a known app ({', '.join(sorted(known))}, or colo:<kind>)", app)
+        apps[app] = _num(ctx, raw, "workload.apps", app, ge=0)
+    if sum(apps.values()) <= 0:
+        raise ctx.error("workload.apps", "shares >= 0 with a positive sum", raw)
+    return apps
+
+
+def _check_colo_app(
+    ctx: _Ctx, field: str, app: str, interference: InterferenceSpec, kinds: list[str]
+) -> None:
+    if interference.model != "csv":
+        raise ctx.error(field, f'interference.model = "csv" for {COLO_PREFIX}<kind> apps', app)
+    if app[len(COLO_PREFIX) :] not in kinds:
+        expected = f"{COLO_PREFIX}<kind> with a kind of {interference.colocation_csv} ({_few(kinds)})"
+        raise ctx.error(field, expected, app)
+    from rlsched.workloads import is_known_app  # lazy, as in _known_apps
+
+    if not is_known_app(app):
+        # A measured kind may not reuse the name of a built-in kind (workloads.colo_kind).
+        raise ctx.error(field, "a co-location kind whose name is not a built-in subtask kind", app)
+
+
+def _input_mb(ctx: _Ctx, wl: dict[str, Any]) -> tuple[float, float] | None:
+    v = wl.get("input_mb")
+    if v is None:
+        return None
+    ok = isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v) and 0 < v[0] <= v[1]
+    if not ok:
+        raise ctx.error("workload.input_mb", "[low, high] with 0 < low <= high (MB)", v)
+    return float(v[0]), float(v[1])
+
+
+def _tenants(ctx: _Ctx, wl: dict[str, Any]) -> tuple[str, ...]:
+    tenants = _str_list(ctx, wl, "workload", "tenants", ["default"])
+    if not tenants or len(set(tenants)) != len(tenants):
+        raise ctx.error("workload.tenants", "a non-empty list of distinct names", tenants)
+    return tuple(tenants)
+
+
+def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
+    where = "workload.arrival"
+    tbl = _table(ctx, raw, where)
+    process = _str(ctx, tbl, where, "process", "poisson")
+    if process not in _ARRIVAL_KEYS:
+        raise ctx.error(f"{where}.process", ", ".join(f'"{p}"' for p in _ARRIVAL_KEYS), process)
+    _check_keys(ctx, tbl, where, _ARRIVAL_KEYS[process], f" of process {process!r}")
+    d = ArrivalSpec()
+    if process == "poisson":
+        r = _num(ctx, tbl, where, "rate_per_min", d.rate_per_min, gt=0)
+        return ArrivalSpec(process="poisson", rate_per_min=rate if rate is not None else r)
+    if process == "bursty":
+        return _bursty(ctx, tbl, where, rate)
+    if rate is not None:
+        raise ctx.error("--rate", "a scenario with generated arrivals (process trace replays its file)", rate)
+    field = f"{where}.trace_path"
+    trace = _data_file(ctx, field, _str(ctx, tbl, where, "trace_path"))
+    with open(trace, newline="", encoding="utf-8") as f:
+        header = [h.strip() for h in next(csv.reader(f), [])]
+    if "arrival_s" not in header and "creation_time" not in header:
+        raise ctx.error(field, f"a CSV with a column arrival_s or creation_time ({trace})", ",".join(header))
+    ts = _num(ctx, tbl, where, "time_scale", 1.0, gt=0)
+    return ArrivalSpec(process="trace", trace_path=trace, time_scale=ts)
+
+
+def _bursty(ctx: _Ctx, tbl: dict[str, Any], where: str, rate: float | None) -> ArrivalSpec:
+    """Two-rate MMPP; ``rate_per_min`` is set to its long-run mean."""
+    d = ArrivalSpec()
+    high = _num(ctx, tbl, where, "high_rate_per_min", d.high_rate_per_min, ge=0)
+    low = _num(ctx, tbl, where, "low_rate_per_min", d.low_rate_per_min, ge=0)
+    mean_high = _num(ctx, tbl, where, "mean_high_s", d.mean_high_s, gt=0)
+    mean_low = _num(ctx, tbl, where, "mean_low_s", d.mean_low_s, gt=0)
+    if high < low or high <= 0:
+        raise ctx.error(f"{where}.high_rate_per_min", f"a rate > 0 and >= low_rate_per_min ({low:g})", high)
+    mean = (high * mean_high + low * mean_low) / (mean_high + mean_low)
+    if rate is not None:
+        # Keep the burst shape, move the long-run mean.
+        high, low, mean = high * rate / mean, low * rate / mean, rate
+    return ArrivalSpec(
+        process="bursty",
+        rate_per_min=mean,
+        high_rate_per_min=high,
+        low_rate_per_min=low,
+        mean_high_s=mean_high,
+        mean_low_s=mean_low,
+    )
