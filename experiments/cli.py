@@ -59,7 +59,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
-    out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": args.seed, **m.to_dict()}
+    seed = scenario.seed if args.seed is None else args.seed
+    out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:
         print(json.dumps(out))
         return 0
