@@ -40,7 +40,8 @@ class OracleSelector:
         etc = np.full(view.n_nodes, np.inf)
         for n in np.flatnonzero(mask):
             etc[n] = self._etc(task, int(n))
-        return int(np.argmin(etc))
+        ok = np.flatnonzero(mask)
+        return int(ok[np.argmin(etc[ok])])
 
     def _sub_seconds(self, sub: Subtask, node: int) -> tuple[float, float]:
         """True (best GPU seconds, CPU seconds) of a subtask on a node, at current drift."""
@@ -65,9 +66,9 @@ class OracleSelector:
         v = sim.view
         gpu_work = cpu_work = 0.0
         for r in [r for runs in sim._gpu_runs[node] for r in runs]:
-            gpu_work += r.remaining / r.rate
+            gpu_work += max(r.remaining - (sim.now - r.t_last) * r.rate, 0.0) / r.rate
         for r in sim._cpu_runs[node]:
-            cpu_work += r.remaining / r.rate
+            cpu_work += max(r.remaining - (sim.now - r.t_last) * r.rate, 0.0) / r.rate
         for tr in sim._on_node[node].values():
             for s in tr.task.graph.subtasks:
                 if not tr.started[s.index]:

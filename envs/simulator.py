@@ -23,7 +23,7 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
-from rlsched.feasibility import TaskNeeds, feasible_nodes, task_needs
+from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
 from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.scenario import Scenario
@@ -124,6 +124,7 @@ class Simulator:
         self._events: list[tuple] = []
         self.records = [TaskRecord(t.arrival_s, deadline_s=t.deadline_s) for t in self.tasks]
         self._needs: list[TaskNeeds | None] = [None] * len(self.tasks)
+        self._static_ok: list[np.ndarray | None] = [None] * len(self.tasks)
         self._gpu_runs: list[list[list[Run]]] = [[[] for _ in range(g)] for _ in range(n)]
         self._cpu_runs: list[set[Run]] = [set() for _ in range(n)]
         self._waiting: list[list[tuple[tuple, TaskRun, Subtask]]] = [[] for _ in range(n)]
@@ -207,7 +208,10 @@ class Simulator:
         """
         key = (task.id, self._n_events)
         if self._mask_key != key:
-            self._mask_val = feasible_nodes(self.needs(task), self.view)
+            static = self._static_ok[task.id]
+            if static is None:
+                static = self._static_ok[task.id] = static_feasible(self.needs(task), self.view)
+            self._mask_val = self.view.alive & static
             self._mask_key = key
         return self._mask_val
 

@@ -59,7 +59,12 @@ def allowed_gpus(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
 
 def feasible_nodes(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
     """(N,) bool mask of nodes that could run a task with these needs."""
-    ok = view.alive & (view.host_mem_mb >= needs.host_mem_mb)
+    return view.alive & static_feasible(needs, view)
+
+
+def static_feasible(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
+    """(N,) nodes whose hardware could run the task, alive or not (it never changes for a task)."""
+    ok = view.host_mem_mb >= needs.host_mem_mb
     if needs.needs_cpu:
         ok &= view.cores > 0
     if needs.needs_gpu:

@@ -132,7 +132,7 @@ def encode_nodes(view: ClusterView, task: Task, mask: np.ndarray) -> np.ndarray:
     out[:, 14:18] = st["cols"]
     out[:, 18] = out[:, 1:5].mean(axis=1)
     out[:, 19:22] = np.log1p(scaled[:, 11:14])
-    out[:, 22] = np.minimum(etc * (1.0 / max(best, 1e-6)) - 1.0, 10.0)
+    out[:, 22] = np.clip(etc * (1.0 / max(best, 1e-6)) - 1.0, 0.0, 10.0)
     out[:, 23] = mask
     out[~view.alive] = 0.0
     return out

@@ -48,7 +48,9 @@ def parse_scheduler(spec: str) -> TwoStageScheduler:
 
     :raises ValueError: naming the unknown part and listing the known names.
     """
-    sel, _, plc = spec.partition("+")
+    sel, plus, plc = spec.partition("+")
+    if plus and not plc:
+        raise ValueError(f"empty placer in {spec!r}; known: {', '.join(sorted(PLACERS))}")
     plc = plc or DEFAULT_PLACER
     if sel not in SELECTORS:
         raise ValueError(f"unknown selector {sel!r} in {spec!r}; known: {', '.join(sorted(SELECTORS))}")

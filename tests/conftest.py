@@ -1,0 +1,85 @@
+"""Shared test helpers: small hand-built scenarios.
+
+``small_scenario`` builds a :class:`~rlsched.scenario.Scenario` straight from the dataclasses, so
+tests stay fast and do not depend on scenario files. Tests get it through the fixture of the same
+name (session-scoped, so it also works inside ``hypothesis`` tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pytest
+
+from rlsched.cluster import ClusterSpec, NodeSpec
+from rlsched.hardware import gpu_model
+from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+
+
+def node(
+    name: str,
+    cores: int = 4,
+    mem_gib: float = 32.0,
+    gpus: Sequence[str] = ("T4",),
+    streams: int = 2,
+    **kw: object,
+) -> NodeSpec:
+    """A worker node with GPUs named from the catalog; ``kw`` sets other NodeSpec fields
+    (``join_s``, ``leave_s``, ``net_gbps``, ...)."""
+    return NodeSpec(
+        name=name,
+        cpu_cores=cores,
+        host_mem_gib=mem_gib,
+        gpus=tuple(gpu_model(g) for g in gpus),
+        streams_per_gpu=streams,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def small_scenario(
+    nodes: Sequence[NodeSpec] | None = None,
+    apps: dict[str, float] | None = None,
+    tasks: int = 20,
+    rate_per_min: float = 30.0,
+    input_mb: tuple[float, float] | None = None,
+    drift_sigma: float = 0.0,
+    drift_interval_s: float = 30.0,
+    seed: int = 0,
+) -> Scenario:
+    """A small scenario; by default two nodes (T4 x2, P4) running matmul and kmeans tasks.
+
+    :param nodes: the nodes (see :func:`node`).
+    :param apps: app name -> share (default: matmul and kmeans equally).
+    :param tasks: task count.
+    :param rate_per_min: Poisson arrival rate.
+    :param input_mb: input size range, or ``None`` for each app's default.
+    :param drift_sigma: GPU speed drift (0 = none).
+    :param drift_interval_s: drift interval.
+    :param seed: the scenario seed (drives task generation).
+    """
+    if nodes is None:
+        nodes = (node("n0", gpus=("T4", "T4")), node("n1", gpus=("P4",)))
+    return Scenario(
+        name="test",
+        cluster=ClusterSpec(tuple(nodes)),
+        workload=WorkloadSpec(
+            tasks=tasks,
+            apps=dict(apps) if apps is not None else {"matmul": 1.0, "kmeans": 1.0},
+            arrival=ArrivalSpec(rate_per_min=rate_per_min),
+            input_mb=input_mb,
+        ),
+        drift=DriftSpec(sigma=drift_sigma, interval_s=drift_interval_s),
+        seed=seed,
+    )
+
+
+@pytest.fixture(scope="session", name="small_scenario")
+def small_scenario_fixture() -> Callable[..., Scenario]:
+    """The :func:`small_scenario` builder."""
+    return small_scenario
+
+
+@pytest.fixture(scope="session", name="node")
+def node_fixture() -> Callable[..., NodeSpec]:
+    """The :func:`node` builder."""
+    return node

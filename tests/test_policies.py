@@ -1,0 +1,301 @@
+"""Stage-1 selectors, stage-2 placers and the ``SELECTOR+PLACER`` registry."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envs  # noqa: F401  (registers the oracle selector)
+from envs.simulator import Simulator
+from rlsched.cluster import ClusterSpec, NodeSpec
+from rlsched.feasibility import feasible_nodes, task_needs
+from rlsched.hardware import CATALOG
+from rlsched.policies.base import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
+from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
+from rlsched.policies.registry import DEFAULT_PLACER, PLACERS, SELECTORS, parse_scheduler
+from rlsched.policies.selectors import MctSelector
+from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.taskgen import generate_tasks
+from rlsched.tasks import Device, Task
+from rlsched.view import ClusterView
+from rlsched.workloads import APPS, build_graph
+
+MODELS = sorted(CATALOG)
+
+
+# ---- random clusters, states and tasks ----------------------------------------------------------
+@st.composite
+def clusters(draw: st.DrawFn, max_nodes: int = 6) -> ClusterSpec:
+    nodes = []
+    for i in range(draw(st.integers(1, max_nodes))):
+        gpus = tuple(CATALOG[m] for m in draw(st.lists(st.sampled_from(MODELS), max_size=4)))
+        nodes.append(
+            NodeSpec(
+                name=f"n{i}",
+                cpu_cores=draw(st.integers(1, 16)),
+                host_mem_gib=draw(st.floats(0.5, 128.0)),
+                gpus=gpus,
+                streams_per_gpu=draw(st.integers(1, 4)),
+                net_gbps=draw(st.sampled_from([1.0, 10.0, 25.0])),
+            )
+        )
+    return ClusterSpec(tuple(nodes))
+
+
+def randomise_state(view: ClusterView, rng: np.random.Generator) -> None:
+    """Fill a view's dynamic arrays with a random but consistent busy state."""
+    n, g = view.gpu_valid.shape
+    valid = view.gpu_valid
+    view.alive[:] = rng.random(n) < 0.8
+    view.cpu_busy[:] = rng.integers(0, view.cores + 1)
+    view.host_mem_used_mb[:] = view.host_mem_mb * rng.random(n)
+    view.gpu_running[:] = np.where(valid, rng.integers(0, view.gpu_streams + 1), 0)
+    # Memory: often nearly full, sometimes empty, so that placers must really check it.
+    frac = rng.choice([0.0, 0.3, 0.7, 0.9, 0.97, 1.0], size=(n, g))
+    view.gpu_mem_used_mb[:] = np.where(valid, view.gpu_mem_mb * frac, 0.0)
+    view.net_in_busy_s[:] = rng.exponential(5.0, n)
+    view.tasks_on_node[:] = rng.integers(0, 20, n)
+    view.ready_waiting[:] = rng.integers(0, 10, n)
+    view.backlog_gpu_s[:] = rng.exponential(100.0, n)
+    view.backlog_cpu_s[:] = rng.exponential(100.0, n)
+    view.speed_gpu[:] = np.where(valid, rng.uniform(0.3, 2.0, (n, g)), 1.0)
+    view.speed_cpu[:] = rng.uniform(0.3, 2.0, n)
+    view.time_s = float(rng.uniform(0, 1000))
+    resync(view)
+
+
+def resync(view: ClusterView) -> None:
+    """Recompute the view's per-node aggregates after a test wrote its per-GPU arrays directly."""
+    valid, ng = view.gpu_valid, view.n_gpus
+    view.node_gpu_running = (view.gpu_running * valid).sum(axis=1)
+    view.node_gpus_active = ((view.gpu_running > 0) & valid).sum(axis=1)
+    view.node_gpu_mem_used_mb = (view.gpu_mem_used_mb * valid).sum(axis=1)
+    view.node_speed_gpu = np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+
+
+@st.composite
+def tasks(draw: st.DrawFn, models: list[str] | None = None) -> Task:
+    app = draw(st.sampled_from(sorted(APPS)))
+    x = draw(st.floats(1.0, 400.0))
+    constraint: frozenset[str] = frozenset()
+    if models is not None and draw(st.booleans()):
+        constraint = frozenset(draw(st.lists(st.sampled_from(models), min_size=1, max_size=3)))
+    return Task(
+        id=draw(st.integers(0, 1000)),
+        app=app,
+        input_mb=x,
+        arrival_s=0.0,
+        graph=build_graph(app, x),
+        priority=draw(st.integers(0, 3)),
+        gpu_models=constraint,
+        host_mem_mb=2 * x + 256.0,
+    )
+
+
+def make_selector(name: str, spec: ClusterSpec, seed: int) -> tuple[NodeSelector, ClusterView]:
+    """A reset selector and the view it reads (the oracle gets a simulator bound to that view)."""
+    sel = SELECTORS[name]()
+    scenario = Scenario("sel", spec, WorkloadSpec(tasks=0))
+    sim = Simulator(scenario, [], FirstFreePlacer(), seed)
+    sel.reset(sim.view, seed)
+    bind = getattr(sel, "bind_simulator", None)
+    if bind is not None:
+        bind(sim)
+    return sel, sim.view
+
+
+# ---- selectors --------------------------------------------------------------------------------------
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters(),
+    st.sampled_from(sorted(SELECTORS)),
+    st.lists(tasks(), min_size=1, max_size=6),
+    st.integers(0, 2**32 - 1),
+)
+def test_selectors_only_pick_masked_in_nodes(
+    spec: ClusterSpec, name: str, task_list: list[Task], seed: int
+) -> None:
+    """Random masks within the feasible nodes (the contract: masked-in nodes can run the task)."""
+    assert "oracle" in SELECTORS
+    sel, view = make_selector(name, spec, seed)
+    rng = np.random.default_rng(seed)
+    for task in task_list:
+        randomise_state(view, rng)
+        feasible = feasible_nodes(task_needs(task), view)
+        if not feasible.any():
+            continue
+        mask = feasible & (rng.random(view.n_nodes) < rng.uniform(0.1, 1.0))
+        if not mask.any():
+            mask[rng.choice(np.flatnonzero(feasible))] = True
+        node = sel.select(task, view, mask)
+        assert isinstance(node, int)
+        assert 0 <= node < view.n_nodes and mask[node], (name, mask, node)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters(),
+    st.sampled_from(sorted(set(SELECTORS) - {"oracle"})),
+    st.lists(tasks(), min_size=1, max_size=6),
+    st.integers(0, 2**32 - 1),
+)
+def test_observable_selectors_pick_masked_in_nodes_for_any_mask(
+    spec: ClusterSpec, name: str, task_list: list[Task], seed: int
+) -> None:
+    """Even a mask that includes nodes unable to run the task (or excludes all that can) is obeyed.
+
+    Not the oracle: it scores a node that cannot run the task as infinitely slow, and with only such
+    nodes masked in it has nothing to choose from (outside its contract).
+    """
+    sel, view = make_selector(name, spec, seed)
+    rng = np.random.default_rng(seed)
+    for task in task_list:
+        randomise_state(view, rng)
+        mask = rng.random(view.n_nodes) < rng.uniform(0.1, 0.9)
+        if not mask.any():
+            mask[rng.integers(view.n_nodes)] = True
+        node = sel.select(task, view, mask)
+        assert isinstance(node, int)
+        assert 0 <= node < view.n_nodes and mask[node], (name, mask, node)
+
+
+@pytest.mark.parametrize("name", sorted(SELECTORS))
+def test_selectors_with_a_single_feasible_node_pick_it(name: str) -> None:
+    spec = ClusterSpec(tuple(NodeSpec(f"n{i}", 4, 16, (CATALOG["T4"],)) for i in range(5)))
+    sel, view = make_selector(name, spec, 0)
+    task = Task(0, "matmul", 100.0, 0.0, build_graph("matmul", 100.0))
+    for k in (4, 0, 2):
+        mask = np.zeros(5, dtype=bool)
+        mask[k] = True
+        assert sel.select(task, view, mask) == k
+
+
+# ---- parse_scheduler ------------------------------------------------------------------------------
+def test_parse_scheduler_pairs_a_selector_and_a_placer() -> None:
+    s = parse_scheduler("mct+mlsm")
+    assert isinstance(s, TwoStageScheduler)
+    assert isinstance(s.selector, MctSelector) and isinstance(s.placer, MlsmPlacer)
+    assert s.name == "mct+mlsm"
+
+
+@pytest.mark.parametrize("sel", sorted(SELECTORS))
+def test_bare_selector_gets_the_default_placer(sel: str) -> None:
+    s = parse_scheduler(sel)
+    assert s.selector.name == sel
+    assert isinstance(s.placer, type(PLACERS[DEFAULT_PLACER]()))
+    assert s.name == f"{sel}+{DEFAULT_PLACER}"
+
+
+@pytest.mark.parametrize("sel", sorted(SELECTORS))
+@pytest.mark.parametrize("plc", sorted(PLACERS))
+def test_every_registered_pair_parses(sel: str, plc: str) -> None:
+    s = parse_scheduler(f"{sel}+{plc}")
+    assert isinstance(s.selector, NodeSelector) and isinstance(s.placer, SubtaskPlacer)
+    assert (s.selector.name, s.placer.name) == (sel, plc)
+
+
+@pytest.mark.parametrize(
+    ("spec", "bad", "part"),
+    [
+        ("nope", "nope", "selector"),
+        ("nope+mlsm", "nope", "selector"),
+        ("mct+nope", "nope", "placer"),
+        ("MCT", "MCT", "selector"),
+        ("", "", "selector"),
+        ("mct+mlsm+x", "mlsm+x", "placer"),
+    ],
+)
+def test_unknown_names_raise_naming_the_bad_part(spec: str, bad: str, part: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(f"unknown {part} '{bad}'")) as e:
+        parse_scheduler(spec)
+    assert "known:" in str(e.value)
+
+
+# ---- selectors on a real run ------------------------------------------------------------------------
+def test_mct_favours_the_much_faster_node(small_scenario, node) -> None:
+    sc = small_scenario(
+        nodes=(node("slow", cores=4, gpus=("P4",)), node("fast", cores=4, gpus=("H100", "H100"))),
+        apps={"matmul": 1.0, "kmeans": 1.0},
+        tasks=60,
+        rate_per_min=60.0,
+    )
+    task_list = generate_tasks(sc)
+    share = {}
+    for spec in ("mct", "random"):
+        sched = parse_scheduler(spec)
+        sim = Simulator(sc, task_list, sched.placer, seed=1)
+        m = sim.run(sched)
+        assert m.tasks_completed == 60
+        share[spec] = Counter(r.node for r in sim.records)[1] / 60
+    assert share["mct"] > share["random"]
+    assert share["mct"] > 0.7 and 0.25 < share["random"] < 0.75
+
+
+# ---- placers ----------------------------------------------------------------------------------------
+#: Placers that never leave a subtask waiting while a unit it may use is free (MLSM keeps work that
+#: may use a GPU waiting for one; speedup may wait for a GPU it predicts to be faster).
+WORK_CONSERVING = (FirstFreePlacer, LeastLoadedPlacer)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    clusters(max_nodes=3),
+    st.sampled_from(sorted(PLACERS)),
+    st.data(),
+    st.integers(0, 2**32 - 1),
+)
+def test_placers_only_return_units_that_can_take_the_subtask(
+    spec: ClusterSpec, name: str, data: st.DataObject, seed: int
+) -> None:
+    view = ClusterView.from_spec(spec)
+    rng = np.random.default_rng(seed)
+    placer = PLACERS[name]()
+    placer.reset(view, seed)
+    models = [*MODELS, "not-a-model"]
+    for _ in range(8):
+        randomise_state(view, rng)
+        task = data.draw(tasks(models))
+        node = int(rng.integers(view.n_nodes))
+        for sub in task.graph.subtasks:
+            unit = placer.place(task, sub, node, view)
+            free = [
+                g
+                for g in range(view.max_gpus)
+                if view.gpu_valid[node, g]
+                and view.gpu_running[node, g] < view.gpu_streams[node, g]
+                and view.gpu_mem_used_mb[node, g] + sub.mem_mb <= view.gpu_mem_mb[node, g]
+                and (not task.gpu_models or view.model_names[view.gpu_model[node, g]] in task.gpu_models)
+                and sub.device is not Device.CPU
+            ]
+            core = view.cpu_busy[node] < view.cores[node] and sub.device is not Device.GPU
+            if unit is None:
+                if isinstance(placer, WORK_CONSERVING):
+                    assert not free and not core, "a work-conserving placer left a free unit idle"
+                # No placer idles the only kind of unit a subtask can use.
+                assert not (sub.device is Device.GPU and free), f"{name} idled a free GPU"
+                assert not (sub.device is Device.CPU and core), f"{name} idled a free core"
+                continue
+            assert isinstance(unit, int)
+            if unit == CPU:
+                assert core, f"{name} put {sub.kind.name} on a busy or forbidden CPU"
+            else:
+                assert unit in free, f"{name} returned GPU {unit} that cannot take {sub.kind.name}"
+
+
+def test_speedup_placer_sends_cpu_friendly_work_to_a_free_core() -> None:
+    """The speedup rule is not 'GPU always': a tiny memory-bound kind on a busy slow GPU goes to a core."""
+    spec = ClusterSpec((NodeSpec("n", 8, 64, (CATALOG["P4"],), streams_per_gpu=4),))
+    view = ClusterView.from_spec(spec)
+    task = Task(0, "face_recognition", 100.0, 0.0, build_graph("face_recognition", 100.0))
+    landmarks = task.graph.subtasks[2]
+    assert landmarks.kind.name == "landmarks" and landmarks.device is Device.BOTH
+    view.gpu_running[0, 0] = 3
+    view.speed_gpu[0, 0] = 0.1  # measured 10x slower than its datasheet
+    resync(view)
+    assert SpeedupPlacer().place(task, landmarks, 0, view) == CPU
+    assert FirstFreePlacer().place(task, landmarks, 0, view) == 0
