@@ -17,6 +17,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -164,10 +165,13 @@ class Simulator:
         heapq.heappush(self._events, (t, kind, self._seq, obj, version))
 
     # ---- driver API ------------------------------------------------------------------------
-    def run(self, scheduler: TwoStageScheduler) -> RunMetrics:
+    def run(
+        self, scheduler: TwoStageScheduler, on_decision: Callable[[], object] | None = None
+    ) -> RunMetrics:
         """Run every task to completion with ``scheduler``; return the metrics.
 
         :param scheduler: stage 1 picks nodes; its placer replaces this simulator's placer.
+        :param on_decision: called after each stage-1 decision (progress bars).
         """
         self.placer = scheduler.placer
         scheduler.reset(self.view, self.seed)
@@ -183,6 +187,8 @@ class Simulator:
             node = select(task, self.view, mask)
             decide_s += time.perf_counter() - d0
             self.assign(task, node)
+            if on_decision is not None:
+                on_decision()
         return self.metrics(wall_s=time.perf_counter() - t0, decide_s=decide_s)
 
     def next_decision(self) -> Task | None:

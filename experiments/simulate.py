@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -34,27 +33,9 @@ def simulate(
     sim = Simulator(scenario, tasks, sched.placer, seed=seed)
     if not progress:
         return sim.run(sched)
-    with tqdm(
-        total=len(tasks), desc=f"{scenario.name} {scheduler}", unit="task", leave=False, disable=None
-    ) as bar:
-        sched.reset(sim.view, seed)
-        return _run_with_bar(sim, sched, bar)
-
-
-def _run_with_bar(sim: Simulator, sched, bar: tqdm) -> RunMetrics:
-    t0, decide = time.perf_counter(), 0.0
-    bind = getattr(sched.selector, "bind_simulator", None)
-    if bind is not None:
-        bind(sim)
-    sim.placer = sched.placer
-    while (task := sim.next_decision()) is not None:
-        mask = sim.mask(task)
-        d0 = time.perf_counter()
-        node = sched.selector.select(task, sim.view, mask)
-        decide += time.perf_counter() - d0
-        sim.assign(task, node)
-        bar.update(1)
-    return sim.metrics(wall_s=time.perf_counter() - t0, decide_s=decide)
+    desc = f"{scenario.name} {scheduler}"
+    with tqdm(total=len(tasks), desc=desc, unit="task", leave=False, disable=None) as bar:
+        return sim.run(sched, on_decision=bar.update)
 
 
 @dataclass
