@@ -318,10 +318,11 @@ class Simulator:
         """Start input transfers, in order, for queued tasks whose host memory fits."""
         v = self.view
         q = self._admit[node]
-        while q and v.host_mem_used_mb[node] + q[0].task.host_mem_mb <= v.host_mem_mb[node]:
+        f = v.fast
+        while q and f.host_mem_used[node] + q[0].task.host_mem_mb <= f.host_mem[node]:
             tr = q.pop(0)
             self._util.advance_node(node, self.now)
-            v.host_mem_used_mb[node] += tr.task.host_mem_mb
+            v.host_mem_changed(node, tr.task.host_mem_mb)
             start = max(self.now, self._nic_free[node])
             end = start + tr.task.input_mb / v.net_mbps[node]
             self._nic_free[node] = end
@@ -355,9 +356,10 @@ class Simulator:
         v = self.view
         place = self.placer.place
         kept = []
-        cores, streams = self._cores[node], self._streams[node]
-        cpu_free = v.cpu_busy[node] < cores
-        gpu_free = v.node_gpu_running[node] < streams
+        f = v.fast
+        cores, streams = f.cores[node], f.node_streams[node]
+        cpu_free = f.cpu_busy[node] < cores
+        gpu_free = f.node_gpu_running[node] < streams
         for i, item in enumerate(w):
             if not cpu_free and not gpu_free:
                 kept.extend(w[i:])
@@ -373,10 +375,10 @@ class Simulator:
                 continue
             v.ready_waiting[node] -= 1
             self._start(tr, sub, unit)
-            cpu_free = v.cpu_busy[node] < cores
-            gpu_free = v.node_gpu_running[node] < streams
+            cpu_free = f.cpu_busy[node] < cores
+            gpu_free = f.node_gpu_running[node] < streams
         self._waiting[node] = kept
-        if kept and v.cpu_busy[node] == 0 and v.node_gpu_running[node] == 0:
+        if kept and f.cpu_busy[node] == 0 and f.node_gpu_running[node] == 0:
             # Nothing runs on the node, so no event would ever offer these subtasks again.
             raise PlacementError(
                 f"placer {self.placer.name} left {len(kept)} subtasks waiting on idle node {node}"
@@ -393,7 +395,7 @@ class Simulator:
         if unit == CPU:
             solo = self.truth.cpu_solo_seconds(sub, self._cpu_gf[node])
             run = Run(tr, sub, CPU, solo, rate=1.0 / solo, t_last=now, t_start=now)
-            v.cpu_busy[node] += 1
+            v.cpu_started(node)
             self._cpu_runs[node].add(run)
             self._push(now + solo, _DONE, run, 0)
         else:
@@ -406,17 +408,18 @@ class Simulator:
             self.trace.append(("start", now, tr.task.id, sub.index, node, unit))
 
     def _check_unit(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
-        v, node = self.view, tr.node
+        f, node = self.view.fast, tr.node
         if unit == CPU:
-            if sub.device is Device.GPU or v.cpu_busy[node] >= v.cores[node]:
+            if sub.kind.device is Device.GPU or f.cpu_busy[node] >= f.cores[node]:
                 raise PlacementError(f"{self.placer.name}: no CPU core for {sub.kind.name} on node {node}")
             return
+        gpus = self.nodes[node].gpus
         ok = (
-            sub.device is not Device.CPU
-            and 0 <= unit < len(self.nodes[node].gpus)
-            and v.gpu_running[node, unit] < v.gpu_streams[node, unit]
-            and v.gpu_mem_used_mb[node, unit] + sub.mem_mb <= v.gpu_mem_mb[node, unit]
-            and (not tr.task.gpu_models or self.nodes[node].gpus[unit].name in tr.task.gpu_models)
+            sub.kind.device is not Device.CPU
+            and 0 <= unit < len(gpus)
+            and f.gpu_running[node][unit] < f.gpu_streams[node][unit]
+            and f.gpu_mem_used[node][unit] + sub.mem_mb <= f.gpu_mem[node][unit]
+            and (not tr.task.gpu_models or gpus[unit].name in tr.task.gpu_models)
         )
         if not ok:
             raise PlacementError(f"{self.placer.name}: GPU {unit} of node {node} cannot take {sub.kind.name}")
@@ -447,9 +450,8 @@ class Simulator:
         measured = now - run.t_start
         if run.gpu == CPU:
             self._cpu_runs[node].discard(run)
-            v.cpu_busy[node] -= 1
             nominal = subtask_cpu_seconds(sub, self._cpu_gf[node])
-            v.speed_cpu[node] += SPEED_EMA * (nominal / measured - v.speed_cpu[node])
+            v.cpu_finished(node, nominal / measured, SPEED_EMA)
         else:
             g = run.gpu
             self._gpu_runs[node][g].remove(run)
@@ -476,7 +478,7 @@ class Simulator:
         rec.completions += 1
         self.completed += 1
         self.in_system -= 1
-        v.host_mem_used_mb[node] -= tr.task.host_mem_mb
+        v.host_mem_changed(node, -tr.task.host_mem_mb)
         v.tasks_on_node[node] -= 1
         del self._on_node[node][tr.task.id]
         self._admit_tasks(node)
@@ -492,7 +494,7 @@ class Simulator:
 
     def _join(self, node: int) -> None:
         self._util.advance_node(node, self.now)
-        self.view.alive[node] = True
+        self.view.set_alive(node, True)
         retry, self.unplaceable = self.unplaceable, []
         for tid in retry:
             self.pending.append(tid)
@@ -515,7 +517,7 @@ class Simulator:
         self._on_node[node].clear()
         self._waiting[node].clear()
         self._admit[node].clear()
-        v.alive[node] = False
+        v.set_alive(node, False)
         v.clear_node(node)
         self._nic_free[node] = self.now
         for tid in requeue:
@@ -539,6 +541,7 @@ class _UtilAccumulator:
         self.gpu = [0.0] * n  # GPU-seconds with at least one subtask running
         self.gmem = [0.0] * n
         self.ngpu = [int(x) for x in view.n_gpus]
+        self.fast = view.fast
         self.gmem_cap = [float(x) for x in view.gpu_mem_mb.sum(axis=1)]
         self.inv_cores = [1.0 / max(int(c), 1) for c in view.cores]
         self.inv_hmem = [1.0 / float(m) for m in view.host_mem_mb]
@@ -551,15 +554,15 @@ class _UtilAccumulator:
         if dt <= 0:
             return
         self.last[n] = t
-        v = self.view
-        if not v.alive[n]:
+        f = self.fast
+        if not f.alive[n]:
             return
         self.alive_s[n] += dt
-        self.cpu[n] += dt * v.cpu_busy[n] * self.inv_cores[n]
-        self.hmem[n] += dt * v.host_mem_used_mb[n] * self.inv_hmem[n]
+        self.cpu[n] += dt * f.cpu_busy[n] * self.inv_cores[n]
+        self.hmem[n] += dt * f.host_mem_used[n] * self.inv_hmem[n]
         if self.ngpu[n]:
-            self.gpu[n] += dt * v.node_gpus_active[n]
-            self.gmem[n] += dt * v.node_gpu_mem_used_mb[n] / self.gmem_cap[n]
+            self.gpu[n] += dt * f.node_gpus_active[n]
+            self.gmem[n] += dt * f.node_gpu_mem_used[n] / self.gmem_cap[n]
 
     def advance(self, t: float) -> None:
         for n in range(len(self.last)):

@@ -15,6 +15,60 @@ from rlsched.cluster import ClusterSpec
 
 
 @dataclass
+class FastState:
+    """Python-list mirrors of the view's arrays, for per-event reads (read-only to policies)."""
+
+    cores: list[int]
+    cpu_gflops: list[float]
+    host_mem: list[float]
+    n_gpus: list[int]
+    gpu_streams: list[list[int]]
+    gpu_mem: list[list[float]]
+    gpu_tflops: list[list[float]]
+    gpu_bw: list[list[float]]
+    gpu_model: list[list[int]]
+    node_streams: list[int]
+    alive: list[bool]
+    cpu_busy: list[int]
+    host_mem_used: list[float]
+    gpu_running: list[list[int]]
+    gpu_mem_used: list[list[float]]
+    node_gpu_running: list[int]
+    node_gpus_active: list[int]
+    node_gpu_mem_used: list[float]
+    speed_gpu: list[list[float]]
+    node_speed_gpu: list[float]
+    speed_cpu: list[float]
+
+    @classmethod
+    def of(cls, v: ClusterView) -> FastState:
+        """Mirror the current arrays of a view."""
+        return cls(
+            cores=v.cores.tolist(),
+            cpu_gflops=v.cpu_gflops.tolist(),
+            host_mem=v.host_mem_mb.tolist(),
+            n_gpus=v.n_gpus.tolist(),
+            gpu_streams=v.gpu_streams.tolist(),
+            gpu_mem=v.gpu_mem_mb.tolist(),
+            gpu_tflops=v.gpu_tflops.tolist(),
+            gpu_bw=v.gpu_bw_gbs.tolist(),
+            gpu_model=v.gpu_model.tolist(),
+            node_streams=v.node_streams.tolist(),
+            alive=v.alive.tolist(),
+            cpu_busy=v.cpu_busy.tolist(),
+            host_mem_used=v.host_mem_used_mb.tolist(),
+            gpu_running=v.gpu_running.tolist(),
+            gpu_mem_used=v.gpu_mem_used_mb.tolist(),
+            node_gpu_running=v.node_gpu_running.tolist(),
+            node_gpus_active=v.node_gpus_active.tolist(),
+            node_gpu_mem_used=v.node_gpu_mem_used_mb.tolist(),
+            speed_gpu=v.speed_gpu.tolist(),
+            node_speed_gpu=v.node_speed_gpu.tolist(),
+            speed_cpu=v.speed_cpu.tolist(),
+        )
+
+
+@dataclass
 class ClusterView:
     """Observable cluster state.
 
@@ -82,38 +136,95 @@ class ClusterView:
         self.node_tflops_mean = np.where(ng > 0, self.node_tflops / ngc, 0.0)
         self.node_bw_mean = np.where(ng > 0, (self.gpu_bw_gbs * valid).sum(axis=1) / ngc, 0.0)
         if self.node_gpu_running.shape != (n,):
-            self.node_gpu_running = (self.gpu_running * valid).sum(axis=1)
-            self.node_gpus_active = ((self.gpu_running > 0) & valid).sum(axis=1)
-            self.node_gpu_mem_used_mb = (self.gpu_mem_used_mb * valid).sum(axis=1)
-            self.node_speed_gpu = np.where(ng > 0, (self.speed_gpu * valid).sum(axis=1) / ngc, 1.0)
+            self.resync()
+        else:
+            self.fast = FastState.of(self)
+
+    def resync(self) -> None:
+        """Recompute per-node aggregates and the Python mirrors from the per-GPU arrays.
+
+        For code that writes the arrays directly (tests, a runtime taking an NVML snapshot).
+        """
+        valid = self.gpu_valid
+        ng = self.n_gpus
+        self.node_gpu_running = (self.gpu_running * valid).sum(axis=1)
+        self.node_gpus_active = ((self.gpu_running > 0) & valid).sum(axis=1)
+        self.node_gpu_mem_used_mb = (self.gpu_mem_used_mb * valid).sum(axis=1)
+        self.node_speed_gpu = np.where(ng > 0, (self.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+        self.fast = FastState.of(self)
 
     # ---- updates (executors only) ------------------------------------------------------------
+    # Each update writes the numpy arrays (what selectors and encoders read) and the Python
+    # mirrors in ``fast`` (what stage-2 placers and the event loop read: numpy scalar access costs
+    # ~100 ns a read, and the event loop reads state on every subtask start and finish).
+    def cpu_started(self, node: int) -> None:
+        """Account a subtask that started on a CPU core."""
+        f = self.fast
+        f.cpu_busy[node] += 1
+        self.cpu_busy[node] = f.cpu_busy[node]
+
+    def cpu_finished(self, node: int, speed_sample: float, ema: float) -> None:
+        """Account a subtask that left a CPU core, with its measured speed (nominal / measured)."""
+        f = self.fast
+        f.cpu_busy[node] -= 1
+        self.cpu_busy[node] = f.cpu_busy[node]
+        if speed_sample > 0:
+            f.speed_cpu[node] += ema * (speed_sample - f.speed_cpu[node])
+            self.speed_cpu[node] = f.speed_cpu[node]
+
+    def host_mem_changed(self, node: int, delta_mb: float) -> None:
+        """Account host memory taken (positive) or released (negative) on a node."""
+        f = self.fast
+        f.host_mem_used[node] += delta_mb
+        self.host_mem_used_mb[node] = f.host_mem_used[node]
+
     def gpu_started(self, node: int, gpu: int, mem_mb: float, kind: str) -> None:
         """Account a subtask that started on a GPU."""
-        if self.gpu_running[node, gpu] == 0:
-            self.node_gpus_active[node] += 1
-        self.gpu_running[node, gpu] += 1
-        self.node_gpu_running[node] += 1
-        self.gpu_mem_used_mb[node, gpu] += mem_mb
-        self.node_gpu_mem_used_mb[node] += mem_mb
+        f = self.fast
+        run = f.gpu_running[node]
+        run[gpu] += 1
+        if run[gpu] == 1:
+            f.node_gpus_active[node] += 1
+            self.node_gpus_active[node] = f.node_gpus_active[node]
+        self.gpu_running[node, gpu] = run[gpu]
+        f.node_gpu_running[node] += 1
+        self.node_gpu_running[node] = f.node_gpu_running[node]
+        f.gpu_mem_used[node][gpu] += mem_mb
+        self.gpu_mem_used_mb[node, gpu] = f.gpu_mem_used[node][gpu]
+        f.node_gpu_mem_used[node] += mem_mb
+        self.node_gpu_mem_used_mb[node] = f.node_gpu_mem_used[node]
         self.gpu_kinds[node][gpu].append(kind)
 
     def gpu_finished(
         self, node: int, gpu: int, mem_mb: float, kind: str, speed_sample: float, ema: float
     ) -> None:
         """Account a subtask that left a GPU, with its measured speed (nominal / measured time)."""
-        self.gpu_running[node, gpu] -= 1
-        self.node_gpu_running[node] -= 1
-        if self.gpu_running[node, gpu] == 0:
-            self.node_gpus_active[node] -= 1
-        self.gpu_mem_used_mb[node, gpu] -= mem_mb
-        self.node_gpu_mem_used_mb[node] -= mem_mb
+        f = self.fast
+        run = f.gpu_running[node]
+        run[gpu] -= 1
+        if run[gpu] == 0:
+            f.node_gpus_active[node] -= 1
+            self.node_gpus_active[node] = f.node_gpus_active[node]
+        self.gpu_running[node, gpu] = run[gpu]
+        f.node_gpu_running[node] -= 1
+        self.node_gpu_running[node] = f.node_gpu_running[node]
+        f.gpu_mem_used[node][gpu] -= mem_mb
+        self.gpu_mem_used_mb[node, gpu] = f.gpu_mem_used[node][gpu]
+        f.node_gpu_mem_used[node] -= mem_mb
+        self.node_gpu_mem_used_mb[node] = f.node_gpu_mem_used[node]
         self.gpu_kinds[node][gpu].remove(kind)
         if speed_sample > 0:
-            old = self.speed_gpu[node, gpu]
-            new = old + ema * (speed_sample - old)
-            self.speed_gpu[node, gpu] = new
-            self.node_speed_gpu[node] += (new - old) / max(int(self.n_gpus[node]), 1)
+            sp = f.speed_gpu[node]
+            old = sp[gpu]
+            sp[gpu] = old + ema * (speed_sample - old)
+            self.speed_gpu[node, gpu] = sp[gpu]
+            f.node_speed_gpu[node] += (sp[gpu] - old) / max(f.n_gpus[node], 1)
+            self.node_speed_gpu[node] = f.node_speed_gpu[node]
+
+    def set_alive(self, node: int, alive: bool) -> None:
+        """Mark a node as joined or left."""
+        self.alive[node] = alive
+        self.fast.alive[node] = alive
 
     def clear_node(self, node: int) -> None:
         """Zero a node's dynamic state (it left the cluster); measured speeds are kept."""
@@ -127,6 +238,12 @@ class ClusterView:
         self.gpu_mem_used_mb[node] = 0.0
         for kinds in self.gpu_kinds[node]:
             kinds.clear()
+        f = self.fast
+        g = len(f.gpu_running[node])
+        f.cpu_busy[node] = f.node_gpu_running[node] = f.node_gpus_active[node] = 0
+        f.host_mem_used[node] = f.node_gpu_mem_used[node] = 0.0
+        f.gpu_running[node] = [0] * g
+        f.gpu_mem_used[node] = [0.0] * g
 
     @property
     def n_nodes(self) -> int:

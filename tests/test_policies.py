@@ -70,12 +70,8 @@ def randomise_state(view: ClusterView, rng: np.random.Generator) -> None:
 
 
 def resync(view: ClusterView) -> None:
-    """Recompute the view's per-node aggregates after a test wrote its per-GPU arrays directly."""
-    valid, ng = view.gpu_valid, view.n_gpus
-    view.node_gpu_running = (view.gpu_running * valid).sum(axis=1)
-    view.node_gpus_active = ((view.gpu_running > 0) & valid).sum(axis=1)
-    view.node_gpu_mem_used_mb = (view.gpu_mem_used_mb * valid).sum(axis=1)
-    view.node_speed_gpu = np.where(ng > 0, (view.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+    """Recompute the view's aggregates and mirrors after a test wrote its per-GPU arrays directly."""
+    view.resync()
 
 
 @st.composite

@@ -26,7 +26,7 @@ from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
 from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Device, Subtask, Task
-from rlsched.view import ClusterView
+from rlsched.view import ClusterView, FastState
 
 #: Catalog models plus small-memory variants, drawn often, so that device memory, not streams,
 #: often binds (and some GPU-only subtasks fit no GPU at all).
@@ -193,6 +193,9 @@ def check_view(view: ClusterView) -> None:
     for arr in (view.tasks_on_node, view.ready_waiting, view.net_in_busy_s):
         assert np.all(arr >= 0)
     assert np.all(view.speed_gpu > 0) and np.all(view.speed_cpu > 0)
+    # The Python mirrors placers and the event loop read are the arrays, exactly.
+    fresh = FastState.of(view)
+    assert fresh == view.fast
 
 
 def check_idle_at_end(sim: Simulator) -> None:

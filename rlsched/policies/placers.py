@@ -17,21 +17,16 @@ from rlsched.view import ClusterView
 
 def fitting_gpus(task: Task, sub: Subtask, node: int, view: ClusterView) -> list[int]:
     """GPUs of ``node`` that can start ``sub`` now: a free stream, room in memory, an allowed model."""
-    if sub.device is Device.CPU:
+    if sub.kind.device is Device.CPU:
         return []
-    running = view.gpu_running[node].tolist()
-    streams = view.gpu_streams[node].tolist()
-    used = view.gpu_mem_used_mb[node].tolist()
-    cap = view.gpu_mem_mb[node].tolist()
-    valid = view.gpu_valid[node].tolist()
-    out = [
-        g
-        for g in range(len(valid))
-        if valid[g] and running[g] < streams[g] and used[g] + sub.mem_mb <= cap[g]
-    ]
+    f = view.fast
+    run, streams = f.gpu_running[node], f.gpu_streams[node]
+    used, cap = f.gpu_mem_used[node], f.gpu_mem[node]
+    need = sub.mem_mb
+    out = [g for g in range(len(run)) if run[g] < streams[g] and used[g] + need <= cap[g]]
     if task.gpu_models and out:
-        names = view.model_names
-        out = [g for g in out if names[view.gpu_model[node, g]] in task.gpu_models]
+        names, models = view.model_names, f.gpu_model[node]
+        out = [g for g in out if names[models[g]] in task.gpu_models]
     return out
 
 
@@ -46,7 +41,8 @@ def ever_fits(task: Task, sub: Subtask, node: int, view: ClusterView) -> np.ndar
 
 def core_free(node: int, view: ClusterView) -> bool:
     """Whether a CPU core of ``node`` is idle."""
-    return bool(view.cpu_busy[node] < view.cores[node])
+    f = view.fast
+    return f.cpu_busy[node] < f.cores[node]
 
 
 class _Placer:
@@ -63,7 +59,7 @@ class _Placer:
         gpus = fitting_gpus(task, sub, node, view)
         if gpus:
             return self._choose(gpus, node, view)
-        if sub.device is not Device.GPU and core_free(node, view):
+        if sub.kind.device is not Device.GPU and core_free(node, view):
             return CPU
         return None
 
@@ -83,7 +79,8 @@ class LeastLoadedPlacer(_Placer):
     name = "least-loaded"
 
     def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
-        run, streams = view.gpu_running[node], view.gpu_streams[node]
+        f = view.fast
+        run, streams = f.gpu_running[node], f.gpu_streams[node]
         return min(gpus, key=lambda g: (run[g] / streams[g], g))
 
 
@@ -111,9 +108,10 @@ class MlsmPlacer(_Placer):
     def _choose(self, gpus: list[int], node: int, view: ClusterView) -> int:
         if len(gpus) == 1:
             return gpus[0]
-        idle = (view.gpu_streams[node] - view.gpu_running[node]).tolist()
-        power = (view.gpu_tflops[node] * view.speed_gpu[node]).tolist()
-        return max(gpus, key=lambda g: (idle[g] * power[g], -g))
+        f = view.fast
+        run, streams = f.gpu_running[node], f.gpu_streams[node]
+        tf, sp = f.gpu_tflops[node], f.speed_gpu[node]
+        return max(gpus, key=lambda g: ((streams[g] - run[g]) * tf[g] * sp[g], -g))
 
 
 class SpeedupPlacer(MlsmPlacer):
@@ -127,19 +125,18 @@ class SpeedupPlacer(MlsmPlacer):
 
     def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         gpus = fitting_gpus(task, sub, node, view)
-        if sub.device is Device.GPU:
+        if sub.kind.device is Device.GPU:
             return self._choose(gpus, node, view) if gpus else None
         cpu_ok = core_free(node, view)
-        if sub.device is Device.CPU:
+        if sub.kind.device is Device.CPU:
             return CPU if cpu_ok else None
         if not cpu_ok:
             return self._choose(gpus, node, view) if gpus else None
-        t_cpu = subtask_cpu_seconds(sub, float(view.cpu_gflops[node])) / max(
-            float(view.speed_cpu[node]), 1e-3
-        )
+        f = view.fast
+        t_cpu = subtask_cpu_seconds(sub, f.cpu_gflops[node]) / max(f.speed_cpu[node], 1e-3)
         if gpus:
             g = self._choose(gpus, node, view)
-            t_gpu = self._gpu_time(sub, node, g, view) * (1 + view.gpu_running[node, g])
+            t_gpu = self._gpu_time(sub, node, g, view) * (1 + f.gpu_running[node][g])
             return CPU if t_cpu < t_gpu else g
         # No GPU now: expected wait is the node's queued GPU work spread over its GPUs.
         valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
@@ -157,5 +154,6 @@ class SpeedupPlacer(MlsmPlacer):
 
     @staticmethod
     def _gpu_time(sub: Subtask, node: int, g: int, view: ClusterView) -> float:
-        t = subtask_gpu_seconds(sub, view.gpu_tflops[node, g].item(), view.gpu_bw_gbs[node, g].item())
-        return t / max(view.speed_gpu[node, g].item(), 1e-3)
+        f = view.fast
+        t = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g])
+        return t / max(f.speed_gpu[node][g], 1e-3)
