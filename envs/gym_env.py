@@ -28,6 +28,7 @@ from rlsched.features import (
     encode_cluster,
     encode_nodes,
     encode_task,
+    node_state,
 )
 from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
@@ -150,9 +151,10 @@ class ClusterSchedulingEnv(gym.Env):
                 k: np.zeros(s.shape, dtype=s.dtype) if k != "mask" else np.ones(s.shape, dtype=np.int8)
                 for k, s in self.observation_space.spaces.items()
             }
+        state = node_state(sim.view)
         return {
-            "nodes": encode_nodes(sim.view, task, self._mask),
+            "nodes": encode_nodes(sim.view, task, self._mask, state),
             "task": encode_task(task, sim.view),
-            "cluster": encode_cluster(sim.view),
+            "cluster": encode_cluster(sim.view, state),
             "mask": self._mask.astype(np.int8),
         }
