@@ -430,9 +430,13 @@ class Simulator:
         if not runs:
             return
         now = self.now
-        model = self.nodes[node].gpus[gpu]
-        f = self.truth.factors([r.sub.kind for r in runs], [r.sub.share for r in runs], model)
+        if len(runs) == 1:
+            f: list[float] | tuple[float] = (1.0,)
+        else:
+            model = self.nodes[node].gpus[gpu]
+            f = self.truth.factors([r.sub.kind for r in runs], [r.sub.share for r in runs], model)
         speed = float(self.truth.speed[node, gpu])
+        events = self._events
         for r, fi in zip(runs, f, strict=True):
             rate = speed * fi / r.solo_s
             if rate == r.rate:
@@ -441,7 +445,9 @@ class Simulator:
             r.t_last = now
             r.rate = rate
             r.version += 1
-            self._push(now + max(r.remaining, 0.0) / rate, _DONE, r, r.version)
+            self._seq += 1
+            left = r.remaining if r.remaining > 0.0 else 0.0
+            heapq.heappush(events, (now + left / rate, _DONE, self._seq, r, r.version))
 
     def _subtask_done(self, run: Run) -> None:
         tr, sub, v, now = run.tr, run.sub, self.view, self.now

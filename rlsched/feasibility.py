@@ -68,10 +68,20 @@ def static_feasible(needs: TaskNeeds, view: ClusterView) -> np.ndarray:
     if needs.needs_cpu:
         ok &= view.cores > 0
     if needs.needs_gpu:
-        gpus = allowed_gpus(needs, view) & (view.gpu_mem_mb >= needs.gpu_mem_mb)
-        ok &= gpus.any(axis=1)
+        if needs.models:
+            ok &= (allowed_gpus(needs, view) & (view.gpu_mem_mb >= needs.gpu_mem_mb)).any(axis=1)
+        else:  # any model: the node's largest GPU decides (cheaper than the (N, G) test)
+            ok &= _max_gpu_mem(view) >= needs.gpu_mem_mb
     if not needs.needs_gpu and not needs.needs_cpu and needs.any_gpu_mem_mb > 0:
         # Every subtask may run on either side: a node needs cores or a fitting GPU.
         gpus = allowed_gpus(needs, view) & (view.gpu_mem_mb >= needs.any_gpu_mem_mb)
         ok &= (view.cores > 0) | gpus.any(axis=1)
     return ok
+
+
+def _max_gpu_mem(view: ClusterView) -> np.ndarray:
+    """(N,) device memory of each node's largest GPU (0 without GPUs), cached on the view."""
+    m = view.extra.get("_max_gpu_mem")
+    if m is None:
+        m = view.extra["_max_gpu_mem"] = np.where(view.gpu_valid, view.gpu_mem_mb, 0.0).max(axis=1)
+    return m
