@@ -337,8 +337,10 @@ class Simulator:
         self._drain(tr.node)
 
     def _ready(self, tr: TaskRun, sub: Subtask) -> None:
-        key = (-tr.task.priority, tr.task.arrival_s, tr.task.id, sub.index)
         w = self._waiting[tr.node]
+        if not w and self._try_now(tr, sub):
+            return  # nothing older waits, so it may take a unit at once: same as queue-and-drain
+        key = (-tr.task.priority, tr.task.arrival_s, tr.task.id, sub.index)
         if not w or w[-1][0] < key:
             w.append((key, tr, sub))
         else:
@@ -347,6 +349,22 @@ class Simulator:
 
             bisect.insort(w, (key, tr, sub), key=lambda e: e[0])
         self.view.ready_waiting[tr.node] += 1
+
+    def _try_now(self, tr: TaskRun, sub: Subtask) -> bool:
+        """Offer a newly ready subtask to the placer when its kind of unit is free; True if started."""
+        f, node = self.view.fast, tr.node
+        dev = sub.kind.device
+        cpu_free = f.cpu_busy[node] < f.cores[node]
+        gpu_free = f.node_gpu_running[node] < f.node_streams[node]
+        if (dev is Device.CPU and not cpu_free) or (dev is Device.GPU and not gpu_free):
+            return False
+        if not cpu_free and not gpu_free:
+            return False
+        unit = self.placer.place(tr.task, sub, node, self.view)
+        if unit is None:
+            return False
+        self._start(tr, sub, unit)
+        return True
 
     def _drain(self, node: int) -> None:
         """Offer waiting subtasks, oldest first, to the placer while units are free."""

@@ -14,7 +14,7 @@ import numpy as np
 
 from rlsched.estimates import task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
-from rlsched.policies.selectors import etc_from_exec, expected_exec_s
+from rlsched.policies.selectors import estimates
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -134,8 +134,7 @@ def encode_nodes(
     """
     if state is None:
         state = node_state(view)
-    g_s, c_s = expected_exec_s(task, view)
-    etc = etc_from_exec(task, view, g_s, c_s)
+    g_s, c_s, etc = estimates(task, view)
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state

@@ -28,41 +28,50 @@ def node_utilisation(view: ClusterView) -> np.ndarray:
     return (cpu + hmem + gpu + gmem) / 4.0
 
 
-def expected_exec_s(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: the task's estimated (GPU-side, CPU-side) run time from datasheets x measured speed.
+def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
+    """Reciprocals of datasheet arrays used on every decision, computed once per view."""
+    st = view.extra.get("_estimate_static")
+    if st is None:
+        has_gpu = view.n_gpus > 0
+        with np.errstate(divide="ignore"):
+            inv_tf = np.where(has_gpu, 1.0 / (view.node_tflops_mean * (1e3 * NOMINAL_COMPUTE_EFF)), 0.0)
+            inv_bw = np.where(has_gpu, 1.0 / (view.node_bw_mean * NOMINAL_BW_EFF), 0.0)
+        st = view.extra["_estimate_static"] = {
+            "has_gpu": has_gpu,
+            "all_gpu": bool(has_gpu.all()),
+            "inv_tf": inv_tf,
+            "inv_bw": inv_bw,
+            "inv_ng": 1.0 / np.maximum(view.n_gpus, 1),
+            "inv_cores": 1.0 / np.maximum(view.cores, 1),
+            "inv_cgf": 1.0 / view.cpu_gflops,
+            "inv_net": 1.0 / view.net_mbps,
+        }
+    return st
 
-    GPU-capable work is costed on the node's average GPU; a node without GPUs runs it on a core.
+
+def estimates(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: the task's (GPU-side run time, CPU-side run time, expected completion time).
+
+    Run times come from datasheets corrected by measured speeds; GPU-capable work is costed on the
+    node's average GPU, and on a core where a node has no GPU. The expected completion time (ETC,
+    relative to now) adds the input transfer after what the NIC already has queued and the queued
+    work ahead of the task on the node's GPUs or cores, whichever is longer.
     """
+    st = _static(view)
     gf, gb, cf, cb = task_work_vector(task)
-    has_gpu = view.n_gpus > 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        g_nom = np.maximum(
-            gf / (view.node_tflops_mean * (1e3 * NOMINAL_COMPUTE_EFF)),
-            gb / (view.node_bw_mean * NOMINAL_BW_EFF),
-        )
-    cpu_rate = view.cpu_gflops * np.maximum(view.speed_cpu, 1e-3)
-    if has_gpu.all():
-        g_s = g_nom / np.maximum(view.node_speed_gpu, 1e-3)
-    else:
-        g_s = np.where(
-            has_gpu, g_nom / np.maximum(view.node_speed_gpu, 1e-3), cpu_seconds(gf, gb, 1.0) / cpu_rate
-        )
-    # cpu_seconds(gflop, gbytes, 1.0) / rate is exact for the flop term and slightly pessimistic
-    # for the bandwidth term on fast cores — the same for every node, so rankings are unaffected.
-    c_s = cpu_seconds(cf, cb, 1.0) / cpu_rate if cf or cb else np.zeros(view.n_nodes)
-    return g_s, c_s
-
-
-def etc_from_exec(task: Task, view: ClusterView, g_s: np.ndarray, c_s: np.ndarray) -> np.ndarray:
-    """Expected completion time (relative to now) given the task's run time on every node.
-
-    Input transfer (after what the NIC already has queued) + the queued work ahead of the task on
-    the node's GPUs or cores, whichever is longer + the task's own run time.
-    """
-    wait_g = view.backlog_gpu_s / (np.maximum(view.n_gpus, 1) * np.maximum(view.node_speed_gpu, 1e-3))
-    wait_c = view.backlog_cpu_s / (np.maximum(view.cores, 1) * np.maximum(view.speed_cpu, 1e-3))
-    xfer = view.net_in_busy_s + task.input_mb / view.net_mbps
-    return xfer + np.maximum(wait_g, wait_c) + g_s + c_s
+    inv_sp = 1.0 / np.maximum(view.node_speed_gpu, 1e-3)
+    inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)  # seconds per GFLOP on a core
+    g_s = np.maximum(gf * st["inv_tf"], gb * st["inv_bw"]) * inv_sp
+    if not st["all_gpu"]:
+        # cpu_seconds(gflop, gbytes, 1.0) x (1 / rate) is exact for the flop term and slightly
+        # pessimistic for the bandwidth term on fast cores — the same for every node.
+        g_s = np.where(st["has_gpu"], g_s, cpu_seconds(gf, gb, 1.0) * inv_cpu)
+    c_s = cpu_seconds(cf, cb, 1.0) * inv_cpu
+    wait = np.maximum(
+        view.backlog_gpu_s * st["inv_ng"] * inv_sp, view.backlog_cpu_s * st["inv_cores"] * inv_cpu
+    )
+    etc = view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
+    return g_s, c_s, etc
 
 
 class _Selector:
@@ -128,7 +137,7 @@ class MctSelector(_Selector):
     @staticmethod
     def etc(task: Task, view: ClusterView) -> np.ndarray:
         """Estimated completion time (relative to now) of ``task`` on every node."""
-        return etc_from_exec(task, view, *expected_exec_s(task, view))
+        return estimates(task, view)[2]
 
 
 class PatsSelector(_Selector):
