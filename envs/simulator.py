@@ -32,7 +32,7 @@ from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
-_DONE, _XFER, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(6)
+_DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
 #: Weight of a new sample in the measured-speed moving average.
 SPEED_EMA = 0.2
 
@@ -132,13 +132,15 @@ class Simulator:
         self._admit: list[list[TaskRun]] = [[] for _ in range(n)]
         self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
         self._epoch = [0] * n
-        self._nic_free = np.zeros(n)
+        self._nic_free = np.zeros(n)  # downlink (inputs) busy until
+        self._nic_out_free = np.zeros(n)  # uplink (results) busy until
         # Python copies of static arrays read on every event (numpy scalar reads are slow).
         self._cores = self.view.cores.tolist()
         self._streams = self.view.node_streams.tolist()
         self._cpu_gf = self.view.cpu_gflops.tolist()
         self._tf = self.view.gpu_tflops.tolist()
         self._bw = self.view.gpu_bw_gbs.tolist()
+        self._net = self.view.net_mbps.tolist()
         self._tf_mean = self.view.node_tflops_mean.tolist()
         self._bw_mean = self.view.node_bw_mean.tolist()
         self.pending: list[int] = []  # arrived, not yet given a node
@@ -269,6 +271,9 @@ class Simulator:
             self._screen_pending()
         elif kind == _XFER:
             self._transfer_done(obj)
+        elif kind == _UPLOAD:
+            if obj.epoch == self._epoch[obj.node]:  # else the node left and the task restarts
+                self._task_done(obj)
         elif kind == _DRIFT:
             self._drift()
         elif kind == _JOIN:
@@ -287,6 +292,7 @@ class Simulator:
         v = self.view
         v.time_s = self.now
         np.maximum(self._nic_free - self.now, 0.0, out=v.net_in_busy_s)
+        np.maximum(self._nic_out_free - self.now, 0.0, out=v.net_out_busy_s)
 
     # ---- task on node ----------------------------------------------------------------------
     def _to_node(self, task: Task, node: int) -> None:
@@ -492,8 +498,16 @@ class Simulator:
             if tr.deps_left[c] == 0:
                 self._ready(tr, tr.task.graph.subtasks[c])
         if tr.done == len(tr.task.graph):
-            self._task_done(tr)
+            self._upload(tr)
         self._drain(node)
+
+    def _upload(self, tr: TaskRun) -> None:
+        """Ship a finished task's results back over the node's uplink (FIFO, full duplex)."""
+        node = tr.node
+        start = max(self.now, self._nic_out_free[node])
+        end = start + tr.task.output_mb / self._net[node]
+        self._nic_out_free[node] = end
+        self._push(end, _UPLOAD, tr, tr.epoch)
 
     def _task_done(self, tr: TaskRun) -> None:
         v, node = self.view, tr.node
@@ -543,7 +557,7 @@ class Simulator:
         self._admit[node].clear()
         v.set_alive(node, False)
         v.clear_node(node)
-        self._nic_free[node] = self.now
+        self._nic_free[node] = self._nic_out_free[node] = self.now
         for tid in requeue:
             self.records[tid].requeues += 1
             self.records[tid].node = -1

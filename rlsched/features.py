@@ -29,6 +29,7 @@ NODE_FEATURES: tuple[str, ...] = (
     "stream_occupancy",
     "idle_streams_log",
     "net_in_busy_log",
+    "net_out_busy_log",
     "tasks_on_node_log",
     "ready_waiting_log",
     "backlog_gpu_per_gpu_log",
@@ -72,10 +73,10 @@ TASK_FEATURES: tuple[str, ...] = (
     "constrained",
 )
 #: Node columns averaged over alive nodes into the cluster summary.
-_SUMMARY_COLS = [1, 2, 3, 4, 5, 8, 9, 10, 12]
-_LOAD_COL = 18
+_SUMMARY_COLS = [1, 2, 3, 4, 5, 9, 10, 11, 13]
+_LOAD_COL = 19
 #: Task-independent node columns (the rest depend on the task being placed).
-N_STATE_COLS = 19
+N_STATE_COLS = 20
 CLUSTER_FEATURES: tuple[str, ...] = (
     "nodes_log",
     "alive_frac",
@@ -103,6 +104,7 @@ def node_state(view: ClusterView) -> np.ndarray:
             view.node_gpu_running,
             view.node_streams - view.node_gpu_running,
             view.net_in_busy_s,
+            view.net_out_busy_s,
             view.tasks_on_node,
             view.ready_waiting,
             view.backlog_gpu_s,
@@ -114,11 +116,11 @@ def node_state(view: ClusterView) -> np.ndarray:
     out = np.empty((view.n_nodes, N_STATE_COLS), dtype=np.float32)
     out[:, 0] = view.alive
     out[:, 1:6] = scaled[:, :5]
-    out[:, 6:12] = np.log1p(np.maximum(scaled[:, 5:11], 0.0))
-    out[:, 12] = view.node_speed_gpu * st["has_gpu"]
-    out[:, 13] = view.speed_cpu
-    out[:, 14:18] = st["cols"]
-    out[:, 18] = out[:, 1:5].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
+    out[:, 6:13] = np.log1p(np.maximum(scaled[:, 5:12], 0.0))
+    out[:, 13] = view.node_speed_gpu * st["has_gpu"]
+    out[:, 14] = view.speed_cpu
+    out[:, 15:19] = st["cols"]
+    out[:, 19] = out[:, 1:5].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
     return out
 
 
@@ -138,10 +140,10 @@ def encode_nodes(
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state
-    out[:, 19:22] = np.log1p(np.stack((g_s, c_s, etc), axis=1) * (1.0 / 60.0))
+    out[:, 20:23] = np.log1p(np.stack((g_s, c_s, etc), axis=1) * (1.0 / 60.0))
     rel = etc * (1.0 / max(best, 1e-6)) - 1.0
-    out[:, 22] = np.minimum(np.maximum(rel, 0.0), 10.0)  # np.clip has several times the overhead
-    out[:, 23] = mask
+    out[:, 23] = np.minimum(np.maximum(rel, 0.0), 10.0)  # np.clip has several times the overhead
+    out[:, 24] = mask
     alive = view.alive
     if not alive.all():
         out[~alive] = 0.0
@@ -165,7 +167,8 @@ def _static(view: ClusterView) -> dict[str, np.ndarray]:
             1.0 / np.maximum(view.node_gpu_mem_mb, 1.0),
             1.0 / np.maximum(view.node_streams, 1),
             one,  # idle streams
-            one,  # NIC seconds
+            one,  # NIC seconds, down
+            one,  # NIC seconds, up
             one,  # tasks on node
             one,  # ready waiting
             1.0 / (ngc * 60.0),

@@ -81,8 +81,10 @@ class ClusterView:
     ``node_gpu_mem_used_mb``, ``node_speed_gpu`` dynamic) are kept by the update methods.
 
     Dynamic arrays: ``alive``; ``cpu_busy`` (cores running a subtask); ``host_mem_used_mb``;
-    ``gpu_running`` (subtasks on each GPU); ``gpu_mem_used_mb``; ``net_in_busy_s`` (seconds of
-    input transfers still queued on the NIC); ``tasks_on_node`` (assigned, not finished);
+    ``gpu_running`` (subtasks on each GPU); ``gpu_mem_used_mb``; ``net_in_busy_s`` and
+    ``net_out_busy_s`` (seconds of input downloads / result uploads still queued on the NIC: the
+    down- and uplink traffic a node reads from its socket queues); ``tasks_on_node`` (assigned,
+    not finished);
     ``ready_waiting`` (ready subtasks waiting for a unit); ``backlog_gpu_s`` / ``backlog_cpu_s``
     (nominal seconds of GPU-capable / CPU-only work assigned and not finished); ``speed_gpu`` /
     ``speed_cpu`` (measured speed: EMA of nominal over measured run time, 1 = as datasheet
@@ -107,6 +109,7 @@ class ClusterView:
     gpu_running: np.ndarray
     gpu_mem_used_mb: np.ndarray
     net_in_busy_s: np.ndarray
+    net_out_busy_s: np.ndarray
     tasks_on_node: np.ndarray
     ready_waiting: np.ndarray
     backlog_gpu_s: np.ndarray
@@ -293,6 +296,7 @@ class ClusterView:
             gpu_running=np.zeros((n, g), dtype=np.int64),
             gpu_mem_used_mb=np.zeros((n, g)),
             net_in_busy_s=np.zeros(n),
+            net_out_busy_s=np.zeros(n),
             tasks_on_node=np.zeros(n, dtype=np.int64),
             ready_waiting=np.zeros(n, dtype=np.int64),
             backlog_gpu_s=np.zeros(n),

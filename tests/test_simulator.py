@@ -161,12 +161,14 @@ def check_trace(sim: Simulator) -> None:
     # Runs left without a "done" were dropped by a node leaving.
     for _, _, n in running:
         assert nodes[n].leave_s is not None
-    # A completed task ran every subtask once, to the end, on the node it is recorded on.
+    # A completed task ran every subtask once, to the end, on the node it is recorded on, and
     for t, r in zip(sim.tasks, sim.records, strict=True):
         if r.completions:
             ends = [done.get((t.id, i, r.node)) for i in range(len(t.graph))]
             assert None not in ends
-            assert max(ends) == r.done_s  # type: ignore[type-var]
+            # Then its results crossed the uplink: at least their size over the NIC bandwidth.
+            upload = t.output_mb / (nodes[r.node].net_gbps * 125.0)
+            assert r.done_s >= max(ends) + upload * (1 - 1e-9)  # type: ignore[operator]
             other = {n for (tid, _, n) in done if tid == t.id} - {r.node}
             assert all(nodes[n].leave_s is not None for n in other)
             assert r.requeues >= len(other)
