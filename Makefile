@@ -18,11 +18,14 @@ $(STAMP): pyproject.toml constraints.txt
 demo: setup
 	$(VENV)/bin/rlsched demo --scenario paper --rate 60 --seeds 3
 
-test: setup lint
+test: setup lint type
 	$(PY) -m pytest -q -m "not slow"
 
-test-all: setup lint
+test-all: setup lint type
 	$(PY) -m pytest -q
+
+type: setup
+	$(VENV)/bin/mypy
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -36,4 +39,4 @@ bench: setup
 	$(PY) -m experiments.benchmarks.bench_sim
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache

@@ -81,6 +81,7 @@ class ClusterSchedulingEnv(gym.Env):
                 "mask": spaces.Box(0, 1, (n,), np.int8),
             }
         )
+        self._spaces: dict[str, spaces.Box] = dict(self.observation_space.spaces)  # type: ignore[arg-type]
         self.action_space = spaces.Discrete(n)
         self.sim: Simulator | None = None
         self._task: Task | None = None
@@ -149,7 +150,7 @@ class ClusterSchedulingEnv(gym.Env):
         if task is None:  # terminal: any valid-looking observation; it is never acted on
             return {
                 k: np.zeros(s.shape, dtype=s.dtype) if k != "mask" else np.ones(s.shape, dtype=np.int8)
-                for k, s in self.observation_space.spaces.items()
+                for k, s in self._spaces.items()
             }
         state = node_state(sim.view)
         return {

@@ -78,11 +78,12 @@ TABLE_METRICS: tuple[tuple[str, str, float], ...] = (
 def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> str:
     """Markdown table: mean ± std per metric, and throughput relative to ``baseline``."""
     head = ["scheduler", *[h for _, h, _ in TABLE_METRICS]]
-    has_base = baseline in cmp.runs
-    if has_base:
+    base = math.nan
+    if baseline is not None and baseline in cmp.runs:
         head.append(f"thr. vs {baseline.split('+')[0]}")
+        base = cmp.mean_std(baseline, "throughput")[0]
+    has_base = not math.isnan(base)
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    base = cmp.mean_std(baseline, "throughput")[0] if has_base else math.nan
     for s in cmp.runs:
         cells = [s]
         for key, _, scale in TABLE_METRICS:

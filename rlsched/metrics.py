@@ -41,7 +41,7 @@ class RunMetrics:
     wall_s: float
     decisions_per_s: float
 
-    def to_dict(self) -> dict[str, float | int]:
+    def to_dict(self) -> dict[str, float | int | None]:
         """Plain-JSON dictionary (NaN becomes ``None``)."""
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}
 

@@ -783,10 +783,10 @@ def _apps(
             raise ctx.error("workload.apps", expected, raw)
         if interference.model != "csv":
             raise ctx.error("workload.apps", 'interference.model = "csv" with apps = "colocation"', raw)
-        apps = {f"{COLO_PREFIX}{k}": 1.0 for k in kinds}
-        for app in apps:
+        colo = {f"{COLO_PREFIX}{k}": 1.0 for k in kinds}
+        for app in colo:
             _check_colo_app(ctx, "workload.apps", app, interference, kinds)
-        return apps
+        return colo
     if not isinstance(raw, dict) or not raw:
         raise ctx.error("workload.apps", expected, raw)
     known: set[str] | None = None
