@@ -194,7 +194,9 @@ class GroundTruth:
             with open(spec.solo_csv, newline="") as f:
                 for row in csv.DictReader(f):
                     self.solo_tput[(row["device"].lower(), row["kind"])] = float(row["solo_throughput"])
-        self._devices = sorted({d for d, _, _ in self.pairs}, key=len, reverse=True)
+        # Longest names first so "a100" is tried before "a10"; then by name, so the reference
+        # device below never depends on set order (string hashing differs between processes).
+        self._devices = sorted({d for d, _, _ in self.pairs}, key=lambda d: (-len(d), d))
         ref = [v for (d, _), v in self.solo_tput.items() if d == self._devices[-1]] or [1.0]
         self._ref_tput = float(np.mean(ref))
 

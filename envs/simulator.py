@@ -14,6 +14,7 @@ task completes exactly once or is reported as unschedulable.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 import time
@@ -127,7 +128,8 @@ class Simulator:
         self._needs: list[TaskNeeds | None] = [None] * len(self.tasks)
         self._static_ok: list[np.ndarray | None] = [None] * len(self.tasks)
         self._gpu_runs: list[list[list[Run]]] = [[[] for _ in range(g)] for _ in range(n)]
-        self._cpu_runs: list[set[Run]] = [set() for _ in range(n)]
+        # Insertion-ordered (a dict, not a set): iteration order must not depend on object ids.
+        self._cpu_runs: list[dict[Run, None]] = [{} for _ in range(n)]
         self._waiting: list[list[tuple[tuple, TaskRun, Subtask]]] = [[] for _ in range(n)]
         self._admit: list[list[TaskRun]] = [[] for _ in range(n)]
         self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
@@ -135,8 +137,6 @@ class Simulator:
         self._nic_free = np.zeros(n)  # downlink (inputs) busy until
         self._nic_out_free = np.zeros(n)  # uplink (results) busy until
         # Python copies of static arrays read on every event (numpy scalar reads are slow).
-        self._cores = self.view.cores.tolist()
-        self._streams = self.view.node_streams.tolist()
         self._cpu_gf = self.view.cpu_gflops.tolist()
         self._tf = self.view.gpu_tflops.tolist()
         self._bw = self.view.gpu_bw_gbs.tolist()
@@ -149,7 +149,6 @@ class Simulator:
         self.decisions = 0
         self.in_system = 0
         self.area = 0.0  # integral of tasks in system over time
-        self._t_area = 0.0
         self._util = _UtilAccumulator(self.view)
         for t in self.tasks:
             self._push(t.arrival_s, _ARRIVE, t.id)
@@ -351,8 +350,6 @@ class Simulator:
             w.append((key, tr, sub))
         else:
             # Rare: a higher-priority or older subtask became ready after younger ones.
-            import bisect
-
             bisect.insort(w, (key, tr, sub), key=lambda e: e[0])
         self.view.ready_waiting[tr.node] += 1
 
@@ -420,7 +417,7 @@ class Simulator:
             solo = self.truth.cpu_solo_seconds(sub, self._cpu_gf[node])
             run = Run(tr, sub, CPU, solo, rate=1.0 / solo, t_last=now, t_start=now)
             v.cpu_started(node)
-            self._cpu_runs[node].add(run)
+            self._cpu_runs[node][run] = None
             self._push(now + solo, _DONE, run, 0)
         else:
             model = self.nodes[node].gpus[unit]
@@ -479,7 +476,7 @@ class Simulator:
         self._util.advance_node(node, now)
         measured = now - run.t_start
         if run.gpu == CPU:
-            self._cpu_runs[node].discard(run)
+            del self._cpu_runs[node][run]
             nominal = subtask_cpu_seconds(sub, self._cpu_gf[node])
             v.cpu_finished(node, nominal / measured, SPEED_EMA)
         else:
