@@ -16,7 +16,7 @@ from rlsched.estimates import task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.policies.selectors import estimates
 from rlsched.tasks import Task
-from rlsched.view import ClusterView
+from rlsched.view import DYN_COLUMNS, ClusterView
 
 FEATURE_VERSION = 1
 
@@ -93,34 +93,16 @@ def _l(x: np.ndarray | float) -> np.ndarray:
 def node_state(view: ClusterView) -> np.ndarray:
     """(N, N_STATE_COLS) float32: the task-independent node columns of :data:`NODE_FEATURES`."""
     st = _static(view)
-    # Few large numpy operations rather than many small ones: at 11 nodes the per-call overhead
-    # of numpy, not arithmetic, is the cost.
-    used = np.stack(
-        (
-            view.cpu_busy,
-            view.host_mem_used_mb,
-            view.node_gpus_active,
-            view.node_gpu_mem_used_mb,
-            view.node_gpu_running,
-            view.node_streams - view.node_gpu_running,
-            view.net_in_busy_s,
-            view.net_out_busy_s,
-            view.tasks_on_node,
-            view.ready_waiting,
-            view.backlog_gpu_s,
-            view.backlog_cpu_s,
-        ),
-        axis=1,
-    )
-    scaled = used * st["inv"]
+    # One multiply scales the whole dense per-node state (ClusterView.dyn, columns in
+    # DYN_COLUMNS order); at 11 nodes numpy's per-call overhead, not arithmetic, is the cost.
+    scaled = view.dyn * st["scale"]
     out = np.empty((view.n_nodes, N_STATE_COLS), dtype=np.float32)
     out[:, 0] = view.alive
     out[:, 1:6] = scaled[:, :5]
-    out[:, 6:13] = np.log1p(np.maximum(scaled[:, 5:12], 0.0))
-    out[:, 13] = view.node_speed_gpu * st["has_gpu"]
-    out[:, 14] = view.speed_cpu
+    np.log1p(np.maximum(scaled[:, 5:12], 0.0), out=out[:, 6:13], casting="same_kind")
+    out[:, 13:15] = scaled[:, 12:14]
     out[:, 15:19] = st["cols"]
-    out[:, 19] = out[:, 1:5].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
+    out[:, 19] = scaled[:, :4].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
     return out
 
 
@@ -155,27 +137,20 @@ def _static(view: ClusterView) -> dict[str, np.ndarray]:
     cached = view.extra.get("_node_encoder_static")
     if cached is not None:
         return cached
-    n = view.n_nodes
     ngc = np.maximum(view.n_gpus, 1).astype(np.float64)
     cores = np.maximum(view.cores, 1).astype(np.float64)
-    one = np.ones(n)
-    inv = np.stack(
-        (
-            1.0 / cores,
-            1.0 / view.host_mem_mb,
-            1.0 / ngc,
-            1.0 / np.maximum(view.node_gpu_mem_mb, 1.0),
-            1.0 / np.maximum(view.node_streams, 1),
-            one,  # idle streams
-            one,  # NIC seconds, down
-            one,  # NIC seconds, up
-            one,  # tasks on node
-            one,  # ready waiting
-            1.0 / (ngc * 60.0),
-            1.0 / (cores * 60.0),
-        ),
-        axis=1,
-    )
+    one = np.ones(view.n_nodes)
+    by_column = {  # multiplier per DYN_COLUMNS entry
+        "cpu_busy": 1.0 / cores,
+        "host_mem_used_mb": 1.0 / view.host_mem_mb,
+        "node_gpus_active": 1.0 / ngc,
+        "node_gpu_mem_used_mb": 1.0 / np.maximum(view.node_gpu_mem_mb, 1.0),
+        "node_gpu_running": 1.0 / np.maximum(view.node_streams, 1),
+        "backlog_gpu_s": 1.0 / (ngc * 60.0),
+        "backlog_cpu_s": 1.0 / (cores * 60.0),
+        "node_speed_gpu": (view.n_gpus > 0).astype(np.float64),
+    }
+    scale = np.stack([by_column.get(c, one) for c in DYN_COLUMNS], axis=1)
     cols = np.stack(
         (
             np.log1p(view.n_gpus),
@@ -185,7 +160,7 @@ def _static(view: ClusterView) -> dict[str, np.ndarray]:
         ),
         axis=1,
     ).astype(np.float32)
-    cached = {"inv": inv, "cols": cols, "has_gpu": (view.n_gpus > 0).astype(np.float64)}
+    cached = {"scale": scale, "cols": cols}
     view.extra["_node_encoder_static"] = cached
     return cached
 

@@ -13,6 +13,24 @@ import numpy as np
 
 from rlsched.cluster import ClusterSpec
 
+#: Per-node dynamic arrays, in the order of the columns of :attr:`ClusterView.dyn`.
+DYN_COLUMNS: tuple[str, ...] = (
+    "cpu_busy",
+    "host_mem_used_mb",
+    "node_gpus_active",
+    "node_gpu_mem_used_mb",
+    "node_gpu_running",
+    "node_idle_streams",
+    "net_in_busy_s",
+    "net_out_busy_s",
+    "tasks_on_node",
+    "ready_waiting",
+    "backlog_gpu_s",
+    "backlog_cpu_s",
+    "node_speed_gpu",
+    "speed_cpu",
+)
+
 
 @dataclass
 class FastState:
@@ -138,23 +156,34 @@ class ClusterView:
         self.node_tflops = (self.gpu_tflops * valid).sum(axis=1)
         self.node_tflops_mean = np.where(ng > 0, self.node_tflops / ngc, 0.0)
         self.node_bw_mean = np.where(ng > 0, (self.gpu_bw_gbs * valid).sum(axis=1) / ngc, 0.0)
-        if self.node_gpu_running.shape != (n,):
-            self.resync()
-        else:
-            self.fast = FastState.of(self)
+        self.resync(aggregates=self.node_gpu_running.shape != (n,))
 
-    def resync(self) -> None:
-        """Recompute per-node aggregates and the Python mirrors from the per-GPU arrays.
+    def resync(self, aggregates: bool = True) -> None:
+        """Recompute per-node aggregates and the Python mirrors from the per-GPU arrays, and
+        rebind the per-node arrays as columns of the dense matrix :attr:`dyn`.
 
-        For code that writes the arrays directly (tests, a runtime taking an NVML snapshot).
+        For code that writes the per-GPU arrays directly (tests, a runtime taking an NVML
+        snapshot). Per-node arrays are float64 columns of ``dyn``: encoders transform the whole
+        per-node state in a few numpy calls instead of one per array.
         """
+        if aggregates:
+            self._aggregate()
+        self.node_idle_streams = self.node_streams - self.node_gpu_running
+        dyn = np.empty((len(self.node_names), len(DYN_COLUMNS)))
+        for j, name in enumerate(DYN_COLUMNS):
+            dyn[:, j] = getattr(self, name)
+        self.dyn = dyn
+        for j, name in enumerate(DYN_COLUMNS):
+            setattr(self, name, dyn[:, j])
+        self.fast = FastState.of(self)
+
+    def _aggregate(self) -> None:
         valid = self.gpu_valid
         ng = self.n_gpus
         self.node_gpu_running = (self.gpu_running * valid).sum(axis=1)
         self.node_gpus_active = ((self.gpu_running > 0) & valid).sum(axis=1)
         self.node_gpu_mem_used_mb = (self.gpu_mem_used_mb * valid).sum(axis=1)
         self.node_speed_gpu = np.where(ng > 0, (self.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
-        self.fast = FastState.of(self)
 
     # ---- updates (executors only) ------------------------------------------------------------
     # Each update writes the numpy arrays (what selectors and encoders read) and the Python
@@ -192,6 +221,7 @@ class ClusterView:
         self.gpu_running[node, gpu] = run[gpu]
         f.node_gpu_running[node] += 1
         self.node_gpu_running[node] = f.node_gpu_running[node]
+        self.node_idle_streams[node] -= 1
         f.gpu_mem_used[node][gpu] += mem_mb
         self.gpu_mem_used_mb[node, gpu] = f.gpu_mem_used[node][gpu]
         f.node_gpu_mem_used[node] += mem_mb
@@ -211,6 +241,7 @@ class ClusterView:
         self.gpu_running[node, gpu] = run[gpu]
         f.node_gpu_running[node] -= 1
         self.node_gpu_running[node] = f.node_gpu_running[node]
+        self.node_idle_streams[node] += 1
         f.gpu_mem_used[node][gpu] -= mem_mb
         self.gpu_mem_used_mb[node, gpu] = f.gpu_mem_used[node][gpu]
         f.node_gpu_mem_used[node] -= mem_mb
@@ -237,6 +268,7 @@ class ClusterView:
             arr[node] = 0.0
         self.node_gpu_running[node] = 0
         self.node_gpus_active[node] = 0
+        self.node_idle_streams[node] = self.node_streams[node]
         self.gpu_running[node] = 0
         self.gpu_mem_used_mb[node] = 0.0
         for kinds in self.gpu_kinds[node]:
