@@ -29,7 +29,9 @@ def gpu_seconds(gflop: float, gbytes: float, tflops: float, bw_gbs: float) -> fl
     :param tflops: the GPU's peak FP32 TFLOP/s.
     :param bw_gbs: the GPU's memory bandwidth, GB/s.
     """
-    return max(gflop / (tflops * 1e3 * NOMINAL_COMPUTE_EFF), gbytes / (bw_gbs * NOMINAL_BW_EFF))
+    c = gflop / (tflops * 1e3 * NOMINAL_COMPUTE_EFF)
+    b = gbytes / (bw_gbs * NOMINAL_BW_EFF)
+    return c if c > b else b  # not max(): this runs several times per simulated subtask
 
 
 def cpu_seconds(gflop: float, gbytes: float, core_gflops: float) -> float:
@@ -44,12 +46,14 @@ def cpu_seconds(gflop: float, gbytes: float, core_gflops: float) -> float:
 
 def subtask_gpu_seconds(sub: Subtask, tflops: float, bw_gbs: float) -> float:
     """Nominal time of ``sub`` on a GPU, scaled by the share of the GPU it asks for."""
-    return gpu_seconds(sub.gflop, sub.gbytes, tflops, bw_gbs)
+    c = sub.gflop / (tflops * 1e3 * NOMINAL_COMPUTE_EFF)
+    b = sub.gbytes / (bw_gbs * NOMINAL_BW_EFF)
+    return c if c > b else b
 
 
 def subtask_cpu_seconds(sub: Subtask, core_gflops: float) -> float:
     """Nominal time of ``sub`` on one CPU core."""
-    return cpu_seconds(sub.gflop, sub.gbytes, core_gflops)
+    return sub.gflop / core_gflops + sub.gbytes / CPU_CORE_BW_GBS
 
 
 def task_split_seconds(task: Task, tflops: float, bw_gbs: float, core_gflops: float) -> tuple[float, float]:

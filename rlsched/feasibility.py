@@ -37,16 +37,18 @@ class TaskNeeds:
 
 def task_needs(task: Task) -> TaskNeeds:
     """Summarise a task's requirements."""
-    gpu_only = [s.mem_mb for s in task.graph.subtasks if s.device is Device.GPU]
-    gpu_any = [s.mem_mb for s in task.graph.subtasks if s.device is not Device.CPU]
-    return TaskNeeds(
-        host_mem_mb=task.host_mem_mb,
-        gpu_mem_mb=max(gpu_only, default=0.0),
-        any_gpu_mem_mb=max(gpu_any, default=0.0),
-        needs_gpu=bool(gpu_only),
-        needs_cpu=any(s.device is Device.CPU for s in task.graph.subtasks),
-        models=task.gpu_models,
-    )
+    gpu_only = gpu_any = 0.0
+    needs_gpu = needs_cpu = False
+    for s in task.graph.subtasks:
+        dev = s.kind.device
+        if dev is Device.CPU:
+            needs_cpu = True
+            continue
+        gpu_any = max(gpu_any, s.mem_mb)
+        if dev is Device.GPU:
+            needs_gpu = True
+            gpu_only = max(gpu_only, s.mem_mb)
+    return TaskNeeds(task.host_mem_mb, gpu_only, gpu_any, needs_gpu, needs_cpu, task.gpu_models)
 
 
 def allowed_gpus(needs: TaskNeeds, view: ClusterView) -> np.ndarray:

@@ -111,7 +111,12 @@ class MlsmPlacer(_Placer):
         f = view.fast
         run, streams = f.gpu_running[node], f.gpu_streams[node]
         tf, sp = f.gpu_tflops[node], f.speed_gpu[node]
-        return max(gpus, key=lambda g: ((streams[g] - run[g]) * tf[g] * sp[g], -g))
+        best, best_score = gpus[0], -1.0
+        for g in gpus:  # the first of equals wins, as max() over (score, -g) would
+            score = (streams[g] - run[g]) * tf[g] * sp[g]
+            if score > best_score:
+                best, best_score = g, score
+        return best
 
 
 class SpeedupPlacer(MlsmPlacer):
