@@ -415,13 +415,13 @@ class Simulator:
             rec.first_start_s = now
         if unit == CPU:
             solo = self.truth.cpu_solo_seconds(sub, self._cpu_gf[node])
-            run = Run(tr, sub, CPU, solo, rate=1.0 / solo, t_last=now, t_start=now)
+            run = Run(tr, sub, CPU, solo, 1.0, 1.0 / solo, now, now, 0)
             v.cpu_started(node)
             self._cpu_runs[node][run] = None
             self._push(now + solo, _DONE, run, 0)
         else:
             model = self.nodes[node].gpus[unit]
-            run = Run(tr, sub, unit, self.truth.gpu_solo_seconds(sub, model), t_last=now, t_start=now)
+            run = Run(tr, sub, unit, self.truth.gpu_solo_seconds(sub, model), 1.0, 0.0, now, now, 0)
             v.gpu_started(node, unit, sub.mem_mb, sub.kind.name)
             self._gpu_runs[node][unit].append(run)
             self._rerate(node, unit)
