@@ -1,0 +1,134 @@
+"""The ``rlsched`` command line as a user runs it: the installed console script, in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import main
+from rlsched.scenario_io import find_data_dir
+
+REQUIRED_KEYS = {
+    "throughput",
+    "makespan_s",
+    "tasks_total",
+    "tasks_completed",
+    "tasks_lost",
+    "gpu_util",
+    "load_balance",
+    "latency_p50_s",
+    "latency_p95_s",
+    "latency_p99_s",
+    "queue_wait_mean_s",
+    "deadline_miss_rate",
+    "wall_s",
+    "decisions_per_s",
+}
+SMALL = """name = "small"
+seed = 1
+[[cluster.nodes]]
+name = "p4"
+count = 2
+cpu_cores = 8
+host_mem_gib = 32
+gpu_model = "P4"
+gpu_count = 2
+[[cluster.nodes]]
+name = "t4"
+cpu_cores = 8
+host_mem_gib = 32
+gpu_model = "T4"
+gpu_count = 1
+[workload]
+tasks = 120
+apps = { intrusion_detection = 1, matmul = 1, kmeans = 1 }
+deadline_s = 120
+[workload.arrival]
+process = "poisson"
+rate_per_min = 30
+"""
+
+
+def rlsched(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    p = tmp_path / "small.toml"
+    p.write_text(SMALL)
+    return p
+
+
+def test_simulate_json_has_every_metric(small: Path) -> None:
+    r = rlsched("simulate", "--scenario", str(small), "--scheduler", "mct+mlsm", "--seed", "4", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out.keys() >= REQUIRED_KEYS
+    assert out["tasks_total"] == out["tasks_completed"] == 120
+    assert out["tasks_lost"] == 0 and out["seed"] == 4 and out["scheduler"] == "mct+mlsm"
+    assert out["throughput"] > 0 and 0 <= out["gpu_util"] <= 1
+
+
+def test_simulate_table_is_the_default(small: Path) -> None:
+    r = rlsched("simulate", "--scenario", str(small), "--scheduler", "random")
+    assert r.returncode == 0, r.stderr
+    assert "tasks_lost" in r.stdout and "latency_p95_s" in r.stdout
+
+
+def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(SMALL.replace('gpu_model = "T4"', 'gpu_model = "X100"'))
+    r = rlsched("simulate", "--scenario", str(bad))
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and str(bad) in line and "cluster.nodes[1].gpu_model" in line and "X100" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("simulate", "--scheduler", "nope"), "unknown selector 'nope'"),
+        (("simulate", "--scheduler", "mct+nope"), "unknown placer 'nope'"),
+        (("simulate", "--rate", "100"), "--rate"),
+        (("simulate", "--scenario", "no-such-scenario"), "no-such-scenario"),
+    ],
+)
+def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: str) -> None:
+    r = rlsched(*args)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and fragment in r.stderr
+
+
+def test_scenarios_lists_the_builtins() -> None:
+    r = rlsched("scenarios")
+    assert r.returncode == 0
+    assert {"paper", "dynamic", "interference", "large"} <= set(r.stdout.split())
+
+
+def test_demo_prints_a_table_over_seeds(small: Path) -> None:
+    r = rlsched(
+        "demo", "--scenario", str(small), "--rate", "30", "--seeds", "2", "--schedulers", "random,mct"
+    )
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if ln.startswith("| ")]
+    assert rows[0].startswith("| scheduler") and len(rows) == 3
+    assert rows[1].startswith("| random") and rows[2].startswith("| mct")
+    assert "±" in rows[2] and "seeds [0, 1]" in r.stdout
+
+
+@pytest.mark.parametrize("name", ["paper", "dynamic", "interference", "interference-gavel", "alibaba"])
+def test_every_builtin_runs_to_completion(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    if name in ("interference-gavel", "alibaba") and find_data_dir(Path.cwd()) is None:
+        pytest.skip("shared data folder (../shared/data or $RLSCHED_DATA) not found")
+    assert main(["simulate", "--scenario", name, "--scheduler", "mct", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tasks_lost"] == 0
+    assert out["tasks_completed"] + out["tasks_unschedulable"] == out["tasks_total"]
