@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.ground_truth import GroundTruth
+from envs.utilisation import UtilAccumulator
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
@@ -52,7 +53,6 @@ class TaskRun:
     deps_left: list[int]
     done: int = 0
     started: list[bool] = field(default_factory=list)
-    started_s: float = math.nan
     gpu_nominal: list[float] = field(default_factory=list)
     cpu_nominal: list[float] = field(default_factory=list)
 
@@ -149,7 +149,7 @@ class Simulator:
         self.decisions = 0
         self.in_system = 0
         self.area = 0.0  # integral of tasks in system over time
-        self._util = _UtilAccumulator(self.view)
+        self._util = UtilAccumulator(self.view)
         for t in self.tasks:
             self._push(t.arrival_s, _ARRIVE, t.id)
         for i, node in enumerate(self.nodes):
@@ -561,60 +561,3 @@ class Simulator:
             self.pending.append(tid)
             self._screen_pending()
         self.pending.sort()
-
-
-class _UtilAccumulator:
-    """Time integrals of per-node utilisation, for GPU utilisation and load balance."""
-
-    def __init__(self, view: ClusterView) -> None:
-        n = view.n_nodes
-        self.view = view
-        self.last = [0.0] * n
-        self.alive_s = [0.0] * n
-        self.cpu = [0.0] * n
-        self.hmem = [0.0] * n
-        self.gpu = [0.0] * n  # GPU-seconds with at least one subtask running
-        self.gmem = [0.0] * n
-        self.ngpu = [int(x) for x in view.n_gpus]
-        self.fast = view.fast
-        self.gmem_cap = [float(x) for x in view.gpu_mem_mb.sum(axis=1)]
-        self.inv_cores = [1.0 / max(int(c), 1) for c in view.cores]
-        self.inv_hmem = [1.0 / float(m) for m in view.host_mem_mb]
-
-    def start(self, t: float) -> None:
-        self.last = [t] * len(self.last)
-
-    def advance_node(self, n: int, t: float) -> None:
-        dt = t - self.last[n]
-        if dt <= 0:
-            return
-        self.last[n] = t
-        f = self.fast
-        if not f.alive[n]:
-            return
-        self.alive_s[n] += dt
-        self.cpu[n] += dt * f.cpu_busy[n] * self.inv_cores[n]
-        self.hmem[n] += dt * f.host_mem_used[n] * self.inv_hmem[n]
-        if self.ngpu[n]:
-            self.gpu[n] += dt * f.node_gpus_active[n]
-            self.gmem[n] += dt * f.node_gpu_mem_used[n] / self.gmem_cap[n]
-
-    def advance(self, t: float) -> None:
-        for n in range(len(self.last)):
-            self.advance_node(n, t)
-
-    def summary(self) -> dict[str, np.ndarray]:
-        """Per-node time-averaged utilisations over each node's alive time."""
-        alive = np.maximum(np.array(self.alive_s), 1e-12)
-        ngpu = np.array(self.ngpu, dtype=np.float64)
-        gpu_s = np.array(self.gpu)
-        return {
-            "alive_s": np.array(self.alive_s),
-            "cpu": np.array(self.cpu) / alive,
-            "host_mem": np.array(self.hmem) / alive,
-            "gpu": np.where(ngpu > 0, gpu_s / (alive * np.maximum(ngpu, 1)), 0.0),
-            "gpu_mem": np.array(self.gmem) / alive,
-            "gpu_seconds": gpu_s,
-            "gpu_capacity_s": ngpu * np.array(self.alive_s),
-            "has_gpu": ngpu > 0,
-        }
