@@ -24,7 +24,6 @@ class UtilAccumulator:
         self.gpu = [0.0] * n  # GPU-seconds with at least one subtask running
         self.gmem = [0.0] * n
         self.ngpu = [int(x) for x in view.n_gpus]
-        self.fast = view.fast
         self.gmem_cap = [float(x) for x in view.gpu_mem_mb.sum(axis=1)]
         self.inv_cores = [1.0 / max(int(c), 1) for c in view.cores]
         self.inv_hmem = [1.0 / float(m) for m in view.host_mem_mb]
@@ -37,7 +36,7 @@ class UtilAccumulator:
         if dt <= 0:
             return
         self.last[n] = t
-        f = self.fast
+        f = self.view.fast  # not cached: ClusterView.resync() replaces the mirrors
         if not f.alive[n]:
             return
         self.alive_s[n] += dt
