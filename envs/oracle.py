@@ -83,7 +83,7 @@ class OracleSelector:
             own += min(g, c)
         n_gpus = max(len(sim.nodes[node].gpus), 1)
         wait = max(gpu_work / n_gpus, cpu_work / max(int(v.cores[node]), 1))
-        xfer = max(sim._nic_free[node] - sim.now, 0.0) + task.input_mb / float(v.net_mbps[node])
+        xfer = max(float(sim._down.free_at[node]) - sim.now, 0.0) + task.input_mb / float(v.net_mbps[node])
         return xfer + wait + own
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from envs.ground_truth import GroundTruth
+from envs.network import Link
 from envs.utilisation import UtilAccumulator
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
@@ -134,8 +135,8 @@ class Simulator:
         self._admit: list[list[TaskRun]] = [[] for _ in range(n)]
         self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
         self._epoch = [0] * n
-        self._nic_free = np.zeros(n)  # downlink (inputs) busy until
-        self._nic_out_free = np.zeros(n)  # uplink (results) busy until
+        self._down = Link(n)  # inputs arrive over it
+        self._up = Link(n)  # results leave over it
         # Python copies of static arrays read on every event (numpy scalar reads are slow).
         self._cpu_gf = self.view.cpu_gflops.tolist()
         self._tf = self.view.gpu_tflops.tolist()
@@ -290,8 +291,10 @@ class Simulator:
     def _refresh_view(self) -> None:
         v = self.view
         v.time_s = self.now
-        np.maximum(self._nic_free - self.now, 0.0, out=v.net_in_busy_s)
-        np.maximum(self._nic_out_free - self.now, 0.0, out=v.net_out_busy_s)
+        self._down.busy_s(self.now, v.net_in_busy_s)
+        self._up.busy_s(self.now, v.net_out_busy_s)
+        self._down.utilisation(self.now, v.net_in_util)
+        self._up.utilisation(self.now, v.net_out_util)
 
     # ---- task on node ----------------------------------------------------------------------
     def _to_node(self, task: Task, node: int) -> None:
@@ -328,9 +331,7 @@ class Simulator:
             tr = q.pop(0)
             self._util.advance_node(node, self.now)
             v.host_mem_changed(node, tr.task.host_mem_mb)
-            start = max(self.now, self._nic_free[node])
-            end = start + tr.task.input_mb / v.net_mbps[node]
-            self._nic_free[node] = end
+            end = self._down.reserve(node, self.now, tr.task.input_mb / self._net[node])
             self._push(end, _XFER, tr, tr.epoch)
 
     def _transfer_done(self, tr: TaskRun) -> None:
@@ -501,9 +502,7 @@ class Simulator:
     def _upload(self, tr: TaskRun) -> None:
         """Ship a finished task's results back over the node's uplink (FIFO, full duplex)."""
         node = tr.node
-        start = max(self.now, self._nic_out_free[node])
-        end = start + tr.task.output_mb / self._net[node]
-        self._nic_out_free[node] = end
+        end = self._up.reserve(node, self.now, tr.task.output_mb / self._net[node])
         self._push(end, _UPLOAD, tr, tr.epoch)
 
     def _task_done(self, tr: TaskRun) -> None:
@@ -554,7 +553,8 @@ class Simulator:
         self._admit[node].clear()
         v.set_alive(node, False)
         v.clear_node(node)
-        self._nic_free[node] = self._nic_out_free[node] = self.now
+        self._down.cut(node, self.now)
+        self._up.cut(node, self.now)
         for tid in requeue:
             self.records[tid].requeues += 1
             self.records[tid].node = -1

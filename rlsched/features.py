@@ -29,6 +29,8 @@ NODE_FEATURES: tuple[str, ...] = (
     "gpu_util",
     "gpu_mem_util",
     "stream_occupancy",
+    "net_in_util",
+    "net_out_util",
     "idle_streams_log",
     "net_in_busy_log",
     "net_out_busy_log",
@@ -75,11 +77,11 @@ TASK_FEATURES: tuple[str, ...] = (
     "constrained",
 )
 #: Node columns averaged over alive nodes into the cluster summary.
-_SUMMARY_COLS = [1, 2, 3, 4, 5, 9, 10, 11, 13]
-_LOAD_COL = 19
+_SUMMARY_COLS = [1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 15]
+_LOAD_COL = 21
 _SUMMARY_AND_LOAD = np.array([*_SUMMARY_COLS, _LOAD_COL])
 #: Task-independent node columns (the rest depend on the task being placed).
-N_STATE_COLS = 20
+N_STATE_COLS = 22
 CLUSTER_FEATURES: tuple[str, ...] = (
     "nodes_log",
     "alive_frac",
@@ -102,11 +104,11 @@ def node_state(view: ClusterView) -> np.ndarray:
     scaled = view.dyn * st["scale"]
     out = np.empty((view.n_nodes, N_STATE_COLS), dtype=np.float32)
     out[:, 0] = view.alive
-    out[:, 1:6] = scaled[:, :5]
-    np.log1p(np.maximum(scaled[:, 5:12], 0.0), out=out[:, 6:13], casting="same_kind")
-    out[:, 13:15] = scaled[:, 12:14]
-    out[:, 15:19] = st["cols"]
-    out[:, 19] = scaled[:, :4].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
+    out[:, 1:8] = scaled[:, :7]
+    np.log1p(np.maximum(scaled[:, 7:14], 0.0), out=out[:, 8:15], casting="same_kind")
+    out[:, 15:17] = scaled[:, 14:16]
+    out[:, 17:21] = st["cols"]
+    out[:, 21] = scaled[:, :4].sum(axis=1) * 0.25  # .mean() costs twice as much at this size
     return out
 
 
@@ -126,10 +128,10 @@ def encode_nodes(
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state
-    out[:, 20:23] = np.log1p(np.stack((g_s, c_s, etc), axis=1) * (1.0 / 60.0))
+    out[:, 22:25] = np.log1p(np.stack((g_s, c_s, etc), axis=1) * (1.0 / 60.0))
     rel = etc * (1.0 / max(best, 1e-6)) - 1.0
-    out[:, 23] = np.minimum(np.maximum(rel, 0.0), 10.0)  # np.clip has several times the overhead
-    out[:, 24] = mask
+    out[:, 25] = np.minimum(np.maximum(rel, 0.0), 10.0)  # np.clip has several times the overhead
+    out[:, 26] = mask
     alive = view.alive
     if not alive.all():
         out[~alive] = 0.0

@@ -20,6 +20,8 @@ DYN_COLUMNS: tuple[str, ...] = (
     "node_gpus_active",
     "node_gpu_mem_used_mb",
     "node_gpu_running",
+    "net_in_util",
+    "net_out_util",
     "node_idle_streams",
     "net_in_busy_s",
     "net_out_busy_s",
@@ -101,8 +103,9 @@ class ClusterView:
     Dynamic arrays: ``alive``; ``cpu_busy`` (cores running a subtask); ``host_mem_used_mb``;
     ``gpu_running`` (subtasks on each GPU); ``gpu_mem_used_mb``; ``net_in_busy_s`` and
     ``net_out_busy_s`` (seconds of input downloads / result uploads still queued on the NIC: the
-    down- and uplink traffic a node reads from its socket queues); ``tasks_on_node`` (assigned,
-    not finished);
+    down- and uplink traffic a node reads from its socket queues); ``net_in_util`` and
+    ``net_out_util`` (recent busy fraction of each NIC direction — measured traffic over link
+    bandwidth, averaged over ~10 s); ``tasks_on_node`` (assigned, not finished);
     ``ready_waiting`` (ready subtasks waiting for a unit); ``backlog_gpu_s`` / ``backlog_cpu_s``
     (nominal seconds of GPU-capable / CPU-only work assigned and not finished); ``speed_gpu`` /
     ``speed_cpu`` (measured speed: EMA of nominal over measured run time, 1 = as datasheet
@@ -128,6 +131,8 @@ class ClusterView:
     gpu_mem_used_mb: np.ndarray
     net_in_busy_s: np.ndarray
     net_out_busy_s: np.ndarray
+    net_in_util: np.ndarray
+    net_out_util: np.ndarray
     tasks_on_node: np.ndarray
     ready_waiting: np.ndarray
     backlog_gpu_s: np.ndarray
@@ -329,6 +334,8 @@ class ClusterView:
             gpu_mem_used_mb=np.zeros((n, g)),
             net_in_busy_s=np.zeros(n),
             net_out_busy_s=np.zeros(n),
+            net_in_util=np.zeros(n),
+            net_out_util=np.zeros(n),
             tasks_on_node=np.zeros(n, dtype=np.int64),
             ready_waiting=np.zeros(n, dtype=np.int64),
             backlog_gpu_s=np.zeros(n),
