@@ -8,6 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 
+from models.checkpoint import CheckpointError
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 
 DEMO_SCHEDULERS = (
@@ -39,6 +40,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks per minute")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    s.add_argument(
+        "--model", default=None, help="checkpoint directory for the ldwp selector (default: shipped)"
+    )
+
+    t = sub.add_parser("train", help="train the LDWP Q-network: behaviour cloning, then masked DQN")
+    t.add_argument("--scenario", default="paper")
+    t.add_argument("--rate", type=float, default=60.0, help="arrival rate override, tasks/min (default: 60)")
+    t.add_argument("--steps", type=int, default=20_000, help="DQN environment steps (default: 20000)")
+    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--pretrain", default="mct", help="teacher selector for behaviour cloning, or 'none'")
+    t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
+    t.add_argument("--resume", default=None, help="checkpoint directory to start from (skips cloning)")
 
     d = sub.add_parser("demo", help="compare the baselines on a scenario over several seeds")
     d.add_argument("--scenario", default="paper")
@@ -50,9 +63,34 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _use_model(model_dir: str | None) -> None:
+    """Make ``ldwp`` available as a selector, with the given or the shipped checkpoint."""
+    from rlsched.policies.ldwp import LdwpSelector
+    from rlsched.policies.registry import register_selector
+
+    register_selector("ldwp", lambda: LdwpSelector(model_dir))
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from experiments.train import TrainConfig, train
+
+    cfg = TrainConfig(
+        scenario=args.scenario,
+        rate_per_min=args.rate,
+        steps=args.steps,
+        seed=args.seed,
+        pretrain=None if args.pretrain == "none" else args.pretrain,
+    )
+    load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)  # fail fast on a bad scenario
+    summary = train(cfg, args.out, resume=args.resume)
+    print(json.dumps({k: summary[k] for k in ("before_dqn", "after_dqn", "bc_accuracy")}))
+    return 0
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from experiments.simulate import simulate
 
+    _use_model(args.model)
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     try:
         m = simulate(scenario, args.scheduler, args.seed, progress=not args.json and sys.stderr.isatty())
@@ -74,6 +112,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     from experiments.simulate import compare, format_table
 
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
+    _use_model(None)
     specs = [s.strip() for s in args.schedulers.split(",") if s.strip()]
     seeds = list(range(args.seeds))
     t0 = time.perf_counter()
@@ -100,12 +139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_simulate(args)
         if args.command == "demo":
             return _cmd_demo(args)
+        if args.command == "train":
+            return _cmd_train(args)
         print("\n".join(list_scenarios()))
         return 0
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
-    except FileNotFoundError as e:
+    except (FileNotFoundError, CheckpointError) as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,281 @@
+"""``rlsched train``: behaviour-cloning pretraining from a heuristic teacher, then masked DQN.
+
+The paper pretrains its MLP before DQN; here the teacher is a strong heuristic (``mct`` by
+default): the Q-network first learns to rank nodes as the teacher does (cross-entropy over the
+masked Q-values), then DQN improves on it with the environment's reward. Evaluation runs the
+greedy network on held-out seeds through the same simulator and metrics as every baseline.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
+
+import envs  # noqa: F401
+from envs.gym_env import ClusterSchedulingEnv
+from envs.simulator import Simulator
+from models.checkpoint import load_checkpoint, save_checkpoint
+from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
+from models.qnet import NodeScorer
+from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+from rlsched.policies.base import TwoStageScheduler
+from rlsched.policies.ldwp import encode_batch
+from rlsched.policies.registry import PLACERS, SELECTORS
+from rlsched.scenario import Scenario
+from rlsched.scenario_io import load_scenario
+from rlsched.taskgen import generate_tasks
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+
+
+@dataclass
+class TrainConfig:
+    """Everything that defines a training run (recorded in every checkpoint).
+
+    :param scenario: built-in name or path.
+    :param rate_per_min: arrival-rate override (``None`` = the scenario's).
+    :param steps: DQN environment steps.
+    :param seed: seeds torch, numpy and the training episodes.
+    :param pretrain: teacher selector for behaviour cloning, or ``None`` to skip.
+    :param pretrain_episodes: teacher episodes collected for cloning.
+    :param bc_epochs: passes over the cloning data.
+    :param net_arch: hidden sizes of the node scorer (the paper's 256, 128).
+    :param placer: stage-2 policy inside the environment.
+    :param eval_seeds: held-out episode seeds for evaluation (never trained on).
+    :param eval_every: DQN steps between evaluations.
+    """
+
+    scenario: str = "paper"
+    rate_per_min: float | None = 60.0
+    steps: int = 20_000
+    seed: int = 0
+    pretrain: str | None = "mct"
+    pretrain_episodes: int = 4
+    bc_epochs: int = 8
+    net_arch: tuple[int, ...] = (256, 128)
+    placer: str = "speedup"
+    eval_seeds: tuple[int, ...] = (10_001, 10_002, 10_003)
+    eval_every: int = 5_000
+    learning_rate: float = 1e-4
+    buffer_size: int = 50_000
+    batch_size: int = 64
+    gamma: float = 0.95
+    learning_starts: int = 1_000
+    target_update_interval: int = 1_000
+    train_freq: int = 4
+    exploration_fraction: float = 0.2
+    exploration_initial_eps: float = 0.2
+    exploration_final_eps: float = 0.02
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def dims() -> tuple[int, int, int]:
+    """Feature sizes of this build: node, task, cluster."""
+    return len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES)
+
+
+# ---- behaviour cloning -------------------------------------------------------------------------
+def collect_teacher(cfg: TrainConfig, scenario: Scenario) -> dict[str, np.ndarray]:
+    """Observations and the teacher's choices over ``pretrain_episodes`` training episodes."""
+    env = ClusterSchedulingEnv(scenario, placer=cfg.placer)
+    teacher = SELECTORS[cfg.pretrain or "mct"]()
+    buf: dict[str, list[np.ndarray]] = {"nodes": [], "task": [], "cluster": [], "mask": [], "action": []}
+    for ep in tqdm(
+        range(cfg.pretrain_episodes), desc=f"teacher {teacher.name}", unit="episode", disable=None
+    ):
+        obs, _ = env.reset(seed=cfg.seed * 1000 + ep)
+        assert env.sim is not None
+        teacher.reset(env.sim.view, cfg.seed * 1000 + ep)
+        done = False
+        while not done:
+            task = env._task
+            assert task is not None
+            a = teacher.select(task, env.sim.view, obs["mask"].astype(bool))
+            for k in ("nodes", "task", "cluster", "mask"):
+                buf[k].append(obs[k])
+            buf["action"].append(np.asarray(a, dtype=np.int64))
+            obs, _, done, _, _ = env.step(a)
+    return {k: np.stack(v) for k, v in buf.items()}
+
+
+def behaviour_clone(net: NodeScorer, data: dict[str, np.ndarray], cfg: TrainConfig) -> float:
+    """Train ``net`` so its masked Q-values rank nodes as the teacher did; return final accuracy."""
+    t = {k: torch.as_tensor(v) for k, v in data.items()}
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    n = len(t["action"])
+    gen = torch.Generator().manual_seed(cfg.seed)
+    acc = 0.0
+    for _ in tqdm(range(cfg.bc_epochs), desc="behaviour cloning", unit="epoch", disable=None):
+        perm = torch.randperm(n, generator=gen)
+        hits = 0
+        for i in range(0, n, 64):
+            idx = perm[i : i + 64]
+            q = net(t["nodes"][idx], t["task"][idx], t["cluster"][idx], t["mask"][idx])
+            loss = torch.nn.functional.cross_entropy(q, t["action"][idx])
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            hits += int((q.argmax(dim=1) == t["action"][idx]).sum())
+        acc = hits / n
+    return acc
+
+
+# ---- evaluation --------------------------------------------------------------------------------
+class _GreedySelector:
+    """The network being trained, as a stage-1 selector (for evaluation runs)."""
+
+    name = "ldwp"
+
+    def __init__(self, net: NodeScorer) -> None:
+        self.net = net
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Stateless."""
+
+    @torch.no_grad()
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        b = encode_batch(view, task, mask)
+        return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
+
+
+def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
+    """Mean throughput (tasks/min) and p95 latency of the greedy network on the held-out seeds."""
+    was_training = net.training
+    net.eval()
+    thr, p95 = [], []
+    for seed in cfg.eval_seeds:
+        sim = Simulator(scenario, generate_tasks(scenario, seed), PLACERS[cfg.placer](), seed)
+        m = sim.run(TwoStageScheduler(_GreedySelector(net), PLACERS[cfg.placer]()))
+        thr.append(m.throughput * 60.0)
+        p95.append(m.latency_p95_s)
+    net.train(was_training)
+    return {"throughput_per_min": float(np.mean(thr)), "latency_p95_s": float(np.mean(p95))}
+
+
+def score(ev: dict[str, float]) -> float:
+    """Higher is better: throughput first, p95 latency as a tie-breaker."""
+    return ev["throughput_per_min"] - 1e-3 * ev["latency_p95_s"]
+
+
+# ---- checkpoints -------------------------------------------------------------------------------
+def checkpoint_meta(cfg: TrainConfig, steps: int, ev: dict[str, float] | None, bc_acc: float | None) -> dict:
+    n, t, c = dims()
+    return {
+        "feature_version": FEATURE_VERSION,
+        "node_dim": n,
+        "task_dim": t,
+        "cluster_dim": c,
+        "net_arch": list(cfg.net_arch),
+        "scenario": cfg.scenario,
+        "seed": cfg.seed,
+        "dqn_steps": steps,
+        "config": asdict(cfg),
+        "evaluation": ev,
+        "bc_accuracy": bc_acc,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+class _Progress(BaseCallback):
+    """tqdm bar over DQN steps showing the latest evaluation; evaluates and checkpoints."""
+
+    def __init__(self, cfg: TrainConfig, scenario: Scenario, out: Path, bc_acc: float | None) -> None:
+        super().__init__()
+        self.cfg, self.scenario, self.out, self.bc_acc = cfg, scenario, out, bc_acc
+        self.best = -np.inf
+        self.history: list[dict[str, float]] = []
+        self.bar: tqdm | None = None
+
+    def _on_training_start(self) -> None:
+        self.bar = tqdm(total=self.cfg.steps, desc="DQN", unit="step", disable=None)
+        if self.history:
+            last = self.history[-1]
+            self.bar.set_postfix(
+                thr=f"{last['throughput_per_min']:.1f}/min", p95=f"{last['latency_p95_s']:.0f}s"
+            )
+
+    def _on_step(self) -> bool:
+        if self.bar is not None:
+            self.bar.update(1)
+        if self.num_timesteps % self.cfg.eval_every == 0:
+            self.evaluate_and_save()
+        return True
+
+    def evaluate_and_save(self) -> dict[str, float]:
+        scorer = self.model.q_net.scorer  # type: ignore[attr-defined]
+        ev = evaluate(scorer, self.scenario, self.cfg)
+        ev["step"] = float(self.num_timesteps)
+        self.history.append(ev)
+        meta = checkpoint_meta(self.cfg, self.num_timesteps, ev, self.bc_acc)
+        save_checkpoint(self.out / "last", scorer.state_dict(), meta)
+        if score(ev) > self.best:
+            self.best = score(ev)
+            save_checkpoint(self.out / "best", scorer.state_dict(), meta)
+        if self.bar is not None:
+            self.bar.set_postfix(thr=f"{ev['throughput_per_min']:.1f}/min", p95=f"{ev['latency_p95_s']:.0f}s")
+        (self.out / "history.json").write_text(json.dumps(self.history, indent=1))
+        return ev
+
+    def _on_training_end(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -> dict[str, Any]:
+    """Run a full training; return a summary (evaluations before and after DQN).
+
+    :param cfg: the configuration.
+    :param out: output directory: ``pretrained/`` (before DQN), ``best/`` (best evaluation,
+        cloned network included), ``last/``, ``history.json``, ``summary.json``.
+    :param resume: a checkpoint directory whose weights start this run (skips cloning).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    scenario = load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)
+    env = ClusterSchedulingEnv(scenario, placer=cfg.placer)
+    model = MaskedDQN(
+        MaskedDQNPolicy,
+        env,
+        learning_rate=cfg.learning_rate,
+        buffer_size=cfg.buffer_size,
+        batch_size=cfg.batch_size,
+        gamma=cfg.gamma,
+        learning_starts=cfg.learning_starts,
+        target_update_interval=cfg.target_update_interval,
+        train_freq=cfg.train_freq,
+        exploration_fraction=cfg.exploration_fraction,
+        exploration_initial_eps=cfg.exploration_initial_eps,
+        exploration_final_eps=cfg.exploration_final_eps,
+        policy_kwargs={"net_arch": list(cfg.net_arch)},
+        seed=cfg.seed,
+        verbose=0,
+    )
+    scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
+    bc_acc = None
+    if resume is not None:
+        state, _ = load_checkpoint(resume, FEATURE_VERSION)
+        scorer.load_state_dict(state)
+    elif cfg.pretrain:
+        data = collect_teacher(cfg, scenario)
+        bc_acc = behaviour_clone(scorer, data, cfg)
+    model.q_net_target.scorer.load_state_dict(scorer.state_dict())  # type: ignore[union-attr]
+    cb = _Progress(cfg, scenario, out, bc_acc)
+    cb.model = model  # lets evaluate_and_save run before learn()
+    start = cb.evaluate_and_save()  # step 0: the cloned (or resumed) network competes for best/
+    save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
+    if cfg.steps > 0:
+        model.learn(total_timesteps=cfg.steps, callback=cb)
+    final = cb.evaluate_and_save()
+    summary = {"before_dqn": start, "after_dqn": final, "bc_accuracy": bc_acc, "best": cb.history}
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    return summary

@@ -1,0 +1,74 @@
+"""LDWP as a stage-1 selector: the trained node-scoring Q-network, greedy over feasible nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from models.checkpoint import load_checkpoint
+from models.qnet import NodeScorer
+from rlsched.features import (
+    CLUSTER_FEATURES,
+    FEATURE_VERSION,
+    NODE_FEATURES,
+    TASK_FEATURES,
+    encode_cluster,
+    encode_nodes,
+    encode_task,
+    node_state,
+)
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+
+#: Where the shipped pretrained model lives (see models/pretrained/README.md).
+PRETRAINED = Path(__file__).resolve().parents[2] / "models" / "pretrained" / "ldwp"
+
+
+def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
+    """Build the network a checkpoint describes and load its verified weights."""
+    state, meta = load_checkpoint(directory, FEATURE_VERSION)
+    dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
+    if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
+        raise ValueError(
+            f"{directory}: feature sizes {meta.get('node_dim')}/{meta.get('task_dim')}/"
+            f"{meta.get('cluster_dim')} do not match this build's {dims}"
+        )
+    net = NodeScorer(*dims, hidden=meta["net_arch"])
+    net.load_state_dict(state)
+    net.eval()
+    return net, meta
+
+
+def encode_batch(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, torch.Tensor]:
+    """The observation of one decision as a batch of one (what the Q-network reads)."""
+    state = node_state(view)
+    return {
+        "nodes": torch.from_numpy(encode_nodes(view, task, mask, state))[None],
+        "task": torch.from_numpy(encode_task(task, view))[None],
+        "cluster": torch.from_numpy(encode_cluster(view, state))[None],
+        "mask": torch.from_numpy(mask.astype(np.int8))[None],
+    }
+
+
+class LdwpSelector:
+    """Pick the feasible node with the highest Q-value.
+
+    :param model_dir: a checkpoint directory; ``None`` = the shipped pretrained model.
+    """
+
+    name = "ldwp"
+
+    def __init__(self, model_dir: str | Path | None = None) -> None:
+        self.model_dir = Path(model_dir) if model_dir is not None else PRETRAINED
+        self.net, self.meta = scorer_from_checkpoint(self.model_dir)
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Stateless: the network is fixed during a run."""
+
+    @torch.no_grad()
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        b = encode_batch(view, task, mask)
+        q = self.net(b["nodes"], b["task"], b["cluster"], b["mask"])
+        return int(q[0].argmax())

@@ -1,0 +1,105 @@
+"""Checkpoints: checksums, feature versions, safe loading; the LDWP selector that reads them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.checkpoint import META, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
+from models.qnet import NodeScorer
+from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+
+
+def meta(**kw: object) -> dict:
+    base = {
+        "feature_version": FEATURE_VERSION,
+        "node_dim": len(NODE_FEATURES),
+        "task_dim": len(TASK_FEATURES),
+        "cluster_dim": len(CLUSTER_FEATURES),
+        "net_arch": [8],
+    }
+    return {**base, **kw}
+
+
+def scorer() -> NodeScorer:
+    torch.manual_seed(0)
+    return NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), [8])
+
+
+def test_round_trip_records_checksums(tmp_path: Path) -> None:
+    net = scorer()
+    save_checkpoint(tmp_path / "ck", net.state_dict(), meta(scenario="paper"))
+    state, m = load_checkpoint(tmp_path / "ck", FEATURE_VERSION)
+    assert m["scenario"] == "paper" and len(m["files"][WEIGHTS]) == 64
+    for k, v in net.state_dict().items():
+        assert torch.equal(state[k], v)
+
+
+def test_modified_weights_are_refused(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path, scorer().state_dict(), meta())
+    with (tmp_path / WEIGHTS).open("ab") as f:
+        f.write(b"\0")
+    with pytest.raises(CheckpointError, match="sha256 does not match"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def test_other_feature_version_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path, scorer().state_dict(), meta(feature_version=FEATURE_VERSION + 1))
+    with pytest.raises(CheckpointError, match=r"feature version .* retrain"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def test_missing_or_broken_metadata(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="not found"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+    (tmp_path / META).write_text("{")
+    with pytest.raises(CheckpointError, match="not valid JSON"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+    (tmp_path / META).write_text(json.dumps({"feature_version": FEATURE_VERSION}))
+    with pytest.raises(CheckpointError, match="no checksum"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def test_pickled_objects_are_not_loaded(tmp_path: Path) -> None:
+    """weights_only=True: a checkpoint carrying an arbitrary object is refused even with a valid checksum."""
+
+    class Evil:
+        def __reduce__(self) -> tuple:
+            return (print, ("unpickled!",))
+
+    torch.save({"x": Evil()}, tmp_path / WEIGHTS)
+    from models.checkpoint import sha256
+
+    (tmp_path / META).write_text(json.dumps({**meta(), "files": {WEIGHTS: sha256(tmp_path / WEIGHTS)}}))
+    with pytest.raises(Exception, match=r"Weights only load failed|Unsupported"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def test_ldwp_selector_picks_the_best_feasible_node(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
+    import envs  # noqa: F401
+    from envs.simulator import Simulator
+    from rlsched.policies.base import TwoStageScheduler
+    from rlsched.policies.ldwp import LdwpSelector, encode_batch
+    from rlsched.policies.registry import PLACERS
+    from rlsched.taskgen import generate_tasks
+
+    net = scorer()
+    save_checkpoint(tmp_path, net.state_dict(), meta())
+    sel = LdwpSelector(tmp_path)
+    sc = small_scenario(tasks=30)
+    sim = Simulator(sc, generate_tasks(sc, 0), PLACERS["speedup"](), 0)
+    task = sim.next_decision()
+    assert task is not None
+    mask = sim.mask(task)
+    b = encode_batch(sim.view, task, mask)
+    with torch.no_grad():
+        q = net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].numpy()
+    assert sel.select(task, sim.view, mask) == int(np.argmax(np.where(mask, q, -np.inf)))
+    m = Simulator(sc, generate_tasks(sc, 0), PLACERS["speedup"](), 0).run(
+        TwoStageScheduler(LdwpSelector(tmp_path), PLACERS["speedup"]())
+    )
+    assert m.tasks_lost == 0 and m.tasks_completed == 30
