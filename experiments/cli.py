@@ -57,10 +57,21 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--scenario", default="paper")
     d.add_argument("--rate", type=float, default=60.0, help="arrival rate, tasks per minute (default: 60)")
     d.add_argument("--seeds", type=int, default=3, help="number of seeds (default: 3)")
-    d.add_argument("--schedulers", default=",".join(DEMO_SCHEDULERS), help="comma-separated specs")
+    d.add_argument(
+        "--schedulers",
+        default=None,
+        help="comma-separated specs (default: the baselines, and ldwp+speedup when a model ships)",
+    )
 
     sub.add_parser("scenarios", help="list the built-in scenarios")
     return p
+
+
+def _demo_schedulers() -> list[str]:
+    from rlsched.policies.ldwp import PRETRAINED
+
+    extra = ["ldwp+speedup"] if (PRETRAINED / "meta.json").is_file() else []
+    return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 
 def _use_model(model_dir: str | None) -> None:
@@ -113,7 +124,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     _use_model(None)
-    specs = [s.strip() for s in args.schedulers.split(",") if s.strip()]
+    specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]
     seeds = list(range(args.seeds))
     t0 = time.perf_counter()
     try:

@@ -64,16 +64,20 @@ class TrainConfig:
     placer: str = "speedup"
     eval_seeds: tuple[int, ...] = (10_001, 10_002, 10_003)
     eval_every: int = 5_000
-    learning_rate: float = 1e-4
+    # Conservative DQN settings: starting from a cloned teacher, larger learning rates or more
+    # exploration undo the cloning (measured: lr 3e-5, gamma 0.8 fell from 55.9 to 47.9
+    # tasks/min in 15k steps; these settings held 55.7-56.0).
+    learning_rate: float = 1e-5
     buffer_size: int = 50_000
     batch_size: int = 64
-    gamma: float = 0.95
+    gamma: float = 0.9
     learning_starts: int = 1_000
-    target_update_interval: int = 1_000
+    target_update_interval: int = 2_000
     train_freq: int = 4
     exploration_fraction: float = 0.2
-    exploration_initial_eps: float = 0.2
-    exploration_final_eps: float = 0.02
+    exploration_initial_eps: float = 0.05
+    exploration_final_eps: float = 0.01
+    threads: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -241,6 +245,8 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
     np.random.seed(cfg.seed)
+    # The network is small: one thread avoids synchronisation overhead that outweighs the gain.
+    torch.set_num_threads(cfg.threads)
     scenario = load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)
     env = ClusterSchedulingEnv(scenario, placer=cfg.placer)
     model = MaskedDQN(
