@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import models
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import (
@@ -23,7 +24,7 @@ from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
 #: Where the shipped pretrained model lives (see models/pretrained/README.md).
-PRETRAINED = Path(__file__).resolve().parents[2] / "models" / "pretrained" / "ldwp"
+PRETRAINED = Path(models.__file__).resolve().parent / "pretrained" / "ldwp"
 
 
 def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
