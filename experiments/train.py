@@ -218,6 +218,9 @@ class _Progress(BaseCallback):
         ev = evaluate(scorer, self.scenario, self.cfg)
         ev["step"] = float(self.num_timesteps)
         self.history.append(ev)
+        if self.num_timesteps > 0:  # the logger exists once learn() has started
+            self.logger.record("eval/throughput_per_min", ev["throughput_per_min"])
+            self.logger.record("eval/latency_p95_s", ev["latency_p95_s"])
         meta = checkpoint_meta(self.cfg, self.num_timesteps, ev, self.bc_acc)
         save_checkpoint(self.out / "last", scorer.state_dict(), meta)
         if score(ev) > self.best:
@@ -238,7 +241,8 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
 
     :param cfg: the configuration.
     :param out: output directory: ``pretrained/`` (before DQN), ``best/`` (best evaluation,
-        cloned network included), ``last/``, ``history.json``, ``summary.json``.
+        cloned network included), ``last/``, ``history.json``, ``summary.json``, ``tb/``
+        (TensorBoard: DQN loss, exploration rate, episode rewards, evaluations).
     :param resume: a checkpoint directory whose weights start this run (skips cloning).
     """
     out = Path(out)
@@ -265,6 +269,7 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
         policy_kwargs={"net_arch": list(cfg.net_arch)},
         seed=cfg.seed,
         verbose=0,
+        tensorboard_log=str(out / "tb"),
     )
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
     bc_acc = None

@@ -84,6 +84,7 @@ def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path
     _, pre = load_checkpoint(out / "pretrained", FEATURE_VERSION)
     assert pre["dqn_steps"] == 0 and pre["bc_accuracy"] is not None
     assert summary["after_dqn"]["throughput_per_min"] > 0
+    assert list((out / "tb").rglob("events.out.tfevents.*")), "no TensorBoard event file"
     # The trained network as stage-1 selector, through the CLI.
     assert (
         main(
