@@ -63,6 +63,14 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated specs (default: the baselines, and ldwp+speedup when a model ships)",
     )
 
+    f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
+    f.add_argument("--from", dest="source", required=True, help="checkpoint directory of the trained network")
+    f.add_argument("--scenario", required=True, help="target scenario (built-in name or path)")
+    f.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks/min")
+    f.add_argument("--steps", type=int, default=10_000, help="DQN steps on the target (default: 10000)")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--out", required=True, help="output directory (checkpoints, transfer.json)")
+
     sub.add_parser("scenarios", help="list the built-in scenarios")
     return p
 
@@ -95,6 +103,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
     load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)  # fail fast on a bad scenario
     summary = train(cfg, args.out, resume=args.resume)
     print(json.dumps({k: summary[k] for k in ("before_dqn", "after_dqn", "bc_accuracy")}))
+    return 0
+
+
+def _cmd_finetune(args: argparse.Namespace) -> int:
+    from experiments.finetune import finetune
+
+    load_scenario(args.scenario, rate_per_min=args.rate)  # fail fast on a bad scenario
+    r = finetune(args.source, args.scenario, args.out, args.steps, args.seed, args.rate)
+    print(
+        json.dumps(
+            {k: r[k] for k in ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")}
+        )
+    )
     return 0
 
 
@@ -152,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_demo(args)
         if args.command == "train":
             return _cmd_train(args)
+        if args.command == "finetune":
+            return _cmd_finetune(args)
         print("\n".join(list_scenarios()))
         return 0
     except ScenarioError as e:

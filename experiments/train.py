@@ -26,7 +26,7 @@ from models.checkpoint import load_checkpoint, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
-from rlsched.policies.base import TwoStageScheduler
+from rlsched.policies.base import NodeSelector, TwoStageScheduler
 from rlsched.policies.ldwp import encode_batch
 from rlsched.policies.registry import PLACERS, SELECTORS
 from rlsched.scenario import Scenario
@@ -150,18 +150,24 @@ class _GreedySelector:
         return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
 
 
-def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
-    """Mean throughput (tasks/min) and p95 latency of the greedy network on the held-out seeds."""
-    was_training = net.training
-    net.eval()
+def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
+    """Mean throughput (tasks/min) and p95 latency of a selector on the held-out seeds."""
     thr, p95 = [], []
     for seed in cfg.eval_seeds:
         sim = Simulator(scenario, generate_tasks(scenario, seed), PLACERS[cfg.placer](), seed)
-        m = sim.run(TwoStageScheduler(_GreedySelector(net), PLACERS[cfg.placer]()))
+        m = sim.run(TwoStageScheduler(selector, PLACERS[cfg.placer]()))
         thr.append(m.throughput * 60.0)
         p95.append(m.latency_p95_s)
-    net.train(was_training)
     return {"throughput_per_min": float(np.mean(thr)), "latency_p95_s": float(np.mean(p95))}
+
+
+def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
+    """:func:`evaluate_selector` of the greedy network."""
+    was_training = net.training
+    net.eval()
+    ev = evaluate_selector(_GreedySelector(net), scenario, cfg)
+    net.train(was_training)
+    return ev
 
 
 def score(ev: dict[str, float]) -> float:

@@ -108,3 +108,28 @@ def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path
 def test_simulate_with_a_bad_model_exits_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["simulate", "--scheduler", "ldwp", "--model", str(tmp_path)]) == 2
     assert "meta.json: not found" in capsys.readouterr().err
+
+
+def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Path, tmp_path: Path) -> None:
+    from experiments.finetune import finetune
+
+    src = tmp_path / "src"
+    train(
+        TrainConfig(
+            scenario=str(tiny),
+            rate_per_min=None,
+            steps=0,
+            pretrain_episodes=1,
+            bc_epochs=5,
+            eval_seeds=(101,),
+            net_arch=(32, 16),
+        ),
+        src,
+    )
+    bigger = tmp_path / "bigger.toml"
+    bigger.write_text(SMALL.replace("count = 2", "count = 6").replace('name = "tiny"', 'name = "bigger"'))
+    report = finetune(src / "best", str(bigger), tmp_path / "ft", steps=300, seed=1)
+    assert report["target_nodes"] == 7 and report["source_scenario"] == str(tiny)
+    for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
+        assert report[key]["throughput_per_min"] > 0
+    assert json.loads((tmp_path / "ft" / "transfer.json").read_text())["target_nodes"] == 7
