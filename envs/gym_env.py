@@ -36,6 +36,7 @@ from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Task
+from rlsched.view import ClusterView
 
 INVALID_PENALTY = 1.0
 
@@ -116,6 +117,18 @@ class ClusterSchedulingEnv(gym.Env):
         if done:
             info["metrics"] = sim.metrics().to_dict()
         return self._obs(), reward, done, False, info
+
+    @property
+    def task(self) -> Task | None:
+        """The task awaiting a node (``None`` once the episode is over)."""
+        return self._task
+
+    @property
+    def view(self) -> ClusterView:
+        """The observable cluster state behind the current observation."""
+        if self.sim is None:
+            raise RuntimeError("no episode yet: call reset() first")
+        return self.sim.view
 
     def action_masks(self) -> np.ndarray:
         """Feasible actions (the sb3-contrib convention)."""

@@ -96,13 +96,12 @@ def collect_teacher(cfg: TrainConfig, scenario: Scenario) -> dict[str, np.ndarra
         range(cfg.pretrain_episodes), desc=f"teacher {teacher.name}", unit="episode", disable=None
     ):
         obs, _ = env.reset(seed=cfg.seed * 1000 + ep)
-        assert env.sim is not None
-        teacher.reset(env.sim.view, cfg.seed * 1000 + ep)
+        teacher.reset(env.view, cfg.seed * 1000 + ep)
         done = False
         while not done:
-            task = env._task
+            task = env.task
             assert task is not None
-            a = teacher.select(task, env.sim.view, obs["mask"].astype(bool))
+            a = teacher.select(task, env.view, obs["mask"].astype(bool))
             for k in ("nodes", "task", "cluster", "mask"):
                 buf[k].append(obs[k])
             buf["action"].append(np.asarray(a, dtype=np.int64))
