@@ -46,7 +46,9 @@ def _parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train the LDWP Q-network: behaviour cloning, then masked DQN")
     t.add_argument("--scenario", default="paper")
-    t.add_argument("--rate", type=float, default=60.0, help="arrival rate override, tasks/min (default: 60)")
+    t.add_argument(
+        "--rate", type=float, default=None, help="arrival rate override, tasks/min (default: the scenario's)"
+    )
     t.add_argument("--steps", type=int, default=20_000, help="DQN environment steps (default: 20000)")
     t.add_argument("--seed", type=int, default=0)
     t.add_argument("--pretrain", default="mct", help="teacher selector for behaviour cloning, or 'none'")
