@@ -13,7 +13,7 @@ def line_chart(
     title: str,
     xlabel: str,
     ylabel: str,
-    width: int = 640,
+    width: int = 720,
     height: int = 360,
 ) -> str:
     """An SVG document plotting each named series of (x, y) points as a line with markers."""
@@ -21,8 +21,8 @@ def line_chart(
     x0, x1 = min(p[0] for p in pts), max(p[0] for p in pts)
     y0, y1 = min(p[1] for p in pts), max(p[1] for p in pts)
     pad = (y1 - y0) * 0.1 or 1.0
-    y0, y1 = y0 - pad, y1 + pad
-    left, right, top, bottom = 60, 150, 40, 50
+    y0, y1 = (max(y0 - pad, 0.0) if y0 >= 0 else y0 - pad), y1 + pad
+    left, right, top, bottom = 60, 210, 40, 50
     pw, ph = width - left - right, height - top - bottom
 
     def sx(x: float) -> float:
