@@ -21,15 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.simulator import Simulator
-from rlsched.features import (
-    CLUSTER_FEATURES,
-    NODE_FEATURES,
-    TASK_FEATURES,
-    encode_cluster,
-    encode_nodes,
-    encode_task,
-    node_state,
-)
+from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, TASK_FEATURES, encode_observation
 from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario
@@ -165,10 +157,4 @@ class ClusterSchedulingEnv(gym.Env):
                 k: np.zeros(s.shape, dtype=s.dtype) if k != "mask" else np.ones(s.shape, dtype=np.int8)
                 for k, s in self._spaces.items()
             }
-        state = node_state(sim.view)
-        return {
-            "nodes": encode_nodes(sim.view, task, self._mask, state),
-            "task": encode_task(task, sim.view),
-            "cluster": encode_cluster(sim.view, state),
-            "mask": self._mask.astype(np.int8),
-        }
+        return encode_observation(sim.view, task, self._mask)

@@ -233,3 +233,17 @@ def encode_cluster(view: ClusterView, state: np.ndarray | None = None) -> np.nda
     out[2:-1] = sums[:-1] / k
     out[-1] = math.sqrt(max(float(load @ load) / k - mean * mean, 0.0))
     return out
+
+
+def encode_observation(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The stage-1 observation: ``nodes``, ``task``, ``cluster`` and the int8 ``mask``.
+
+    What the Gym environment returns and what the LDWP network reads at decision time.
+    """
+    state = node_state(view)
+    return {
+        "nodes": encode_nodes(view, task, mask, state),
+        "task": encode_task(task, view),
+        "cluster": encode_cluster(view, state),
+        "mask": mask.astype(np.int8),
+    }

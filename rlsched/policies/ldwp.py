@@ -15,10 +15,7 @@ from rlsched.features import (
     FEATURE_VERSION,
     NODE_FEATURES,
     TASK_FEATURES,
-    encode_cluster,
-    encode_nodes,
-    encode_task,
-    node_state,
+    encode_observation,
 )
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -44,13 +41,7 @@ def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
 
 def encode_batch(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, torch.Tensor]:
     """The observation of one decision as a batch of one (what the Q-network reads)."""
-    state = node_state(view)
-    return {
-        "nodes": torch.from_numpy(encode_nodes(view, task, mask, state))[None],
-        "task": torch.from_numpy(encode_task(task, view))[None],
-        "cluster": torch.from_numpy(encode_cluster(view, state))[None],
-        "mask": torch.from_numpy(mask.astype(np.int8))[None],
-    }
+    return {k: torch.from_numpy(v)[None] for k, v in encode_observation(view, task, mask).items()}
 
 
 class LdwpSelector:
