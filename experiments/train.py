@@ -291,7 +291,8 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
     if cfg.steps > 0:
         model.learn(total_timesteps=cfg.steps, callback=cb)
-    final = cb.evaluate_and_save()
+    last = cb.history[-1]
+    final = last if last["step"] == model.num_timesteps else cb.evaluate_and_save()
     summary = {"before_dqn": start, "after_dqn": final, "bc_accuracy": bc_acc, "best": cb.history}
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

@@ -80,7 +80,7 @@ def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path
         assert meta["feature_version"] == FEATURE_VERSION and meta["net_arch"] == [32, 16]
         assert meta["config"]["scenario"] == str(tiny) and meta["seed"] == 0
     history = json.loads((out / "history.json").read_text())
-    assert [h["step"] for h in history] == [0.0, 200.0, 400.0, 400.0]
+    assert [h["step"] for h in history] == [0.0, 200.0, 400.0]
     _, pre = load_checkpoint(out / "pretrained", FEATURE_VERSION)
     assert pre["dqn_steps"] == 0 and pre["bc_accuracy"] is not None
     assert summary["after_dqn"]["throughput_per_min"] > 0
