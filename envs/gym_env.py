@@ -90,6 +90,7 @@ class ClusterSchedulingEnv(gym.Env):
         placer = PLACERS[self.placer_name]()
         self.sim = Simulator(self.scenario, tasks, placer, seed=run_seed)
         placer.reset(self.sim.view, run_seed)
+        self.sim.calibrate_placer()
         self._area = self._completed = 0.0
         self._advance()
         return self._obs(), {"time_s": self.sim.now}

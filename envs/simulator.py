@@ -71,6 +71,7 @@ class Run:
     t_last: float = 0.0
     t_start: float = 0.0
     version: int = 0
+    partners: tuple[str, ...] = ()  # co-runner kinds at start (kept only for observing placers)
 
 
 @dataclass
@@ -124,6 +125,7 @@ class Simulator:
         self._n_events = 0
         self._mask_key: tuple[int, int] | None = None
         self._mask_val = np.zeros(0, dtype=bool)
+        self._observe: Callable[[str, str, tuple[str, ...], float], None] | None = None
         self._events: list[tuple] = []
         self.records = [TaskRecord(t.arrival_s, deadline_s=t.deadline_s) for t in self.tasks]
         self._needs: list[TaskNeeds | None] = [None] * len(self.tasks)
@@ -177,6 +179,7 @@ class Simulator:
         """
         self.placer = scheduler.placer
         scheduler.reset(self.view, self.seed)
+        self.calibrate_placer()
         bind = getattr(scheduler.selector, "bind_simulator", None)
         if bind is not None:
             bind(self)  # only the clairvoyant oracle bound has this hook
@@ -192,6 +195,18 @@ class Simulator:
             if on_decision is not None:
                 on_decision()
         return self.metrics(wall_s=time.perf_counter() - t0, decide_s=decide_s)
+
+    def calibrate_placer(self) -> None:
+        """Let the placer measure the cluster first (``calibrate``) and watch finished GPU subtasks
+        (``observe``), if it has those hooks: interference-aware placers learn from measurements."""
+        calibrate = getattr(self.placer, "calibrate", None)
+        if calibrate is not None:
+            # Imported here: profiling brings in the interference models (torch), which only
+            # placers that calibrate need.
+            from envs.colocation_profiler import SimulatedProfiler
+
+            calibrate(SimulatedProfiler(self))
+        self._observe = getattr(self.placer, "observe", None)
 
     def next_decision(self) -> Task | None:
         """Advance simulated time until a task awaits a node; ``None`` when all work is done."""
@@ -424,7 +439,10 @@ class Simulator:
             model = self.nodes[node].gpus[unit]
             run = Run(tr, sub, unit, self.truth.gpu_solo_seconds(sub, model), 1.0, 0.0, now, now, 0)
             v.gpu_started(node, unit, sub.mem_mb, sub.kind.name)
-            self._gpu_runs[node][unit].append(run)
+            runs = self._gpu_runs[node][unit]
+            if self._observe is not None:
+                run.partners = tuple(r.sub.kind.name for r in runs)
+            runs.append(run)
             self._rerate(node, unit)
         if self.trace is not None:
             self.trace.append(("start", now, tr.task.id, sub.index, node, unit))
@@ -485,6 +503,8 @@ class Simulator:
             self._gpu_runs[node][g].remove(run)
             nominal = subtask_gpu_seconds(sub, self._tf[node][g], self._bw[node][g])
             v.gpu_finished(node, g, sub.mem_mb, sub.kind.name, nominal / measured, SPEED_EMA)
+            if self._observe is not None and run.version == 1:  # co-runners never changed
+                self._observe(self.nodes[node].gpus[g].name, sub.kind.name, run.partners, nominal / measured)
             self._rerate(node, g)
         v.backlog_gpu_s[node] -= tr.gpu_nominal[sub.index]
         v.backlog_cpu_s[node] -= tr.cpu_nominal[sub.index]

@@ -74,6 +74,20 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument("--out", required=True, help="output directory (checkpoints, transfer.json)")
 
     sub.add_parser("scenarios", help="list the built-in scenarios")
+
+    i = sub.add_parser("interference", help="co-location interference model: fit, evaluate")
+    isub = i.add_subparsers(dest="action", required=True)
+    fi = isub.add_parser("fit", help="fit a model on co-location CSVs and save it")
+    fi.add_argument(
+        "--data", action="append", required=True, help="device,kind,partner,norm_throughput CSV (repeatable)"
+    )
+    fi.add_argument("--method", choices=("ncf", "svd", "mean"), default="ncf", help="model (default: ncf)")
+    fi.add_argument("--seed", type=int, default=0)
+    fi.add_argument("--out", required=True, help="checkpoint directory to write")
+    ev = isub.add_parser("evaluate", help="error of a saved model on a co-location CSV")
+    ev.add_argument("--model", required=True, help="checkpoint directory written by 'interference fit'")
+    ev.add_argument("--data", required=True, help="device,kind,partner,norm_throughput CSV")
+    ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     return p
 
 
@@ -165,6 +179,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_interference(args: argparse.Namespace) -> int:
+    from experiments import interference as ix
+
+    try:
+        if args.action == "fit":
+            print(json.dumps(ix.fit(args.data, args.method, args.seed, args.out)))
+            return 0
+        scores = ix.score(args.model, args.data)
+    except ix.InterferenceCliError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(scores) if args.json else ix.format_scores(scores))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlsched`` console script."""
     args = _parser().parse_args(argv)
@@ -177,6 +206,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_train(args)
         if args.command == "finetune":
             return _cmd_finetune(args)
+        if args.command == "interference":
+            return _cmd_interference(args)
         print("\n".join(list_scenarios()))
         return 0
     except ScenarioError as e:

@@ -20,7 +20,15 @@ from rlsched.scenario_io import (
 from rlsched.traces import POD_COLUMNS, POD_TIME_COLUMNS
 
 POD_HEADER = ",".join((*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_TIME_COLUMNS))
-BUILTINS = ("alibaba", "dynamic", "interference", "interference-gavel", "large", "paper")
+BUILTINS = (
+    "alibaba",
+    "dynamic",
+    "interference",
+    "interference-gavel",
+    "interference-saturated",
+    "large",
+    "paper",
+)
 DATA = find_data_dir(builtin_dir())
 
 MINIMAL = """\

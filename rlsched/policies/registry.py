@@ -23,11 +23,28 @@ SELECTORS: dict[str, Callable[[], NodeSelector]] = {
     "pats": PatsSelector,
     "mlsm": MlsmSelector,
 }
+
+
+def _iawp() -> SubtaskPlacer:
+    # Imported on use: the interference models bring in torch, which baseline runs do without.
+    from rlsched.policies.iawp import IawpPlacer
+
+    return IawpPlacer()
+
+
+def _iawp_cosine() -> SubtaskPlacer:
+    from rlsched.policies.iawp_cosine import IawpCosinePlacer
+
+    return IawpCosinePlacer()
+
+
 PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
     "first-free": FirstFreePlacer,
     "least-loaded": LeastLoadedPlacer,
     "mlsm": MlsmPlacer,
     "speedup": SpeedupPlacer,
+    "iawp": _iawp,
+    "iawp-cosine": _iawp_cosine,
 }
 #: The placer a bare selector name gets.
 DEFAULT_PLACER = "speedup"

@@ -1,0 +1,102 @@
+"""The simulator's profiling instrument: co-runs pairs of kinds on each GPU model and times them.
+
+It is to the simulator what a co-location micro-benchmark is to a real cluster: it returns
+measurements (with noise, for a random subset of pairs), never the ground-truth parameters that
+produced them. Placers calibrate from it through :class:`rlsched.profiling.ProfilingInstrument`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from envs.kind_profiler import profile_kinds
+from rlsched.hardware import GpuModel
+from rlsched.profiles import ProfileSamples
+from rlsched.tasks import Device, KindSpec
+
+if TYPE_CHECKING:
+    from envs.simulator import Simulator
+    from rlsched.interference import ColocationData
+
+#: Relative noise (log-normal sigma) of one co-location measurement.
+MEASUREMENT_NOISE = 0.02
+
+
+class SimulatedProfiler:
+    """Measures the kinds of a simulator's tasks on its cluster's GPU models.
+
+    :param sim: the simulator (its ground truth plays the hardware being measured).
+    :param noise: relative noise of each measurement.
+    """
+
+    def __init__(self, sim: Simulator, noise: float = MEASUREMENT_NOISE) -> None:
+        self.truth = sim.truth
+        self.noise = noise
+        models: dict[str, GpuModel] = {}
+        for node in sim.nodes:
+            for g in node.gpus:
+                if g is not None:
+                    models.setdefault(g.name, g)
+        self._models = dict(sorted(models.items()))
+        kinds: dict[str, KindSpec] = {}
+        for t in sim.tasks:
+            for s in t.graph.subtasks:
+                if s.kind.device is not Device.CPU:
+                    kinds.setdefault(s.kind.name, s.kind)
+        self._kinds = [kinds[k] for k in sorted(kinds)]
+        spec = sim.scenario.interference
+        self._key = (
+            tuple(self._models),
+            tuple(k.name for k in self._kinds),
+            spec.model,
+            str(spec.colocation_csv),
+            str(spec.solo_csv),
+            noise,
+        )
+
+    def key(self) -> Hashable:
+        return self._key
+
+    def devices(self) -> list[str]:
+        return list(self._models)
+
+    def kinds(self) -> list[KindSpec]:
+        return list(self._kinds)
+
+    def measure(self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
+        """Normalised throughput of ``kind`` while ``partner`` runs on the same GPU (0 = cannot share)."""
+        model = self._models[device]
+        pairs = self.truth.pairs
+        if pairs is not None and pairs.get((self.truth.csv_device(model), kind.name, partner.name)) == 0:
+            return 0.0  # the pair does not fit on the device together
+        f = self.truth.factors([kind, partner], [1.0, 1.0], model)[0]
+        return float(f * np.exp(rng.normal(0.0, self.noise)))
+
+    def colocation(self, fraction: float, seed: int) -> ColocationData:
+        from rlsched.interference import ColocationData  # brings in torch; only IAWP needs it
+
+        if not 0.0 < fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0C0]))
+        dev: list[str] = []
+        kind: list[str] = []
+        partner: list[str] = []
+        y: list[float] = []
+        for d in self._models:
+            for k in self._kinds:
+                chosen = [p for p in self._kinds if rng.random() < fraction]
+                if not chosen:  # every (device, kind) gets at least one measured partner
+                    chosen = [self._kinds[int(rng.integers(len(self._kinds)))]]
+                for p in chosen:
+                    dev.append(d)
+                    kind.append(k.name)
+                    partner.append(p.name)
+                    y.append(self.measure(d, k, p, rng))
+        return ColocationData(dev, kind, partner, np.array(y, dtype=np.float64))
+
+    def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
+        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9F0F]))
+        return profile_kinds(self._kinds, metrics_per_kind=metrics_per_kind, rng=rng)

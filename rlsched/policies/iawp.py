@@ -1,0 +1,262 @@
+"""Stage 2, IAWP: interference-aware placement of ready subtasks on GPU streams and CPU cores.
+
+``iawp`` places each ready subtask where it is predicted to finish soonest: its predicted solo time
+on the unit, stretched by the interference a learned model (NCF, :mod:`rlsched.interference`)
+predicts with the subtasks already running there, plus the slowdown it would inflict on them.
+The model is fitted from the cluster's profiler before the run (sparse pairs, never the
+simulator's parameters) and keeps learning online from subtasks the executor sees finish.
+
+Co-runners compose additively in slowdown: with normalised throughputs ``n_p`` against each
+partner ``p``, a subtask runs at ``1 / (1 + sum_p (1/n_p - 1))`` of its solo speed — exact for one
+partner, and the usual first-order model for several.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Hashable
+
+import numpy as np
+
+from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.interference import ColocationData, InterferencePredictor, fit_interference
+from rlsched.policies.base import CPU
+from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
+from rlsched.profiling import ProfilingInstrument
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
+
+#: Share of (device, kind, partner) triples the profiler co-runs before a run (sparse profiling).
+PROFILE_FRACTION = 0.5
+#: Slowdown (1/n - 1) assumed for a pair predicted unable to share a GPU: time-slicing at best.
+NO_SHARE_SLOWDOWN = 4.0
+#: Normalised throughputs below this are read as "cannot share".
+NO_SHARE_BELOW = 0.05
+#: Least predicted growth of a GPU's total progress rate (in solo-subtask units) for which a
+#: subtask joins its co-runners rather than wait. Chosen on seeds 0-1 of the saturated
+#: ``interference-saturated`` scenario (0.2-0.4 all beat never waiting there; 0 never waits).
+MIN_GAIN = 0.3
+#: Online samples gathered before one SGD update of the model.
+ONLINE_BATCH = 64
+#: EMA weight of one solo-speed observation.
+SOLO_EMA = 0.2
+
+# Fitted models by (instrument key, method, fraction, seed): profiling a cluster is a one-off
+# calibration, so runs over many seeds of one scenario share it (each run gets its own copy).
+_CALIBRATED: dict[Hashable, InterferencePredictor] = {}
+
+
+def slowdown(norm: float) -> float:
+    """Extra time per unit of solo time that a partner of normalised throughput ``norm`` causes."""
+    return NO_SHARE_SLOWDOWN if norm < NO_SHARE_BELOW else max(1.0 / norm - 1.0, 0.0)
+
+
+class IawpPlacer(MlsmPlacer):
+    """Interference-aware placement by predicted finish time.
+
+    :param predictor: a fitted model to use as is; ``None`` fits one from the profiler.
+    :param method: model family fitted from the profiler (``ncf``, ``svd`` or ``mean``).
+    :param profile_fraction: share of pairs the profiler measures.
+    :param online: keep learning from observed co-runs during the run.
+    :param harm_weight: weight of the slowdown a placement inflicts on co-runners (in units of the
+        subtask's own solo time); 0 = the subtask's own finish time only.
+    :param min_gain: wait for another GPU rather than join co-runners when the GPU's predicted
+        total progress rate would grow by less than this (in solo-subtask units); 0 = never wait.
+    """
+
+    name = "iawp"
+
+    def __init__(
+        self,
+        predictor: InterferencePredictor | None = None,
+        method: str = "ncf",
+        profile_fraction: float = PROFILE_FRACTION,
+        online: bool = True,
+        harm_weight: float = 1.0,
+        min_gain: float = MIN_GAIN,
+    ) -> None:
+        self._given = predictor
+        self.predictor = predictor
+        self.method = method
+        self.profile_fraction = profile_fraction
+        self.online = online
+        self.harm_weight = harm_weight
+        self.min_gain = min_gain
+        self._held: dict[int, tuple[int, int]] = {}  # node -> (task id, subtask index) held back
+        self._slow: dict[tuple[str, str], dict[str, float]] = {}
+        self._solo: dict[tuple[str, str], float] = {}
+        self._batch: list[tuple[str, str, str, float]] = []
+        self.updates = 0
+
+    # ---- calibration and learning ------------------------------------------------------------
+    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None:
+        """Fit (or reuse) the interference model from the cluster's profiler.
+
+        :param instrument: measures kind pairs on the cluster's GPU models.
+        :param seed: profiling and fitting seed (a calibration, not a per-run draw).
+        """
+        if self._given is None:
+            key = (instrument.key(), self.method, self.profile_fraction, seed)
+            fitted = _CALIBRATED.get(key)
+            if fitted is None:
+                data = instrument.colocation(self.profile_fraction, seed)
+                fitted = _CALIBRATED[key] = fit_interference(data, self.method, seed)
+            self.predictor = copy.deepcopy(fitted) if self.online else fitted
+        self._fill([k.name for k in instrument.kinds()], instrument.devices())
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Forget run-time observations; keep the calibrated model."""
+        self._solo.clear()
+        self._held.clear()
+        self._batch.clear()
+
+    def observe(self, device: str, kind: str, partners: tuple[str, ...], speed: float) -> None:
+        """Learn from a finished GPU subtask: solo runs set the reference speed, runs with one
+        partner give a normalised-throughput sample for the model."""
+        key = (device, kind)
+        if not partners:
+            old = self._solo.get(key)
+            self._solo[key] = speed if old is None else old + SOLO_EMA * (speed - old)
+            return
+        solo = self._solo.get(key)
+        if not self.online or len(partners) != 1 or solo is None or self.predictor is None:
+            return
+        self._batch.append((device, kind, partners[0], min(speed / solo, 1.5)))
+        if len(self._batch) >= ONLINE_BATCH:
+            self._learn()
+
+    def _learn(self) -> None:
+        assert self.predictor is not None
+        d, k, p, y = zip(*self._batch, strict=True)
+        self._batch.clear()
+        self.predictor.update(ColocationData(list(d), list(k), list(p), np.array(y, dtype=np.float64)))
+        self.updates += 1
+        kinds = sorted({kk for _, kk in self._slow} | set(k) | set(p))
+        self._fill(kinds, sorted({dd for dd, _ in self._slow} | set(d)))
+
+    def _fill(self, kinds: list[str], devices: list[str]) -> None:
+        """Predict every (device, kind, partner) triple of these kinds and devices into the table."""
+        if self.predictor is None or not kinds or not devices:
+            return
+        dev, kind, part = [], [], []
+        for d in devices:
+            for k in kinds:
+                for p in kinds:
+                    dev.append(d)
+                    kind.append(k)
+                    part.append(p)
+        bad = set(self.predictor.unknown(ColocationData(dev, kind, part, np.zeros(len(dev)))))
+        if bad:
+            keep = [i for i in range(len(dev)) if not bad & {dev[i], kind[i], part[i]}]
+            dev, kind, part = [dev[i] for i in keep], [kind[i] for i in keep], [part[i] for i in keep]
+        if not dev:
+            return
+        norms = self.predictor.predict(dev, kind, part)
+        for d, k, p, n in zip(dev, kind, part, norms.tolist(), strict=True):
+            self._slow.setdefault((d, k), {})[p] = slowdown(n)
+
+    # ---- placement ---------------------------------------------------------------------------
+    def _pair_slowdown(self, device: str, kind: str, partner: str) -> float:
+        row = self._slow.get((device, kind))
+        s = None if row is None else row.get(partner)
+        if s is None:
+            self._fill(sorted({kind, partner}), [device])
+            row = self._slow.setdefault((device, kind), {})
+            # Unpredictable (a kind the model cannot place): assume a typical co-runner.
+            s = row.setdefault(partner, 0.25)
+        return s
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        dev = sub.kind.device
+        if dev is Device.CPU:
+            return CPU if core_free(node, view) else None
+        gpus = fitting_gpus(task, sub, node, view)
+        cpu_ok = dev is Device.BOTH and core_free(node, view)
+        if gpus:
+            g, t_gpu = self._best_gpu(sub, node, gpus, view)
+            if cpu_ok and self._cpu_seconds(sub, node, view) < t_gpu:
+                return self._release(node, task, sub)
+            return g if self.min_gain <= 0 else self._admit(task, sub, node, g, view)
+        if not cpu_ok:
+            return None
+        # Every stream is taken. Predict the time on the best GPU as if the subtask joined its
+        # present co-runners once a stream frees, plus the wait behind the older ready subtasks
+        # queued for the node's streams; take the core only if it still finishes sooner.
+        able = [int(g) for g in np.flatnonzero(ever_fits(task, sub, node, view))]
+        if not able:
+            return self._release(node, task, sub)
+        _, t_gpu = self._best_gpu(sub, node, able, view)
+        f = view.fast
+        wait = t_gpu * float(view.ready_waiting[node]) / max(f.node_streams[node], 1)
+        return self._release(node, task, sub) if self._cpu_seconds(sub, node, view) < t_gpu + wait else None
+
+    def _release(self, node: int, task: Task, sub: Subtask) -> int:
+        """A core for the subtask; if it was the one held back on the node, the line moves on."""
+        if self._held.get(node) == (task.id, sub.index):
+            del self._held[node]
+        return CPU
+
+    def _admit(self, task: Task, sub: Subtask, node: int, g: int, view: ClusterView) -> int | None:
+        """``g``, or ``None`` to hold the subtask back while joining would add too little.
+
+        A held subtask keeps its place in line: younger GPU subtasks of the node wait behind it
+        (without that, kinds that interfere badly would starve behind kinds that pass), until it
+        is admitted or the node's GPUs run nothing.
+        """
+        me = (task.id, sub.index)
+        held = self._held.get(node)
+        if held is not None and view.fast.node_gpu_running[node] == 0:
+            del self._held[node]  # nothing runs: nothing to protect, and nothing would wake it
+            held = None
+        if held is not None and held != me:
+            return None
+        if self._gain(sub.kind.name, node, g, view) < self.min_gain and view.fast.node_gpu_running[node] > 0:
+            self._held[node] = me
+            return None
+        self._held.pop(node, None)
+        return g
+
+    def _gain(self, kind: str, node: int, g: int, view: ClusterView) -> float:
+        """Predicted change of the GPU's total progress rate (in solo-subtask units) if ``kind``
+        joins the subtasks running on it."""
+        running = view.gpu_kinds[node][g]
+        if not running:
+            return 1.0
+        device = view.model_names[view.fast.gpu_model[node][g]]
+        ps = self._pair_slowdown
+        before = after = 0.0
+        own = 0.0
+        for i, a in enumerate(running):
+            s_a = sum(ps(device, a, b) for j, b in enumerate(running) if j != i)
+            before += 1.0 / (1.0 + s_a)
+            after += 1.0 / (1.0 + s_a + ps(device, a, kind))
+            own += ps(device, kind, a)
+        return after + 1.0 / (1.0 + own) - before
+
+    @staticmethod
+    def _cpu_seconds(sub: Subtask, node: int, view: ClusterView) -> float:
+        f = view.fast
+        return subtask_cpu_seconds(sub, f.cpu_gflops[node]) / max(f.speed_cpu[node], 1e-3)
+
+    def _best_gpu(self, sub: Subtask, node: int, gpus: list[int], view: ClusterView) -> tuple[int, float]:
+        """The GPU with the smallest predicted cost, and the subtask's predicted time there."""
+        f = view.fast
+        names, models = view.model_names, f.gpu_model[node]
+        kind = sub.kind.name
+        best, best_cost, best_t = gpus[0], float("inf"), float("inf")
+        for g in gpus:
+            device = names[models[g]]
+            solo = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g]) / max(
+                self._solo.get((device, kind), 1.0), 1e-3
+            )
+            own = harm = 0.0
+            running = view.gpu_kinds[node][g]
+            for p in running:
+                own += self._pair_slowdown(device, kind, p)
+                if self.harm_weight:
+                    harm += self._pair_slowdown(device, p, kind)
+            t = solo * (1.0 + own)
+            cost = t + self.harm_weight * solo * harm
+            if cost < best_cost:
+                best, best_cost, best_t = g, cost, t
+        return best, best_t

@@ -1,0 +1,95 @@
+"""Stage 2, ``iawp-cosine``: the TPDS 2021 paper's own IAWP rule, for comparison with ``iawp``.
+
+Each kind is profiled on two random resource metrics and its profile completed by NCF
+(:func:`rlsched.profiles.complete_profiles`). A ready subtask goes to the GPU whose running
+subtasks are least similar to it — priority ``1 / mean cosine similarity`` of resource vectors
+(similar kinds fight for the same SMs, caches and bandwidth) — and a subtask that may run on a CPU
+takes a free core when its predicted GPU/CPU speedup is low: below what its share of the GPU would
+be worth (the GPU time-slices between the subtasks on it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+
+import numpy as np
+
+from rlsched.policies.base import CPU
+from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
+from rlsched.profiles import METRICS, complete_profiles, cosine_similarity
+from rlsched.profiling import ProfilingInstrument
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
+
+#: Resource metrics the profiler measures per kind (the paper's two).
+METRICS_PER_KIND = 2
+
+_CALIBRATED: dict[Hashable, tuple[dict[str, int], np.ndarray, np.ndarray]] = {}
+
+
+class IawpCosinePlacer(MlsmPlacer):
+    """The paper's IAWP: least-similar co-runners on GPUs, lowest predicted speedups on cores.
+
+    :param method: profile completion method (``ncf``, ``svd`` or ``mean``).
+    """
+
+    name = "iawp-cosine"
+
+    def __init__(self, method: str = "ncf") -> None:
+        self.method = method
+        self._index: dict[str, int] = {}
+        self._sim = np.zeros((0, 0))
+        self._speedup = np.zeros(0)
+
+    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None:
+        """Profile two metrics per kind and complete the profiles.
+
+        :param instrument: the cluster's profiler.
+        :param seed: which metrics are profiled, and the completion's initialisation.
+        """
+        key = (instrument.key(), self.method, seed)
+        hit = _CALIBRATED.get(key)
+        if hit is None:
+            kinds = instrument.kinds()
+            samples = instrument.kind_profiles(METRICS_PER_KIND, seed)
+            prof = complete_profiles(samples, kinds, self.method, seed)  # type: ignore[arg-type]
+            index = {k.name: i for i, k in enumerate(kinds)}
+            hit = _CALIBRATED[key] = (index, cosine_similarity(prof), prof[:, METRICS.index("speedup")])
+        self._index, self._sim, self._speedup = hit
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        dev = sub.kind.device
+        cpu_ok = dev is not Device.GPU and core_free(node, view)
+        if dev is Device.CPU:
+            return CPU if cpu_ok else None
+        gpus = fitting_gpus(task, sub, node, view)
+        k = self._index.get(sub.kind.name)
+        speedup = float(self._speedup[k]) if k is not None else float("inf")
+        if not gpus:
+            if cpu_ok and not ever_fits(task, sub, node, view).any():
+                return CPU  # no GPU of the node could ever hold it
+            # Every stream taken: a stream slot is worth about 1/streams of a GPU.
+            f = view.fast
+            per_gpu = f.node_streams[node] / max(int(view.n_gpus[node]), 1)
+            return CPU if cpu_ok and speedup < per_gpu else None
+        g, sharing = self._least_similar(k, node, gpus, view)
+        return CPU if cpu_ok and speedup < 1 + sharing else g
+
+    def _least_similar(self, k: int | None, node: int, gpus: list[int], view: ClusterView) -> tuple[int, int]:
+        """The fitting GPU of highest priority (1 / mean similarity), and how many run there."""
+        f = view.fast
+        run, streams = f.gpu_running[node], f.gpu_streams[node]
+        tf, sp = f.gpu_tflops[node], f.speed_gpu[node]
+        best, best_key = gpus[0], (-np.inf, -np.inf)
+        for g in gpus:
+            running = view.gpu_kinds[node][g]
+            idx = [self._index[p] for p in running if p in self._index]
+            if k is None or not idx:
+                priority = np.inf if not running else 1.0
+            else:
+                mean = float(self._sim[k, idx].mean())
+                priority = 1.0 / mean if mean > 1e-9 else np.inf
+            key = (priority, (streams[g] - run[g]) * tf[g] * sp[g])  # MLSM's spare power breaks ties
+            if key > best_key:
+                best, best_key = g, key
+        return best, len(view.gpu_kinds[node][best])

@@ -1,0 +1,157 @@
+"""IAWP: the simulator's profiling instrument, the ``iawp`` and ``iawp-cosine`` placers, two-stage runs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import envs  # noqa: F401
+from envs.colocation_profiler import SimulatedProfiler
+from envs.simulator import Simulator
+from rlsched.interference import ColocationData, fit_interference
+from rlsched.policies.base import CPU, TwoStageScheduler
+from rlsched.policies.iawp import ONLINE_BATCH, IawpPlacer
+from rlsched.policies.iawp_cosine import IawpCosinePlacer
+from rlsched.policies.registry import SELECTORS, parse_scheduler
+from rlsched.profiles import METRICS
+from rlsched.profiling import ObservingPlacer, ProfilingInstrument
+from rlsched.taskgen import generate_tasks
+from rlsched.tasks import Subtask, Task
+from rlsched.view import ClusterView
+from tests.conftest import node, small_scenario
+
+
+def _sim(**kw: object) -> Simulator:
+    sc = small_scenario(
+        nodes=(node("a", cores=4, gpus=("V100M16", "V100M16"), streams=4), node("b", gpus=("P100",))),
+        apps={"matmul": 1.0, "fft": 1.0, "kmeans": 1.0},
+        **kw,  # type: ignore[arg-type]
+    )
+    return Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer)
+
+
+def test_profiler_measures_a_fraction_of_pairs_close_to_the_co_run_truth() -> None:
+    sim = _sim(tasks=30)
+    prof = SimulatedProfiler(sim)
+    assert isinstance(prof, ProfilingInstrument)
+    assert prof.devices() == ["P100", "V100M16"]
+    kinds = [k.name for k in prof.kinds()]
+    assert "matmul" in kinds and "load" not in kinds  # CPU-only kinds never share a GPU
+    data = prof.colocation(0.5, seed=3)
+    n_all = len(prof.devices()) * len(kinds) ** 2
+    assert 0.3 * n_all < len(data.y) < 0.7 * n_all
+    seen = {(d, k) for d, k in zip(data.device, data.kind, strict=True)}
+    assert seen == {(d, k) for d in prof.devices() for k in kinds}
+    by_name = {k.name: k for k in prof.kinds()}
+    models = {g.name: g for n in sim.nodes for g in n.gpus}
+    for d, k, p, y in zip(data.device, data.kind, data.partner, data.y, strict=True):
+        truth = sim.truth.factors([by_name[k], by_name[p]], [1.0, 1.0], models[d])[0]
+        assert abs(np.log(y / truth)) < 0.1  # 2% noise, five sigma
+    again = prof.colocation(0.5, seed=3)
+    assert again.kind == data.kind and np.array_equal(again.y, data.y)
+
+
+def test_profiler_kind_profiles_two_metrics_each() -> None:
+    prof = SimulatedProfiler(_sim(tasks=10))
+    s = prof.kind_profiles(2, seed=0)
+    counts: dict[str, int] = {}
+    for k in s.kinds:
+        counts[k] = counts.get(k, 0) + 1
+    assert set(counts) == {k.name for k in prof.kinds()} and set(counts.values()) == {2}
+    assert set(s.metric) <= set(METRICS)
+
+
+def _view_two_gpus(running: tuple[list[str], list[str]] = ([], []), busy_cores: int = 0) -> ClusterView:
+    """One node of two V100s (4 streams each) and 2 cores, with these kinds running per GPU."""
+    sc = small_scenario(nodes=(node("a", cores=2, gpus=("V100M16", "V100M16"), streams=4),))
+    v = ClusterView.from_spec(sc.cluster)
+    for g, kinds in enumerate(running):
+        for k in kinds:
+            v.gpu_started(0, g, 100.0, k)
+    for _ in range(busy_cores):
+        v.cpu_started(0)
+    return v
+
+
+def _ready(kind: str, app: str) -> tuple[Task, Subtask]:
+    """A task of ``app`` and its first subtask of ``kind``."""
+    task = generate_tasks(small_scenario(apps={app: 1.0}, tasks=1), 0)[0]
+    return task, next(s for s in task.graph.subtasks if s.kind.name == kind)
+
+
+def _pair_data(bad: str, good: str, kinds: list[str]) -> ColocationData:
+    """matmul suffers with ``bad`` (0.3) and barely with ``good`` (0.95); other pairs 0.7."""
+    d, k, p, y = [], [], [], []
+    for _ in range(4):  # repeated rows: the model sees the pattern clearly
+        for a in kinds:
+            for b in kinds:
+                v = 0.7
+                if {a, b} == {"matmul", bad}:
+                    v = 0.3
+                elif {a, b} == {"matmul", good}:
+                    v = 0.95
+                d.append("V100M16")
+                k.append(a)
+                p.append(b)
+                y.append(v)
+    return ColocationData(d, k, p, np.array(y))
+
+
+@pytest.fixture(scope="module")
+def fitted() -> IawpPlacer:
+    kinds = ["matmul", "fft", "kmeans_assign"]
+    pred = fit_interference(_pair_data("fft", "kmeans_assign", kinds), "ncf", seed=0)
+    placer = IawpPlacer(predictor=pred, online=False)
+    placer._fill(kinds, ["V100M16"])
+    return placer
+
+
+def test_iawp_avoids_the_gpu_whose_co_runner_interferes(fitted: IawpPlacer) -> None:
+    task, sub = _ready("matmul", "matmul")
+    # No free core, so the choice is between the GPUs.
+    assert fitted.place(task, sub, 0, _view_two_gpus((["fft"], ["kmeans_assign"]), busy_cores=2)) == 1
+    # Swap the co-runners: the choice follows the predicted interference, not the index.
+    assert fitted.place(task, sub, 0, _view_two_gpus((["kmeans_assign"], ["fft"]), busy_cores=2)) == 0
+
+
+def test_iawp_learns_online_from_observed_co_runs() -> None:
+    kinds = ["matmul", "fft"]
+    data = _pair_data("kmeans_assign", "fft", kinds)  # fft with matmul profiled at 0.95
+    placer = IawpPlacer(predictor=fit_interference(data, "ncf", seed=0), online=True)
+    assert isinstance(placer, ObservingPlacer)
+    placer._fill(kinds, ["V100M16"])
+    before = placer._slow[("V100M16", "fft")]["matmul"]
+    placer.observe("V100M16", "fft", (), 1.0)  # solo reference
+    for _ in range(ONLINE_BATCH * 3):
+        placer.observe("V100M16", "fft", ("matmul",), 0.3)  # measured: far slower than predicted
+    assert placer.updates == 3
+    after = placer._slow[("V100M16", "fft")]["matmul"]
+    assert after > before + 0.3  # the predicted slowdown (1/n - 1) moved toward 1/0.3 - 1
+
+
+def test_iawp_cosine_prefers_dissimilar_co_runners() -> None:
+    placer = IawpCosinePlacer()
+    placer._index = {"matmul": 0, "fft": 1, "kmeans_assign": 2}
+    placer._sim = np.array([[1.0, 0.2, 0.9], [0.2, 1.0, 0.3], [0.9, 0.3, 1.0]])
+    placer._speedup = np.array([50.0, 3.0, 40.0])
+    task, sub = _ready("matmul", "matmul")
+    assert placer.place(task, sub, 0, _view_two_gpus((["kmeans_assign"], ["fft"]))) == 1  # fft: least like it
+    # A kind with a low predicted speedup takes a free core when its GPU share is worth less.
+    t_fft, fft = _ready("fft", "fft")
+    v = _view_two_gpus((["kmeans_assign", "fft", "fft"], ["fft", "fft", "fft"]))
+    assert placer.place(t_fft, fft, 0, v) == CPU
+
+
+@pytest.mark.parametrize("placer", ["iawp", "iawp-cosine"])
+def test_two_stage_runs_complete_every_task(placer: str) -> None:
+    sc = small_scenario(
+        nodes=(node("a", cores=4, gpus=("V100M16", "V100M16"), streams=4), node("b", gpus=("P100",))),
+        apps={"matmul": 1.0, "fft": 1.0, "kmeans": 1.0},
+        tasks=60,
+        rate_per_min=600.0,
+    )
+    sched = TwoStageScheduler(SELECTORS["mct"](), parse_scheduler(f"mct+{placer}").placer)
+    m = Simulator(sc, generate_tasks(sc, 0), sched.placer, seed=0).run(sched)
+    assert m.tasks_completed == 60 and m.tasks_lost == 0
+    if placer == "iawp":
+        assert sched.placer.predictor is not None  # type: ignore[attr-defined]
