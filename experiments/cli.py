@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--schedulers",
         default=None,
-        help="comma-separated specs (default: the baselines, and ldwp+speedup when a model ships)",
+        help="comma-separated specs (default: the baselines, and ldwp+speedup, ldwp+iawp when a model ships)",
     )
 
     f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
 def _demo_schedulers() -> list[str]:
     from rlsched.policies.ldwp import PRETRAINED
 
-    extra = ["ldwp+speedup"] if (PRETRAINED / "meta.json").is_file() else []
+    extra = ["ldwp+speedup", "ldwp+iawp"] if (PRETRAINED / "meta.json").is_file() else []
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 

@@ -37,7 +37,7 @@ NO_SHARE_BELOW = 0.05
 #: ``interference-saturated`` scenario (0.2-0.4 all beat never waiting there; 0 never waits).
 MIN_GAIN = 0.3
 #: Online samples gathered before one SGD update of the model.
-ONLINE_BATCH = 64
+ONLINE_BATCH = 256
 #: EMA weight of one solo-speed observation.
 SOLO_EMA = 0.2
 
@@ -111,17 +111,22 @@ class IawpPlacer(MlsmPlacer):
         self._batch.clear()
 
     def observe(self, device: str, kind: str, partners: tuple[str, ...], speed: float) -> None:
-        """Learn from a finished GPU subtask: solo runs set the reference speed, runs with one
-        partner give a normalised-throughput sample for the model."""
+        """Learn from a finished GPU subtask: solo runs set the reference speed; a run with
+        partners measured its total slowdown, which is shared out over the partners in proportion
+        to their predicted slowdowns (exact for one partner) as samples for the model."""
         key = (device, kind)
         if not partners:
             old = self._solo.get(key)
             self._solo[key] = speed if old is None else old + SOLO_EMA * (speed - old)
             return
         solo = self._solo.get(key)
-        if not self.online or len(partners) != 1 or solo is None or self.predictor is None:
+        if not self.online or solo is None or self.predictor is None:
             return
-        self._batch.append((device, kind, partners[0], min(speed / solo, 1.5)))
+        measured = max(solo / max(speed, 1e-9) - 1.0, 0.0)
+        pred = [self._pair_slowdown(device, kind, p) for p in partners]
+        scale = measured / max(sum(pred), 1e-6)
+        for p, s in zip(partners, pred, strict=True):
+            self._batch.append((device, kind, p, 1.0 / (1.0 + s * scale)))
         if len(self._batch) >= ONLINE_BATCH:
             self._learn()
 
