@@ -145,19 +145,23 @@ class NeuMF(nn.Module):
             self._table("b_dev_partner", ("d", "k"), torch.zeros(d, k, 2))
             self._table("w_dev_kind", ("d",), torch.zeros(d, kind_dim, 2))
             self._table("w_dev_partner", ("d",), torch.zeros(d, kind_dim, 2))
-        # Side features map into both towers; no bias, so a zero feature vector adds nothing.
-        self.side_kind = nn.Linear(kind_dim, 2 * dim + 2 * mlp_dim, bias=False) if kind_dim else None
-        self.side_device = nn.Linear(device_dim, dim + mlp_dim, bias=False) if device_dim else None
-        self.wide_kind = nn.Linear(kind_dim, 4, bias=False) if kind_dim and wide else None
-        layers: list[nn.Module] = []
-        width = 3 * mlp_dim
-        for h in hidden:
-            layers += [nn.Linear(width, h), nn.ReLU()]
-            if dropout:
-                layers.append(nn.Dropout(dropout))
-            width = h
-        self.mlp = nn.Sequential(*layers)
-        self.out = nn.Linear(dim + width, 2)
+        # nn.Linear initialises from the global generator: seed it here (and leave the caller's
+        # state alone) so a fit is reproducible.
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            # Side features map into both towers; no bias, so a zero feature vector adds nothing.
+            self.side_kind = nn.Linear(kind_dim, 2 * dim + 2 * mlp_dim, bias=False) if kind_dim else None
+            self.side_device = nn.Linear(device_dim, dim + mlp_dim, bias=False) if device_dim else None
+            self.wide_kind = nn.Linear(kind_dim, 4, bias=False) if kind_dim and wide else None
+            layers: list[nn.Module] = []
+            width = 3 * mlp_dim
+            for h in hidden:
+                layers += [nn.Linear(width, h), nn.ReLU()]
+                if dropout:
+                    layers.append(nn.Dropout(dropout))
+                width = h
+            self.mlp = nn.Sequential(*layers)
+            self.out = nn.Linear(dim + width, 2)
         with torch.no_grad():
             # Start near "shares, at a typical throughput" rather than at a coin flip.
             self.out.bias.copy_(torch.tensor([2.0, 0.6]))

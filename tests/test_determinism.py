@@ -89,7 +89,9 @@ def _run(path: Path, scheduler: str, hash_seed: str) -> dict:
     return d
 
 
-@pytest.mark.parametrize("scheduler", ["mct", "oracle+speedup", "random+first-free"])
+@pytest.mark.parametrize(
+    "scheduler", ["mct", "oracle+speedup", "random+first-free", "mct+iawp", "mct+iawp-cosine"]
+)
 def test_same_result_under_different_hash_seeds(tmp_path: Path, scheduler: str) -> None:
     (tmp_path / "colo.csv").write_text(COLOCATION)
     (tmp_path / "solo.csv").write_text(SOLO)
