@@ -54,7 +54,8 @@ def slowdown(norm: float) -> float:
 class IawpPlacer(MlsmPlacer):
     """Interference-aware placement by predicted finish time.
 
-    :param predictor: a fitted model to use as is; ``None`` fits one from the profiler.
+    :param predictor: a fitted model to use (updated in place when ``online``); ``None`` fits one
+        from the profiler (a copy of a cached calibration per run).
     :param method: model family fitted from the profiler (``ncf``, ``svd`` or ``mean``).
     :param profile_fraction: share of pairs the profiler measures.
     :param online: keep learning from observed co-runs during the run.
