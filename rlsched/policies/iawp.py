@@ -18,10 +18,10 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.estimates import subtask_gpu_seconds
 from rlsched.interference import ColocationData, InterferencePredictor, fit_interference
 from rlsched.policies.base import CPU
-from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
+from rlsched.policies.placers import MlsmPlacer, core_free, cpu_seconds, ever_fits, fitting_gpus
 from rlsched.profiling import ProfilingInstrument
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
@@ -180,7 +180,7 @@ class IawpPlacer(MlsmPlacer):
         cpu_ok = dev is Device.BOTH and core_free(node, view)
         if gpus:
             g, t_gpu = self._best_gpu(sub, node, gpus, view)
-            if cpu_ok and self._cpu_seconds(sub, node, view) < t_gpu:
+            if cpu_ok and cpu_seconds(sub, node, view) < t_gpu:
                 return self._release(node, task, sub)
             return g if self.min_gain <= 0 else self._admit(task, sub, node, g, view)
         if not cpu_ok:
@@ -194,7 +194,7 @@ class IawpPlacer(MlsmPlacer):
         _, t_gpu = self._best_gpu(sub, node, able, view)
         f = view.fast
         wait = t_gpu * float(view.ready_waiting[node]) / max(f.node_streams[node], 1)
-        return self._release(node, task, sub) if self._cpu_seconds(sub, node, view) < t_gpu + wait else None
+        return self._release(node, task, sub) if cpu_seconds(sub, node, view) < t_gpu + wait else None
 
     def _release(self, node: int, task: Task, sub: Subtask) -> int:
         """A core for the subtask; if it was the one held back on the node, the line moves on."""
@@ -238,11 +238,6 @@ class IawpPlacer(MlsmPlacer):
             after += 1.0 / (1.0 + s_a + ps(device, a, kind))
             own += ps(device, kind, a)
         return after + 1.0 / (1.0 + own) - before
-
-    @staticmethod
-    def _cpu_seconds(sub: Subtask, node: int, view: ClusterView) -> float:
-        f = view.fast
-        return subtask_cpu_seconds(sub, f.cpu_gflops[node]) / max(f.speed_cpu[node], 1e-3)
 
     def _best_gpu(self, sub: Subtask, node: int, gpus: list[int], view: ClusterView) -> tuple[int, float]:
         """The GPU with the smallest predicted cost, and the subtask's predicted time there."""

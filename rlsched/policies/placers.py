@@ -39,6 +39,12 @@ def ever_fits(task: Task, sub: Subtask, node: int, view: ClusterView) -> np.ndar
     return valid
 
 
+def cpu_seconds(sub: Subtask, node: int, view: ClusterView) -> float:
+    """Predicted run time of ``sub`` on one core of ``node``: nominal over measured core speed."""
+    f = view.fast
+    return subtask_cpu_seconds(sub, f.cpu_gflops[node]) / max(f.speed_cpu[node], 1e-3)
+
+
 def core_free(node: int, view: ClusterView) -> bool:
     """Whether a CPU core of ``node`` is idle."""
     f = view.fast
@@ -137,19 +143,13 @@ class SpeedupPlacer(MlsmPlacer):
             return CPU if cpu_ok else None
         if not cpu_ok:
             return self._choose(gpus, node, view) if gpus else None
-        f = view.fast
-        t_cpu = subtask_cpu_seconds(sub, f.cpu_gflops[node]) / max(f.speed_cpu[node], 1e-3)
+        t_cpu = cpu_seconds(sub, node, view)
         if gpus:
             g = self._choose(gpus, node, view)
-            t_gpu = self._gpu_time(sub, node, g, view) * (1 + f.gpu_running[node][g])
+            t_gpu = self._gpu_time(sub, node, g, view) * (1 + view.fast.gpu_running[node][g])
             return CPU if t_cpu < t_gpu else g
         # No GPU now: expected wait is the node's queued GPU work spread over its GPUs.
-        valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
-        if task.gpu_models:
-            valid &= np.isin(
-                view.gpu_model[node],
-                [view.model_names.index(m) for m in task.gpu_models if m in view.model_names],
-            )
+        valid = ever_fits(task, sub, node, view)
         if not valid.any():
             return CPU  # no GPU of this node could ever take it
         speed = float(np.mean(view.speed_gpu[node][valid]))
