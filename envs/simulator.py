@@ -25,13 +25,13 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth
 from envs.network import Link
-from envs.utilisation import UtilAccumulator
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
 from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.scenario import Scenario
 from rlsched.tasks import Device, Subtask, Task
+from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.

@@ -88,6 +88,23 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--model", required=True, help="checkpoint directory written by 'interference fit'")
     ev.add_argument("--data", required=True, help="device,kind,partner,norm_throughput CSV")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+
+    pr = sub.add_parser(
+        "profile", help="measure kernel pairs co-running on the default live cluster's GPUs; write CSVs"
+    )
+    pr.add_argument(
+        "--backend", choices=("numpy", "cupy"), default=None, help="device backend (default: automatic)"
+    )
+    pr.add_argument(
+        "--apps",
+        default="intrusion_detection,video_synopsis",
+        help="comma-separated apps whose GPU kinds are measured (default: the two video apps)",
+    )
+    pr.add_argument(
+        "--fraction", type=float, default=1.0, help="share of (device, kind, partner) triples (default: 1)"
+    )
+    pr.add_argument("--seed", type=int, default=0, help="seed choosing the measured triples")
+    pr.add_argument("--out", required=True, help="output directory (colocation.csv, solo.csv)")
     return p
 
 
@@ -194,6 +211,33 @@ def _cmd_interference(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_profile(args: argparse.Namespace) -> int:
+    from runtime.config import default_live_cluster
+    from runtime.profiler import LiveProfiler, profile_to_csv
+
+    apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
+    t0 = time.perf_counter()
+    try:
+        if not 0.0 < args.fraction <= 1.0:
+            raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
+        with LiveProfiler(default_live_cluster(), args.backend, apps) as prof:
+            colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed)
+            out = {
+                "colocation": str(colo),
+                "solo": str(solo),
+                "backend": prof.backend.name,
+                "devices": prof.devices(),
+                "kinds": [k.name for k in prof.kinds()],
+                "rows": prof.measured_pairs,
+                "solo_rows": len(prof.solo_table()),
+            }
+    except (ValueError, RuntimeError) as e:  # bad app or fraction; a backend that cannot run here
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 2)}))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlsched`` console script."""
     args = _parser().parse_args(argv)
@@ -208,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_finetune(args)
         if args.command == "interference":
             return _cmd_interference(args)
+        if args.command == "profile":
+            return _cmd_profile(args)
         print("\n".join(list_scenarios()))
         return 0
     except ScenarioError as e:

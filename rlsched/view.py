@@ -260,6 +260,25 @@ class ClusterView:
             f.node_speed_gpu[node] += (sp[gpu] - old) / max(f.n_gpus[node], 1)
             self.node_speed_gpu[node] = f.node_speed_gpu[node]
 
+    def set_streams(self, node: int, gpu: int, streams: int) -> None:
+        """Change a GPU's usable stream count (the live runtime's stream feedback)."""
+        f = self.fast
+        delta = streams - f.gpu_streams[node][gpu]
+        f.gpu_streams[node][gpu] = streams
+        self.gpu_streams[node, gpu] = streams
+        f.node_streams[node] += delta
+        self.node_streams[node] = f.node_streams[node]
+        self.node_idle_streams[node] += delta
+
+    def set_gpu_mem_used(self, node: int, gpu: int, mem_mb: float) -> None:
+        """Set a GPU's used memory from a measurement (live memory manager or NVML)."""
+        f = self.fast
+        delta = mem_mb - f.gpu_mem_used[node][gpu]
+        f.gpu_mem_used[node][gpu] = mem_mb
+        self.gpu_mem_used_mb[node, gpu] = mem_mb
+        f.node_gpu_mem_used[node] += delta
+        self.node_gpu_mem_used_mb[node] = f.node_gpu_mem_used[node]
+
     def set_alive(self, node: int, alive: bool) -> None:
         """Mark a node as joined or left."""
         self.alive[node] = alive

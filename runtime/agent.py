@@ -1,0 +1,502 @@
+"""The node agent: runs the subtask DAGs of the tasks assigned to one node on real devices.
+
+It is the live twin of the simulator's per-node logic (``envs.simulator``): ready subtasks wait
+in priority order; whenever a unit frees up the agent offers them, oldest first, to the same
+:class:`~rlsched.policies.base.SubtaskPlacer` the simulator uses, and keeps the
+:class:`~rlsched.view.ClusterView` up to date with what it measured. A GPU subtask runs on a stream
+lane of its device: its inputs are made resident through the device's MLSM memory manager
+(repeated inputs come from the cache), the kernel runs, its outputs stay on the device for the
+subtasks that read them. A device that cannot hold a subtask's data hands the subtask back; it is
+placed again, never dropped.
+
+All scheduling state is guarded by one lock shared with the cluster (placers read the whole
+view); kernels and copies run outside it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.policies.base import CPU, SubtaskPlacer
+from rlsched.tasks import Device as Where
+from rlsched.tasks import Subtask, Task
+from rlsched.utilisation import UtilAccumulator
+from rlsched.view import ClusterView
+from runtime.backends.base import Backend, DeviceConfig, DeviceFull
+from runtime.config import LiveClusterSpec, LiveNode
+from runtime.kernels import StagePlan, TaskData, stage_plan
+from runtime.lanes import Lane
+from runtime.memory import DeviceMemory
+from runtime.streams import StreamFeedback, StreamPool
+from runtime.workload import input_id, is_shared_input
+
+#: EMA weight of one speed sample (the simulator uses the same).
+SPEED_EMA = 0.2
+#: Times a subtask may be handed back by full devices before it waits for memory to free.
+MAX_HANDBACKS = 8
+
+
+@dataclass
+class Held:
+    """An array of a task's data and where it lives (:data:`CPU` = host, else a GPU index)."""
+
+    value: Any
+    loc: int
+    nbytes: int
+
+
+@dataclass
+class TaskOutcome:
+    """What happened to one task on a node.
+
+    ``outputs`` holds every array the task computed (on the host); ``units`` the unit each
+    subtask ran on (a GPU index, :data:`CPU`, or ``CPU - 1`` if it never ran); ``error`` is
+    ``None`` on success.
+    """
+
+    task: Task
+    node: int
+    assigned_s: float
+    first_start_s: float
+    done_s: float
+    outputs: dict[str, np.ndarray]
+    error: str | None = None
+    handbacks: int = 0
+    units: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Run:
+    """A task on the node."""
+
+    task: Task
+    data: TaskData
+    plans: tuple[StagePlan, ...]
+    on_done: Callable[[TaskOutcome], None]
+    assigned_s: float
+    deps_left: list[int]
+    store: dict[str, Held] = field(default_factory=dict)
+    done: int = 0
+    first_start_s: float = math.nan
+    cached: set[tuple[int, str]] = field(default_factory=set)
+    reserved: list[tuple[int, int]] = field(default_factory=list)
+    avoid: dict[int, set[int]] = field(default_factory=dict)
+    handbacks: int = 0
+    error: str | None = None
+    units: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _Job:
+    """One subtask running on a unit."""
+
+    run: _Run
+    sub: Subtask
+    unit: int
+    lane: int
+    t_start: float
+    version: int = 0
+    partners: tuple[str, ...] = ()
+    pinned: list[str] = field(default_factory=list)
+
+
+class NodeAgent:
+    """Runs the tasks assigned to node ``node`` of the view.
+
+    :param node: the node's row in ``view``.
+    :param spec: the live cluster (for the node's devices and stream bounds).
+    :param backend: opens the node's devices.
+    :param view: the shared cluster view this agent keeps up to date.
+    :param placer: stage 2.
+    :param lock: the cluster lock guarding ``view`` and every agent's scheduling state.
+    :param clock: seconds since the run started.
+    :param observe: called with finished GPU subtasks whose co-runners never changed (online
+        interference learning), or ``None``.
+    """
+
+    def __init__(
+        self,
+        node: int,
+        spec: LiveClusterSpec,
+        backend: Backend,
+        view: ClusterView,
+        placer: SubtaskPlacer,
+        lock: threading.RLock,
+        clock: Callable[[], float],
+        observe: Callable[[str, str, tuple[str, ...], float], None] | None = None,
+    ) -> None:
+        self.node = node
+        self.nspec: LiveNode = spec.nodes[node]
+        self.view = view
+        self.placer = placer
+        self.lock = lock
+        self.clock = clock
+        self.observe = observe
+        self.devices = [
+            backend.open(DeviceConfig(g.index, g.model, g.mem_bytes, g.rel_speed, spec.device_concurrency))
+            for g in self.nspec.gpus
+        ]
+        self.memory = [
+            DeviceMemory(g.mem_bytes, f"{self.nspec.name}/gpu{i}") for i, g in enumerate(self.nspec.gpus)
+        ]
+        self.pools = [
+            StreamPool(d, self.nspec.streams_per_gpu, f"{self.nspec.name}-g{i}")
+            for i, d in enumerate(self.devices)
+        ]
+        self.copy_streams = [d.new_stream() for d in self.devices]
+        self.cores = [Lane(f"{self.nspec.name}-c{i}") for i in range(self.nspec.cpu_cores)]
+        self.free_cores = list(range(self.nspec.cpu_cores))
+        self.feedback = StreamFeedback(spec.min_streams_per_gpu, spec.max_streams_per_gpu)
+        self.waiting: list[tuple[tuple, _Run, Subtask]] = []
+        self.runs: dict[int, _Run] = {}
+        self.gpu_version = [0] * len(self.devices)
+        self.gpu_busy_s = [0.0] * len(self.devices)
+        self._gpu_mark = [0.0] * len(self.devices)
+        self.util = UtilAccumulator(view)
+        self.util.start(clock())
+        self.subtasks_done = 0
+        self.dispatch_s = 0.0
+        #: (time, streams per GPU, mean idle streams per GPU) of each feedback interval.
+        self.stream_history: list[tuple[float, list[int], list[float]]] = []
+        self.alive = True
+
+    # ---- task intake ---------------------------------------------------------------------
+    def assign(self, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
+        """Take a task (its stage-1 decision chose this node); ``on_done`` gets its outcome."""
+        with self.lock:
+            v, n = self.view, self.node
+            run = _Run(
+                task,
+                data,
+                stage_plan(task.app),
+                on_done,
+                self.clock(),
+                [len(s.parents) for s in task.graph.subtasks],
+                units=[CPU - 1] * len(task.graph),
+            )
+            self.runs[task.id] = run
+            v.tasks_on_node[n] += 1
+            v.backlog_gpu_s[n] += sum(self._gpu_nominal(s) for s in task.graph.subtasks)
+            v.backlog_cpu_s[n] += sum(self._cpu_nominal(s) for s in task.graph.subtasks)
+            for s in task.graph.subtasks:
+                if not s.parents:
+                    self._ready(run, s)
+            self._drain()
+
+    def _gpu_nominal(self, s: Subtask) -> float:
+        if s.kind.device is Where.CPU or not self.devices:
+            return 0.0
+        return subtask_gpu_seconds(
+            s, self.view.node_tflops_mean[self.node], self.view.node_bw_mean[self.node]
+        )
+
+    def _cpu_nominal(self, s: Subtask) -> float:
+        return (
+            subtask_cpu_seconds(s, self.view.fast.cpu_gflops[self.node])
+            if s.kind.device is Where.CPU
+            else 0.0
+        )
+
+    def _ready(self, run: _Run, sub: Subtask) -> None:
+        key = (-run.task.priority, run.task.arrival_s, run.task.id, sub.index)
+        self.waiting.append((key, run, sub))
+        self.waiting.sort(key=lambda e: e[0])
+        self.view.ready_waiting[self.node] += 1
+
+    # ---- dispatch (lock held) ------------------------------------------------------------
+    def _drain(self) -> None:
+        """Offer waiting subtasks, oldest first, to the placer while units are free."""
+        if not self.alive:
+            return
+        t0 = time.perf_counter()
+        v, n = self.view, self.node
+        f = v.fast
+        v.time_s = self.clock()
+        kept = []
+        for item in self.waiting:
+            _, run, sub = item
+            cpu_free = bool(self.free_cores)
+            gpu_free = f.node_gpu_running[n] < f.node_streams[n]
+            dev = sub.kind.device
+            if (
+                (dev is Where.CPU and not cpu_free)
+                or (dev is Where.GPU and not gpu_free)
+                or not (cpu_free or gpu_free)
+            ):
+                kept.append(item)
+                continue
+            unit = self.placer.place(run.task, sub, n, v)
+            if unit is not None and unit != CPU and unit in run.avoid.get(sub.index, ()):
+                unit = CPU if (dev is not Where.GPU and cpu_free) else None
+            if unit is None or not self._start(run, sub, unit):
+                kept.append(item)
+                continue
+            v.ready_waiting[n] -= 1
+        self.waiting = kept
+        if kept and f.cpu_busy[n] == 0 and f.node_gpu_running[n] == 0:
+            self._unstick(kept)
+        self.dispatch_s += time.perf_counter() - t0
+
+    def _unstick(self, kept: list[tuple[tuple, _Run, Subtask]]) -> None:
+        """Nothing runs, so no event would offer the waiting subtasks again."""
+        if any(run.avoid for _, run, _ in kept):
+            for _, run, _ in kept:
+                run.avoid.clear()  # devices full earlier are empty now: try them again
+            self._drain()
+            return
+        for _, run, sub in kept:
+            run.error = run.error or f"placer {self.placer.name} left {sub.kind.name} waiting on idle node"
+            self._finish_task(run)
+
+    def _start(self, run: _Run, sub: Subtask, unit: int) -> bool:
+        v, n, now = self.view, self.node, self.clock()
+        self.util.advance_node(n, now)
+        if unit == CPU:
+            if not self.free_cores:
+                return False
+            lane = self.free_cores.pop(0)
+            v.cpu_started(n)
+        else:
+            i = self.pools[unit].acquire()
+            if i is None:
+                return False
+            lane = i
+            self._gpu_tick(unit, now)
+            self.gpu_version[unit] += 1
+            v.gpu_started(n, unit, sub.mem_mb, sub.kind.name)
+        if math.isnan(run.first_start_s):
+            run.first_start_s = now
+        job = _Job(run, sub, unit, lane, now)
+        if unit != CPU:
+            job.version = self.gpu_version[unit]
+            job.partners = tuple(k for k in v.gpu_kinds[n][unit][:-1])
+            self.pools[unit].lanes[lane].submit(
+                lambda: self._execute(job), lambda r, e: self._finished(job, r, e)
+            )
+        else:
+            self.cores[lane].submit(lambda: self._execute(job), lambda r, e: self._finished(job, r, e))
+        return True
+
+    # ---- execution (lane thread, lock not held) ------------------------------------------
+    def _execute(self, job: _Job) -> tuple[dict[str, Any], float]:
+        plan = job.run.plans[job.sub.index]
+        if job.unit == CPU:
+            inputs = {name: self._on_host(job.run, name) for name in plan.reads}
+            t0 = time.perf_counter()
+            out = plan.spec.fn(np, inputs, plan.params)
+            return out, time.perf_counter() - t0
+        g = job.unit
+        stream = self.pools[g].streams[job.lane]
+        inputs = {name: self._on_device(job, name, g, stream) for name in plan.reads}
+        out, secs = stream.run(plan.spec.fn, inputs, plan.params)
+        return out, secs
+
+    def _on_host(self, run: _Run, name: str) -> Any:
+        if name in run.data.inputs:
+            return run.data.inputs[name]
+        held = run.store[name]
+        if held.loc == CPU:
+            return held.value
+        host = self.copy_streams[held.loc].download(held.value)
+        return host
+
+    def _on_device(self, job: _Job, name: str, g: int, stream: Any) -> Any:
+        """``name`` resident on GPU ``g``: cached task inputs, parent outputs moved if needed."""
+        mem, run = self.memory[g], job.run
+        if name in run.data.inputs:
+            host = run.data.inputs[name]
+            data_id = input_id(run.task.id, run.data, name)
+            value = mem.cached(data_id, int(host.nbytes), lambda: stream.upload(host))
+            job.pinned.append(data_id)  # pinned until the kernel is done with it
+            with self.lock:
+                run.cached.add((g, data_id))
+            return value
+        held = run.store[name]
+        if held.loc == g:
+            return held.value
+        host = held.value if held.loc == CPU else self.copy_streams[held.loc].download(held.value)
+        # A moved parent output is one more buffer on this device until the task ends.
+        mem.reserve(held.nbytes)
+        with self.lock:
+            run.reserved.append((g, held.nbytes))
+        return stream.upload(host)
+
+    # ---- completion (lane thread) ---------------------------------------------------------
+    def _finished(
+        self, job: _Job, result: tuple[dict[str, Any], float] | None, err: BaseException | None
+    ) -> None:
+        with self.lock:
+            try:
+                self._complete(job, result, err)
+            except Exception:  # never lose a task to a bookkeeping bug: fail it loudly instead
+                job.run.error = job.run.error or traceback.format_exc()
+                self._finish_task(job.run)
+            self._drain()
+
+    def _complete(
+        self, job: _Job, result: tuple[dict[str, Any], float] | None, err: BaseException | None
+    ) -> None:
+        v, n, sub, run = self.view, self.node, job.sub, job.run
+        for data_id in job.pinned:
+            self.memory[job.unit].unpin(data_id)
+        now = self.clock()
+        self.util.advance_node(n, now)
+        if not self.alive:
+            return
+        if err is not None or result is None:
+            self._release_unit(job, 0.0, measured=0.0)
+            if isinstance(err, DeviceFull):
+                self._hand_back(job)
+                return
+            run.error = run.error or ("".join(traceback.format_exception(err)) if err else "no result")
+            self._finish_task(run)
+            return
+        out, secs = result
+        self._release_unit(job, secs, measured=max(secs, 1e-9))
+        self._store_outputs(job, out)
+        run.units[sub.index] = job.unit
+        v.backlog_gpu_s[n] -= self._gpu_nominal(sub)
+        v.backlog_cpu_s[n] -= self._cpu_nominal(sub)
+        run.done += 1
+        self.subtasks_done += 1
+        for c in run.task.graph.children[sub.index]:
+            run.deps_left[c] -= 1
+            if run.deps_left[c] == 0:
+                self._ready(run, run.task.graph.subtasks[c])
+        if run.done == len(run.task.graph):
+            self._finish_task(run)
+
+    def _release_unit(self, job: _Job, secs: float, measured: float) -> float:
+        """Free the job's unit and account its measured speed; return its nominal seconds."""
+        v, n, sub = self.view, self.node, job.sub
+        if job.unit == CPU:
+            nominal = subtask_cpu_seconds(sub, v.fast.cpu_gflops[n])
+            v.cpu_finished(n, nominal / measured if measured > 0 else 0.0, SPEED_EMA)
+            self.free_cores.append(job.lane)
+            return nominal
+        g = job.unit
+        f = v.fast
+        self._gpu_tick(g, self.clock())
+        nominal = subtask_gpu_seconds(sub, f.gpu_tflops[n][g], f.gpu_bw[n][g])
+        speed = nominal / measured if measured > 0 else 0.0
+        v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
+        self.pools[g].release(job.lane, nominal if secs > 0 else 0.0)
+        if self.observe is not None and speed > 0 and job.version == self.gpu_version[g]:
+            self.observe(self.nspec.gpus[g].model, sub.kind.name, job.partners, speed)
+        self.gpu_version[g] += 1
+        self._sync_memory(g)
+        return nominal
+
+    def _gpu_tick(self, g: int, now: float) -> None:
+        """Integrate the time GPU ``g`` had at least one subtask running."""
+        if self.view.fast.gpu_running[self.node][g] > 0:
+            self.gpu_busy_s[g] += now - self._gpu_mark[g]
+        self._gpu_mark[g] = now
+
+    def gpu_util(self) -> list[float]:
+        """Fraction of the run each GPU had at least one subtask running."""
+        with self.lock:
+            now = self.clock()
+            for g in range(len(self.devices)):
+                self._gpu_tick(g, now)
+            return [b / now if now > 0 else 0.0 for b in self.gpu_busy_s]
+
+    def _store_outputs(self, job: _Job, out: dict[str, Any]) -> None:
+        run, g = job.run, job.unit
+        for name, value in out.items():
+            nbytes = int(getattr(value, "nbytes", 0))
+            if g == CPU:
+                run.store[name] = Held(value, CPU, nbytes)
+                continue
+            try:
+                self.memory[g].reserve(nbytes)
+                run.reserved.append((g, nbytes))
+                run.store[name] = Held(value, g, nbytes)
+            except DeviceFull:  # spill to the host rather than fail: children fetch it from there
+                run.store[name] = Held(self.copy_streams[g].download(value), CPU, nbytes)
+        if g != CPU:
+            self._sync_memory(g)
+
+    def _hand_back(self, job: _Job) -> None:
+        """A device could not hold the job's data: place the subtask again elsewhere."""
+        run, sub = job.run, job.sub
+        run.handbacks += 1
+        avoid = run.avoid.setdefault(sub.index, set())
+        avoid.add(job.unit)
+        if run.handbacks > MAX_HANDBACKS or (
+            sub.kind.device is Where.GPU and len(avoid) >= len(self.devices)
+        ):
+            avoid.clear()  # every device was full once: wait for memory to free instead of spinning
+        self._ready(run, sub)
+
+    def _sync_memory(self, g: int) -> None:
+        used = self.memory[g].stats().used_bytes
+        self.view.set_gpu_mem_used(self.node, g, used / (1 << 20))
+
+    def _finish_task(self, run: _Run) -> None:
+        v, n = self.view, self.node
+        if self.runs.pop(run.task.id, None) is None:
+            return
+        v.tasks_on_node[n] -= 1
+        self.waiting = [w for w in self.waiting if w[1] is not run]
+        outputs: dict[str, np.ndarray] = {}
+        if run.error is None:
+            for name, held in run.store.items():
+                outputs[name] = (
+                    held.value if held.loc == CPU else self.copy_streams[held.loc].download(held.value)
+                )
+        for g, nbytes in run.reserved:
+            self.memory[g].release(nbytes)
+        for g, data_id in run.cached:
+            if not is_shared_input(run.data, data_id):
+                self.memory[g].drop(data_id)  # shared inputs stay cached for the stream's next tasks
+        for g in range(len(self.devices)):
+            self._sync_memory(g)
+        outcome = TaskOutcome(
+            run.task,
+            n,
+            run.assigned_s,
+            run.first_start_s,
+            self.clock(),
+            outputs,
+            run.error,
+            run.handbacks,
+            run.units,
+        )
+        run.on_done(outcome)
+
+    # ---- stream feedback and teardown -----------------------------------------------------
+    def adjust_streams(self) -> list[int]:
+        """One feedback step: move at most one stream between this node's GPUs."""
+        with self.lock:
+            stats = [p.take_stats() for p in self.pools]
+            counts = self.feedback.adjust(stats)
+            self.stream_history.append((self.clock(), [s.active for s in stats], [s.idle for s in stats]))
+            for g, c in enumerate(counts):
+                if c != self.pools[g].active:
+                    self.pools[g].resize(c)
+                    self.view.set_streams(self.node, g, c)
+            self._drain()
+            return counts
+
+    def shutdown(self) -> list[_Run]:
+        """Stop taking work; return the tasks that had not finished (for rescheduling)."""
+        with self.lock:
+            self.alive = False
+            left = list(self.runs.values())
+            self.runs.clear()
+            self.waiting.clear()
+        for p in self.pools:
+            p.close()
+        for lane in self.cores:
+            lane.stop(wait=False)
+        return left

@@ -1,0 +1,199 @@
+"""NumPy backend: emulated GPUs on the host, for machines without CUDA and for tests.
+
+Each stream is a *lane*: the agent's thread for that stream calls :meth:`NumpyStream.run`, which
+runs the kernel in that thread. Emulated devices carry a relative speed; a kernel on a device of
+speed ``s`` keeps its lane busy ``max_speed / s`` times its native run time, the extra time spent
+sleeping (sleep releases the GIL, so other lanes run meanwhile). That makes a heterogeneous
+cluster observable on one CPU: schedulers see slower devices finish later, exactly as on real GPUs.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, TypeVar
+
+import numpy as np
+
+from runtime.backends.base import DeviceConfig
+
+T = TypeVar("T")
+
+
+class NumpyStream:
+    """One lane of an emulated device.
+
+    :param device: the device the lane belongs to.
+    :param index: the lane's number on its device.
+    """
+
+    def __init__(self, device: NumpyDevice, index: int) -> None:
+        self.device = device
+        self.index = index
+
+    def run(self, fn: Callable[..., T], *args: Any) -> tuple[T, float]:
+        """Run ``fn(numpy, *args)`` in the calling thread, stretched to the device's speed.
+
+        :param fn: the kernel; receives the array namespace first.
+        :param args: the kernel's arguments.
+        :return: ``(result, seconds the lane was busy)``.
+        """
+        t0 = time.perf_counter()
+        result = fn(np, *args)
+        native = time.perf_counter() - t0
+        end = self.device.occupy(t0, native * (1.0 + self.device.slowdown()))
+        extra = end - time.perf_counter()
+        if extra > 0:
+            time.sleep(extra)
+        # Measured rather than ``native + extra``: sleep overshoots slightly, and the lane was
+        # busy for the whole of it.
+        return result, time.perf_counter() - t0
+
+    def upload(self, host: np.ndarray) -> np.ndarray:
+        """Copy a host array "to the device" (a private copy, as a real transfer makes).
+
+        :param host: the host array.
+        :return: the device-side copy.
+        """
+        out = np.array(host, copy=True)
+        self.device.count_h2d(out.nbytes)
+        return out
+
+    def download(self, arr: Any) -> np.ndarray:
+        """Copy a device array back to the host.
+
+        :param arr: the device-side array.
+        :return: a host copy.
+        """
+        out = np.array(arr, copy=True)
+        self.device.count_d2h(out.nbytes)
+        return out
+
+
+class NumpyDevice:
+    """An emulated GPU.
+
+    :param backend: the backend that opened it (it knows the fastest device's speed).
+    :param config: how the device was opened.
+    """
+
+    xp: ModuleType = np
+
+    def __init__(self, backend: NumpyBackend, config: DeviceConfig) -> None:
+        self.config = config
+        self._backend = backend
+        self._lock = threading.Lock()
+        self._streams: list[NumpyStream] = []
+        self._h2d = 0
+        self._d2h = 0
+        self._closed = False
+        self._engines = [0.0] * max(config.concurrency, 0)
+
+    @property
+    def h2d_bytes(self) -> int:
+        """Bytes uploaded to this device so far."""
+        with self._lock:
+            return self._h2d
+
+    @property
+    def d2h_bytes(self) -> int:
+        """Bytes downloaded from this device so far."""
+        with self._lock:
+            return self._d2h
+
+    @property
+    def streams(self) -> list[NumpyStream]:
+        """The streams created so far (a copy of the list)."""
+        with self._lock:
+            return list(self._streams)
+
+    def count_h2d(self, nbytes: int) -> None:
+        """Account an upload of ``nbytes``.
+
+        :param nbytes: bytes moved host -> device.
+        """
+        with self._lock:
+            self._h2d += nbytes
+
+    def count_d2h(self, nbytes: int) -> None:
+        """Account a download of ``nbytes``.
+
+        :param nbytes: bytes moved device -> host.
+        """
+        with self._lock:
+            self._d2h += nbytes
+
+    def occupy(self, t0: float, busy_s: float) -> float:
+        """Book ``busy_s`` of device time for a kernel that started at ``t0``; return its end.
+
+        With ``concurrency`` engines, the kernel takes the engine that frees first and starts no
+        earlier than that: more concurrent streams than engines queue, as on a real GPU.
+        """
+        if self.config.concurrency <= 0:
+            return t0 + busy_s
+        with self._lock:
+            e = min(range(len(self._engines)), key=self._engines.__getitem__)
+            end = max(t0, self._engines[e]) + busy_s
+            self._engines[e] = end
+            return end
+
+    def slowdown(self) -> float:
+        """Extra lane time per second of native run time: ``max_speed / speed - 1`` (>= 0)."""
+        return max(self._backend.max_speed / self.config.speed - 1.0, 0.0)
+
+    def new_stream(self) -> NumpyStream:
+        """Create one more lane on the device."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeError(f"device {self.config.index} is closed")
+            stream = NumpyStream(self, len(self._streams))
+            self._streams.append(stream)
+            return stream
+
+    def close(self) -> None:
+        """Forget the streams; later :meth:`new_stream` calls fail."""
+        with self._lock:
+            self._closed = True
+            self._streams.clear()
+
+
+class NumpyBackend:
+    """Emulated devices on the host CPU.
+
+    :param max_speed: the speed that runs kernels at native speed. ``None``: the largest speed
+        of any device opened so far. A device opened with a larger speed raises it either way,
+        so no device is ever asked to run faster than native.
+    """
+
+    name = "numpy"
+    xp: ModuleType = np
+
+    def __init__(self, max_speed: float | None = None) -> None:
+        if max_speed is not None and max_speed <= 0:
+            raise ValueError(f"max_speed must be positive, got {max_speed}")
+        self._lock = threading.Lock()
+        self._max_speed = max_speed or 0.0
+
+    @property
+    def max_speed(self) -> float:
+        """The speed that runs at native speed (1.0 before any device is opened)."""
+        with self._lock:
+            return self._max_speed or 1.0
+
+    def device_count(self) -> int:
+        """Emulated devices are unlimited: reported as 0."""
+        return 0
+
+    def open(self, config: DeviceConfig) -> NumpyDevice:
+        """Open an emulated device.
+
+        :param config: index, model, memory and relative speed of the device.
+        :return: the device.
+        """
+        if config.speed <= 0:
+            raise ValueError(f"device speed must be positive, got {config.speed}")
+        with self._lock:
+            self._max_speed = max(self._max_speed, config.speed)
+        return NumpyDevice(self, config)

@@ -1,0 +1,177 @@
+"""Cluster backends: where node agents live. ``LocalCluster`` keeps them in this process.
+
+A cluster backend owns the :class:`~rlsched.view.ClusterView` the schedulers read and the lock
+that guards it, and runs each task on the node stage 1 chose. ``LocalCluster`` is the embedded
+default: every node agent runs in-process (emulated GPUs on the NumPy backend, or real GPUs of
+this machine on CuPy). ``runtime.ray_cluster.RayCluster`` puts one agent on each Ray node.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from rlsched.policies.base import SubtaskPlacer
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+from runtime.agent import NodeAgent, TaskOutcome
+from runtime.backends.base import Backend
+from runtime.backends.select import choose_backend
+from runtime.config import LiveClusterSpec
+from runtime.kernels import TaskData
+
+Observe = Callable[[str, str, tuple[str, ...], float], None]
+
+
+@dataclass
+class DeviceReport:
+    """End-of-run figures of one GPU."""
+
+    node: str
+    gpu: int
+    model: str
+    streams: int
+    util: float
+    hits: int
+    misses: int
+    evictions: int
+    h2d_bytes_loaded: int
+    h2d_bytes_saved: int
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class ClusterBackend(Protocol):
+    """What the live run loop needs from a cluster."""
+
+    spec: LiveClusterSpec
+    view: ClusterView
+    lock: threading.RLock
+    backend_name: str
+
+    def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None) -> None:
+        """Create the node agents with a stage-2 placer (a registry spec or an object)."""
+        ...
+
+    def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
+        """Run a task on a node; ``on_done`` is called once with its outcome (any thread)."""
+        ...
+
+    def tick(self) -> None:
+        """One stream-feedback step on every node."""
+        ...
+
+    def utilisation(self) -> dict[str, np.ndarray]:
+        """Per-node utilisation integrals (``rlsched.metrics.summarise`` input)."""
+        ...
+
+    def device_reports(self) -> list[DeviceReport]:
+        """Per-GPU stream counts, utilisation and cache counters."""
+        ...
+
+    def close(self) -> None:
+        """Stop every agent."""
+        ...
+
+
+class LocalCluster:
+    """Node agents in this process.
+
+    :param spec: the live cluster.
+    :param backend: a backend object, its name (``numpy``/``cupy``), or ``None`` to choose
+        automatically (``RLSCHED_BACKEND`` overrides).
+    """
+
+    def __init__(self, spec: LiveClusterSpec, backend: Backend | str | None = None) -> None:
+        self.spec = spec
+        self.backend = backend if backend is not None and not isinstance(backend, str) else None
+        if self.backend is None:
+            self.backend = choose_backend(
+                backend if isinstance(backend, str) else None, max_speed=spec.max_speed
+            )
+        self.backend_name = self.backend.name
+        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        self.lock = threading.RLock()
+        self.agents: list[NodeAgent] = []
+        self._t0 = time.perf_counter()
+
+    def clock(self) -> float:
+        """Seconds since the agents started."""
+        return time.perf_counter() - self._t0
+
+    def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None = None) -> None:
+        placer = _placer(placer_spec)
+        assert self.backend is not None
+        self._t0 = time.perf_counter()
+        self.agents = [
+            NodeAgent(i, self.spec, self.backend, self.view, placer, self.lock, self.clock, observe)
+            for i in range(len(self.spec.nodes))
+        ]
+
+    def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
+        self.agents[node].assign(task, data, on_done)
+
+    def tick(self) -> None:
+        for a in self.agents:
+            a.adjust_streams()
+
+    def utilisation(self) -> dict[str, np.ndarray]:
+        return merge_utilisation([a.util.summary() for a in self.agents], self.clock(), self.agents)
+
+    def device_reports(self) -> list[DeviceReport]:
+        out = []
+        for a in self.agents:
+            util = a.gpu_util()
+            for g, mem in enumerate(a.memory):
+                st = mem.stats()
+                out.append(
+                    DeviceReport(
+                        a.nspec.name,
+                        g,
+                        a.nspec.gpus[g].model,
+                        a.pools[g].active,
+                        util[g],
+                        st.hits,
+                        st.misses,
+                        st.evictions,
+                        st.h2d_bytes_loaded,
+                        st.h2d_bytes_saved,
+                    )
+                )
+        return out
+
+    def close(self) -> None:
+        for a in self.agents:
+            a.shutdown()
+
+
+def _placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
+    if not isinstance(spec, str):
+        return spec
+    from rlsched.policies.registry import PLACERS
+
+    if spec not in PLACERS:
+        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
+    return PLACERS[spec]()
+
+
+def merge_utilisation(
+    parts: list[dict[str, np.ndarray]], now: float, agents: list[NodeAgent]
+) -> dict[str, np.ndarray]:
+    """Each agent integrates only its own node's row: take that row from each."""
+    for a in agents:
+        with a.lock:
+            a.util.advance_node(a.node, now)
+    merged = {k: np.array(v, copy=True) for k, v in parts[0].items()}
+    for a, part in zip(agents, parts, strict=True):
+        for k, v in part.items():
+            merged[k][a.node] = v[a.node]
+    return merged

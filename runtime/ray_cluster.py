@@ -1,0 +1,662 @@
+"""``RayCluster``: one node agent per Ray node, as an actor pinned to it.
+
+Our scheduler, not Ray, decides placement: stage 1 runs in the driver against the driver's
+:class:`~rlsched.view.ClusterView` and picks a node; the task goes to the actor pinned (hard node
+affinity) to the Ray node that spec node maps to; stage 2 runs inside that actor, whose
+:class:`~runtime.agent.NodeAgent` places subtasks on the node's devices. The actor answers each
+task with its outcome and a snapshot of its node's row of the view, which the driver copies into
+its own view; stream-feedback ticks bring snapshots between completions too.
+
+A node that dies (its Ray node removed or crashed, its actor killed) fails the calls in flight on
+it: the driver marks the node dead in its view and hands each of those tasks back with
+:data:`runtime.live.NODE_LOST`, so :func:`runtime.live.run_live` places them again on a live node.
+
+Actors ask Ray for no CPUs and no GPUs: the node's devices are the agent's to schedule, and
+with no GPU assigned Ray 2.60 leaves ``CUDA_VISIBLE_DEVICES`` alone, so ``LiveGpu.index`` keeps
+naming the node's CUDA ordinals (``RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=1`` would hide them).
+
+Ray is an optional dependency: this module imports without it, and :class:`RayCluster` raises an
+``ImportError`` that says what to install. The caller owns ``ray.init`` and the Ray cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlsched.policies.base import SubtaskPlacer
+from rlsched.tasks import Task
+from rlsched.utilisation import UtilAccumulator
+from rlsched.view import ClusterView
+from runtime.agent import NodeAgent, TaskOutcome
+from runtime.backends.select import choose_backend
+from runtime.cluster import DeviceReport, Observe
+from runtime.config import LiveClusterSpec
+from runtime.kernels import TaskData
+from runtime.live import NODE_LOST
+
+log = logging.getLogger(__name__)
+
+#: Default ``max_concurrency`` of a node actor: each task in flight on a node holds one actor
+#: thread while it waits for its outcome; calls beyond this wait in Ray's queue (not lost).
+MAX_IN_FLIGHT = 256
+#: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full
+#: of waiting ``run`` calls still answers them.
+CONTROL_GROUP = "control"
+#: ``TaskOutcome.error`` of tasks still on a node agent when it shuts down.
+AGENT_SHUT_DOWN = "node agent shut down"
+
+Snapshot = dict[str, Any]
+
+
+def _ray() -> Any:
+    """The ``ray`` module, or an ImportError that says how to get it."""
+    try:
+        import ray
+    except ImportError as exc:  # optional dependency: only RayCluster needs it
+        raise ImportError("RayCluster needs Ray: pip install 'ray==2.60.0'") from exc
+    return ray
+
+
+def node_snapshot(view: ClusterView, node: int, seq: int) -> Snapshot:
+    """The dynamic state of one node's row of ``view`` (what stage 1 reads), as plain values.
+
+    :param view: a view kept by the node's agent.
+    :param node: the row.
+    :param seq: increasing number of the snapshot, so older ones arriving late are ignored.
+    """
+    f = view.fast
+    return {
+        "seq": seq,
+        "cpu_busy": int(f.cpu_busy[node]),
+        "gpu_running": list(f.gpu_running[node]),
+        "gpu_mem_used_mb": list(f.gpu_mem_used[node]),
+        "speed_gpu": list(f.speed_gpu[node]),
+        "speed_cpu": float(f.speed_cpu[node]),
+        "tasks_on_node": int(view.tasks_on_node[node]),
+        "backlog_gpu_s": float(view.backlog_gpu_s[node]),
+        "backlog_cpu_s": float(view.backlog_cpu_s[node]),
+        "ready_waiting": int(view.ready_waiting[node]),
+        "gpu_streams": list(f.gpu_streams[node]),
+        "gpu_kinds": [list(k) for k in view.gpu_kinds[node]],
+    }
+
+
+def apply_node_snapshot(view: ClusterView, node: int, snap: Snapshot) -> None:
+    """Copy a node's snapshot (:func:`node_snapshot`) into row ``node`` of ``view``.
+
+    Stream counts go through :meth:`ClusterView.set_streams` (it keeps ``node_streams``, which
+    ``resync`` does not recompute); the other arrays are written directly, then
+    :meth:`ClusterView.resync` rebuilds the per-node aggregates and the Python mirrors.
+
+    :param view: the driver's view (caller holds its lock).
+    :param node: the row to overwrite.
+    :param snap: the node's state; keys missing from it are left as they are.
+    """
+    for g, streams in enumerate(snap.get("gpu_streams", ())):
+        if view.fast.gpu_streams[node][g] != streams:
+            view.set_streams(node, g, int(streams))
+    for key in ("cpu_busy", "tasks_on_node", "ready_waiting", "backlog_gpu_s", "backlog_cpu_s", "speed_cpu"):
+        if key in snap:
+            getattr(view, key)[node] = snap[key]
+    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu"):
+        if key in snap:
+            row = snap[key]
+            getattr(view, key)[node, : len(row)] = row
+    for g, kinds in enumerate(snap.get("gpu_kinds", ())):
+        view.gpu_kinds[node][g][:] = kinds
+    view.resync()
+
+
+@dataclass
+class FeedbackSummary:
+    """Stream moves of one node's feedback controller (``StreamFeedback.moves``)."""
+
+    moves: list[tuple[int, int]] = field(default_factory=list)
+
+
+@dataclass
+class AgentSummary:
+    """What the driver knows of a remote node agent: the attributes ``run_live`` reads from
+    ``cluster.agents`` (stream moves, subtasks done, dispatch time), as last reported.
+
+    :param node: the agent's node.
+    """
+
+    node: int
+    feedback: FeedbackSummary = field(default_factory=FeedbackSummary)
+    subtasks_done: int = 0
+    dispatch_s: float = 0.0
+
+
+class NodeActor:
+    """The body of the Ray actor that runs one node's agent (wrapped by ``ray.remote`` on use).
+
+    It keeps its own view of the whole cluster, of which its agent writes only its own row.
+
+    :param node: the node's index in ``spec``.
+    :param spec: the live cluster.
+    :param placer_spec: a registry name (``rlsched.policies.registry.PLACERS``) or a placer
+        object (this actor gets its own copy).
+    :param backend: backend name, or ``None`` for ``$RLSCHED_BACKEND`` / automatic.
+    :param seed: placer seed for placers built from a name.
+    :param observe: feed finished GPU subtasks to this actor's placer's ``observe``.
+    """
+
+    def __init__(
+        self,
+        node: int,
+        spec: LiveClusterSpec,
+        placer_spec: str | SubtaskPlacer,
+        backend: str | None,
+        seed: int,
+        observe: bool,
+    ) -> None:
+        self.node = node
+        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        self.lock = threading.RLock()
+        self.backend = choose_backend(backend, max_speed=spec.max_speed)
+        placer = _build_placer(placer_spec)
+        if isinstance(placer_spec, str):
+            placer.reset(self.view, seed)  # an object was reset by the driver's scheduler
+        self._t0 = time.perf_counter()
+        obs = getattr(placer, "observe", None) if observe else None
+        self.agent = NodeAgent(node, spec, self.backend, self.view, placer, self.lock, self.clock, obs)
+        self._seq = 0
+        self._closed = False
+        # Tasks whose ``run`` call waits: shutdown answers them, or their threads would hang.
+        self._waiting: dict[int, tuple[Task, threading.Event, list[tuple[TaskOutcome, Snapshot]]]] = {}
+
+    def clock(self) -> float:
+        """Seconds since the actor started (its agent's time base)."""
+        return time.perf_counter() - self._t0
+
+    def ready(self) -> tuple[str, str]:
+        """The backend name and the Ray node id this actor runs on (start-up handshake)."""
+        node_id = _ray().get_runtime_context().get_node_id()
+        return self.backend.name, str(node_id)
+
+    def _snapshot(self) -> Snapshot:
+        with self.lock:
+            self._seq += 1
+            return node_snapshot(self.view, self.node, self._seq)
+
+    def run(self, task: Task, data: TaskData) -> tuple[TaskOutcome, Snapshot]:
+        """Run one task on this node; block until it is done.
+
+        :param task: the task stage 1 placed here.
+        :param data: its arrays.
+        :return: its outcome and the node's state right after it finished.
+        """
+        done = threading.Event()
+        box: list[tuple[TaskOutcome, Snapshot]] = []
+
+        def on_done(out: TaskOutcome) -> None:
+            # Called by the agent with the lock held: the snapshot is the state it leaves.
+            box.append((out, self._snapshot()))
+            done.set()
+
+        with self.lock:
+            if self._closed:  # the agent would take the task and never run it
+                now = self.clock()
+                return TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}
+            self._waiting[task.id] = (task, done, box)
+            self.agent.assign(task, data, on_done)
+        try:
+            done.wait()
+        finally:
+            with self.lock:
+                self._waiting.pop(task.id, None)
+        return box[0]
+
+    def tick(self) -> dict[str, Any]:
+        """One stream-feedback step, then :meth:`report`."""
+        self.agent.adjust_streams()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        """The node's snapshot, utilisation row, device reports and agent counters."""
+        a, n = self.agent, self.node
+        with self.lock:
+            a.util.advance_node(n, self.clock())
+            util = {k: v[n].item() for k, v in a.util.summary().items()}
+            devices = []
+            for g, mem in enumerate(a.memory):
+                st = mem.stats()
+                devices.append(
+                    DeviceReport(
+                        a.nspec.name,
+                        g,
+                        a.nspec.gpus[g].model,
+                        a.pools[g].active,
+                        float(util["gpu"]),
+                        st.hits,
+                        st.misses,
+                        st.evictions,
+                        st.h2d_bytes_loaded,
+                        st.h2d_bytes_saved,
+                    )
+                )
+            return {
+                "snapshot": self._snapshot(),
+                "util": util,
+                "devices": devices,
+                "moves": list(a.feedback.moves),
+                "subtasks_done": a.subtasks_done,
+                "dispatch_s": a.dispatch_s,
+            }
+
+    def shutdown(self) -> int:
+        """Stop the agent; tasks still on it come back with :data:`AGENT_SHUT_DOWN`.
+
+        :return: how many tasks were still on the node.
+        """
+        with self.lock:
+            self._closed = True
+            waiting = list(self._waiting.values())
+        self.agent.shutdown()
+        now = self.clock()
+        left = 0
+        for task, done, box in waiting:
+            if not done.is_set():
+                left += 1
+                box.append((TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}))
+                done.set()
+        return left
+
+
+def _build_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
+    if not isinstance(spec, str):
+        return spec
+    from rlsched.policies.registry import PLACERS
+
+    if spec not in PLACERS:
+        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
+    return PLACERS[spec]()
+
+
+@dataclass
+class _Call:
+    """A call in flight: a task on a node (``on_done`` set) or a report (``on_done`` None)."""
+
+    node: int
+    task: Task | None = None
+    on_done: Callable[[TaskOutcome], None] | None = None
+    submit_s: float = 0.0
+
+
+class RayCluster:
+    """Node agents as Ray actors, one per Ray node; placement decided by our scheduler.
+
+    Spec node ``i`` runs on Ray node ``node_ids[i]``. The driver must be connected to Ray
+    (``ray.init``) before this is built; closing it stops the actors, not Ray.
+
+    :param spec: the live cluster (its node count must not exceed the alive Ray nodes).
+    :param node_ids: Ray node ids (hex) for the spec nodes, in order; ``None`` takes the alive
+        Ray nodes in the order ``ray.nodes()`` lists them.
+    :param backend: backend name the actors use (``numpy``/``cupy``); ``None`` lets each actor
+        choose (``RLSCHED_BACKEND`` in its environment overrides).
+    :param runtime_env: Ray runtime environment of the actors (e.g. ``{"env_vars": {...}}``).
+    :param max_in_flight: actor threads for tasks in flight on one node.
+    :param start_timeout_s: how long to wait for the actors to come up (a node without room for
+        an actor would otherwise leave it pending forever).
+    :raises ValueError: fewer alive Ray nodes than spec nodes, or an unknown / dead node id.
+    :raises RuntimeError: Ray is not initialised.
+    """
+
+    def __init__(
+        self,
+        spec: LiveClusterSpec,
+        node_ids: Sequence[str] | None = None,
+        backend: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self._r = _ray()
+        if not self._r.is_initialized():
+            raise RuntimeError("RayCluster needs a connected driver: call ray.init(address=...) first")
+        self.spec = spec
+        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        self.lock = threading.RLock()
+        self.backend_name = backend or "auto"
+        self._backend = backend
+        self.node_ids = _map_nodes(self._r, len(spec.nodes), node_ids)
+        self.runtime_env = runtime_env
+        self.max_in_flight = max_in_flight
+        self.start_timeout_s = start_timeout_s
+        self.actors: list[Any] = []  # Ray actor handles, one per spec node, after start()
+        self.agents: list[AgentSummary] = []
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._waiter: threading.Thread | None = None
+        self._t0 = time.perf_counter()
+        self._reset_run_state()
+
+    def _reset_run_state(self) -> None:
+        n = len(self.spec.nodes)
+        self.actors = []
+        self._util_rows: list[dict[str, Any] | None] = [None] * n
+        self._devices: list[list[DeviceReport]] = [[] for _ in range(n)]
+        self._seq = [0] * n
+        self._in_flight = [0] * n
+        self._dead = [False] * n
+        self._ticking = [False] * n
+        self._calls: dict[Any, _Call] = {}
+
+    def clock(self) -> float:
+        """Seconds since :meth:`start` (the driver's time base for outcomes)."""
+        return time.perf_counter() - self._t0
+
+    # ---- start -------------------------------------------------------------------------------
+    def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None = None) -> None:
+        """Create one actor per spec node, pinned to its Ray node, and wait until all are up.
+
+        :param placer_spec: a registry name, or a placer object: each actor gets its own copy
+            (a calibrated IAWP keeps its calibration; online learning then runs per node). The
+            name ``iawp`` builds an uncalibrated IAWP in each actor, which assumes a fixed
+            typical slowdown for every co-runner pair.
+        :param seed: seed of placers built from a name.
+        :param observe: when given, each actor feeds its finished GPU subtasks to its own
+            placer's ``observe`` (the driver's callable cannot run in another process).
+        :raises ValueError: an unknown placer name.
+        :raises TypeError: a placer object Ray cannot serialise.
+        :raises TimeoutError: an actor did not come up within ``start_timeout_s``.
+        """
+        ray = self._r
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        if isinstance(placer_spec, str):
+            _build_placer(placer_spec)  # fail here, in the driver, on an unknown name
+        else:
+            try:  # fail here with a clear message rather than inside Ray's argument packing
+                ray.cloudpickle.dumps(placer_spec)
+            except Exception as exc:  # pickling errors come in several types
+                raise TypeError(f"cannot send placer {placer_spec!r} to Ray actors: {exc}") from exc
+        actor_cls = ray.remote(concurrency_groups={CONTROL_GROUP: 2})(NodeActor)
+        self._reset_run_state()
+        for i, node_id in enumerate(self.node_ids):
+            opts: dict[str, Any] = {
+                "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+                "num_cpus": 0,  # the agent's lanes and GPUs are ours to count, not Ray's slots
+                "max_concurrency": self.max_in_flight,
+                "max_restarts": 0,  # a restarted agent would have lost its tasks anyway
+            }
+            if self.runtime_env is not None:
+                opts["runtime_env"] = self.runtime_env
+            actor = actor_cls.options(**opts).remote(
+                i, self.spec, placer_spec, self._backend, seed, observe is not None
+            )
+            self.actors.append(actor)
+        refs = [a.ready.options(concurrency_group=CONTROL_GROUP).remote() for a in self.actors]
+        _, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout_s)
+        if pending:
+            self._kill_actors()
+            raise TimeoutError(
+                f"{len(pending)} node actor(s) not up after {self.start_timeout_s:.0f} s "
+                "(does each Ray node have room for an actor?)"
+            )
+        answers = ray.get(refs)
+        for i, (_, where) in enumerate(answers):
+            if where != self.node_ids[i]:  # hard affinity should make this impossible
+                raise RuntimeError(f"node actor {i} runs on Ray node {where}, not {self.node_ids[i]}")
+        self.backend_name = ",".join(sorted({name for name, _ in answers}))
+        self.agents = [AgentSummary(i) for i in range(len(self.actors))]
+        # Time 0 is when the agents are up, as for LocalCluster: run_live starts its clock next.
+        self._t0 = time.perf_counter()
+        self._stop.clear()
+        self._waiter = threading.Thread(target=self._wait_loop, name="ray-cluster-waiter", daemon=True)
+        self._waiter.start()
+
+    # ---- tasks -------------------------------------------------------------------------------
+    def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
+        """Send a task to its node's actor; ``on_done`` gets its outcome on the waiter thread.
+
+        :param node: the node stage 1 chose.
+        :param task: the task.
+        :param data: its arrays.
+        :param on_done: called once with the outcome (``NODE_LOST`` when the node died).
+        """
+        now = self.clock()
+        with self.lock:
+            dead = self._dead[node]
+            if not dead:
+                # Stage 1 must see the load now, not when the actor's first snapshot comes back.
+                self._in_flight[node] += 1
+                self.view.tasks_on_node[node] = self._in_flight[node]
+        if dead:  # stage 1 chose it just before it was marked dead
+            on_done(TaskOutcome(task, node, now, math.nan, now, {}, NODE_LOST))
+            return
+        ref = self.actors[node].run.remote(task, data)
+        with self._cond:
+            self._calls[ref] = _Call(node, task, on_done, now)
+            self._cond.notify_all()
+
+    def tick(self) -> None:
+        """One stream-feedback step on every live node (answers are applied as they arrive)."""
+        for i, actor in enumerate(self.actors):
+            with self._cond:
+                if self._dead[i] or self._ticking[i]:
+                    continue  # do not pile up ticks behind a slow node
+                self._ticking[i] = True
+                ref = actor.tick.options(concurrency_group=CONTROL_GROUP).remote()
+                self._calls[ref] = _Call(i)
+                self._cond.notify_all()
+
+    def _wait_loop(self) -> None:
+        """Hand finished calls to their callers (one thread for all nodes)."""
+        ray = self._r
+        while not self._stop.is_set():
+            with self._cond:
+                refs = list(self._calls)
+                if not refs:
+                    self._cond.wait(timeout=0.1)
+                    continue
+            # A short timeout: calls submitted meanwhile join the next round.
+            ready, _ = ray.wait(refs, num_returns=1, timeout=0.01)
+            if ready:
+                ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+            for ref in ready:
+                with self._cond:
+                    call = self._calls.pop(ref, None)
+                if call is None or self._stop.is_set():
+                    continue
+                try:
+                    self._resolve(ref, call)
+                except Exception:  # this thread must outlive a bad call, or every later task hangs
+                    log.exception("RayCluster: handling a call of node %d failed", call.node)
+
+    def _resolve(self, ref: Any, call: _Call) -> None:
+        ray = self._r
+        now = self.clock()
+        try:
+            value = ray.get(ref)
+            err: BaseException | None = None
+        except Exception as exc:  # classified below
+            value, err = None, exc
+        if call.task is None:  # a tick's report
+            with self._cond:
+                self._ticking[call.node] = False
+            if err is None:
+                self._take_report(call.node, value)
+            elif _is_lost(ray, err):
+                self._lost(call.node, err)
+            else:
+                log.warning("RayCluster: stream feedback on node %d failed: %s", call.node, err)
+            return
+        assert call.on_done is not None
+        with self.lock:
+            if not self._dead[call.node]:
+                self._in_flight[call.node] = max(self._in_flight[call.node] - 1, 0)
+                self.view.tasks_on_node[call.node] = self._in_flight[call.node]
+        if err is None:
+            out, snap = value
+            self._apply(call.node, snap)
+            call.on_done(_driver_outcome(out, call, now))
+            return
+        if _is_lost(ray, err):
+            self._lost(call.node, err)
+            call.on_done(TaskOutcome(call.task, call.node, call.submit_s, math.nan, now, {}, NODE_LOST))
+            return
+        call.on_done(TaskOutcome(call.task, call.node, call.submit_s, math.nan, now, {}, f"ray: {err}"))
+
+    def _apply(self, node: int, snap: Snapshot) -> None:
+        """Copy a node's snapshot into the driver's view unless a newer one came first."""
+        with self.lock:
+            if self._dead[node] or not snap or snap["seq"] <= self._seq[node]:
+                return
+            self._seq[node] = snap["seq"]
+            # The driver's count is the truth for stage 1: it includes tasks still on their way.
+            apply_node_snapshot(self.view, node, {**snap, "tasks_on_node": self._in_flight[node]})
+
+    def _take_report(self, node: int, rep: dict[str, Any]) -> None:
+        self._apply(node, rep["snapshot"])
+        with self.lock:
+            self._util_rows[node] = rep["util"]
+            self._devices[node] = rep["devices"]
+            a = self.agents[node]
+            a.feedback.moves = rep["moves"]
+            a.subtasks_done, a.dispatch_s = rep["subtasks_done"], rep["dispatch_s"]
+
+    def _lost(self, node: int, err: BaseException) -> None:
+        """The node's actor is gone (or its Ray node is): take the node out of the view."""
+        if not _actor_gone(self._r, err) and _ray_node_alive(self._r, self.node_ids[node]):
+            return  # a lost object or an unreachable moment: retry the task, keep the node
+        with self.lock:
+            if self._dead[node]:
+                return
+            self._dead[node] = True
+            self._in_flight[node] = 0
+            self.view.set_alive(node, False)
+            self.view.clear_node(node)
+
+    # ---- reports -----------------------------------------------------------------------------
+    def _gather(self) -> None:
+        """Fresh reports from every live node (a node that fails to answer is checked for death)."""
+        ray = self._r
+        live = [i for i in range(len(self.actors)) if not self._dead[i]]
+        refs = [self.actors[i].report.options(concurrency_group=CONTROL_GROUP).remote() for i in live]
+        ray.wait(refs, num_returns=len(refs), timeout=10.0)
+        for i, ref in zip(live, refs, strict=True):
+            try:
+                self._take_report(i, ray.get(ref, timeout=0))
+            except Exception as exc:  # dead node or timeout: keep its last report
+                if _is_lost(ray, exc):
+                    self._lost(i, exc)
+
+    def utilisation(self) -> dict[str, np.ndarray]:
+        """Per-node utilisation integrals; a dead node keeps the row it last reported (zeros if
+        it never reported)."""
+        self._gather()
+        with self.lock:
+            merged = UtilAccumulator(self.view).summary()  # all-zero rows of the right shapes
+            for i, row in enumerate(self._util_rows):
+                if row is not None:
+                    for k, v in row.items():
+                        merged[k][i] = v
+        return merged
+
+    def device_reports(self) -> list[DeviceReport]:
+        """Per-GPU figures of every node (a dead node's as last reported)."""
+        self._gather()
+        with self.lock:
+            return [d for devs in self._devices for d in devs]
+
+    # ---- teardown ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the actors (dead ones are skipped) and the waiter thread; Ray keeps running.
+
+        Tasks still in flight get no outcome, as with ``LocalCluster``.
+        """
+        ray = self._r
+        self._stop.set()
+        live = [a for i, a in enumerate(self.actors) if not self._dead[i]]
+        refs = [a.shutdown.options(concurrency_group=CONTROL_GROUP).remote() for a in live]
+        if refs:
+            ray.wait(refs, num_returns=len(refs), timeout=10.0)
+        with self._cond:
+            self._cond.notify_all()
+        if self._waiter is not None:
+            self._waiter.join(timeout=5)
+            self._waiter = None
+        self._kill_actors()
+        with self._cond:
+            self._calls.clear()
+
+    def _kill_actors(self) -> None:
+        for a in self.actors:
+            # Already dead, or its node is gone: nothing left to stop.
+            with contextlib.suppress(Exception):
+                self._r.kill(a, no_restart=True)
+        self.actors = []
+
+
+def _map_nodes(ray: Any, n: int, node_ids: Sequence[str] | None) -> list[str]:
+    """Ray node ids for ``n`` spec nodes."""
+    alive = [str(x["NodeID"]) for x in ray.nodes() if x.get("Alive")]
+    if node_ids is None:
+        if len(alive) < n:
+            raise ValueError(f"the live cluster has {n} nodes but Ray has only {len(alive)} alive node(s)")
+        return alive[:n]
+    ids = [str(x) for x in node_ids]
+    if len(ids) != n:
+        raise ValueError(f"node_ids names {len(ids)} Ray node(s) for {n} spec nodes")
+    if len(set(ids)) != len(ids):
+        raise ValueError("node_ids names a Ray node twice: one agent per Ray node")
+    missing = [x for x in ids if x not in alive]
+    if missing:
+        raise ValueError(f"Ray node(s) not alive or unknown: {', '.join(missing)}")
+    return ids
+
+
+def _ray_node_alive(ray: Any, node_id: str) -> bool:
+    try:
+        return any(str(x["NodeID"]) == node_id and x.get("Alive") for x in ray.nodes())
+    except Exception:  # cannot ask the GCS: assume the worst, the task is retried either way
+        return False
+
+
+def _actor_gone(ray: Any, err: BaseException) -> bool:
+    """Whether ``err`` says the actor itself is dead for good (``max_restarts=0``)."""
+    ex = ray.exceptions
+    if isinstance(err, ex.ActorUnavailableError):
+        return False  # Ray's word for "may come back": the node is checked instead
+    return isinstance(
+        err, ex.RayActorError | ex.NodeDiedError | ex.LocalRayletDiedError | ex.WorkerCrashedError
+    )
+
+
+def _is_lost(ray: Any, err: BaseException) -> bool:
+    """Whether ``err`` means the call died with its actor or node (not a failure of the task)."""
+    ex = ray.exceptions
+    return isinstance(
+        err,
+        ex.RayActorError
+        | ex.NodeDiedError
+        | ex.ObjectLostError
+        | ex.LocalRayletDiedError
+        | ex.WorkerCrashedError,
+    )
+
+
+def _driver_outcome(out: TaskOutcome, call: _Call, now: float) -> TaskOutcome:
+    """The actor's outcome in the driver's time base, for the driver's task object.
+
+    Clocks of different machines do not agree: assignment is when the driver sent the task,
+    completion when its answer arrived, and the first start keeps its measured distance from
+    the completion.
+    """
+    assert call.task is not None
+    ran = out.done_s - out.first_start_s
+    first = max(now - ran, call.submit_s) if not math.isnan(ran) else math.nan
+    # Copies free the object-store buffers the outputs arrived in (run_live keeps them all).
+    outputs = {k: np.array(v) for k, v in out.outputs.items()}
+    return TaskOutcome(call.task, call.node, call.submit_s, first, now, outputs, out.error, out.handbacks)

@@ -1,0 +1,120 @@
+"""Live workloads: tasks of several streams with real data, arriving in wall-clock time.
+
+A live task is a :class:`~rlsched.tasks.Task` (what schedulers see: app, input size, the app's
+subtask DAG with nominal costs from ``rlsched.workloads``) plus its
+:class:`~runtime.kernels.TaskData` (the arrays the kernels compute on). The DAG's per-subtask
+memory is *measured*: the bytes a stage reads and writes on the reference run of the same app and
+size (what a profiler would report), not the nominal model of the simulator, whose fixed parts
+(framework state, model weights of real networks) our small kernels do not have.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rlsched.tasks import Subtask, SubtaskGraph, Task
+from rlsched.workloads import build_graph
+from runtime.kernels import TaskData, make_task_data, run_task_numpy, stage_plan
+
+MIB = float(1 << 20)
+#: Video apps with live kernels (the TPDS pipelines the runtime implements).
+VIDEO_APPS: tuple[str, ...] = ("intrusion_detection", "video_synopsis")
+
+
+def input_id(task_id: int, data: TaskData, name: str) -> str:
+    """The cache key of a task input: its data id, or one unique to the task."""
+    return data.input_ids.get(name) or f"task{task_id}/{name}"
+
+
+def is_shared_input(data: TaskData, data_id: str) -> bool:
+    """Whether an input id is shared with other tasks of the stream (kept cached after the task)."""
+    return data_id in shared_ids(data)
+
+
+def shared_ids(data: TaskData) -> frozenset[str]:
+    """Input ids of ``data`` that the stream's other chunks use too."""
+    own = f"/{data.stream}/{data.chunk}/"  # per-chunk ids name the chunk (runtime.kernels.tasks)
+    return frozenset(i for i in data.input_ids.values() if own not in i)
+
+
+@functools.cache
+def stage_mem_mb(app: str, scale: str) -> tuple[float, ...]:
+    """Measured MB each stage of ``app`` reads and writes (reference run of chunk 0)."""
+    data = make_task_data(app, 0, 0, seed=0, scale=scale)
+    out = run_task_numpy(data)
+    every: dict[str, np.ndarray] = {**data.inputs, **out}
+    mems = []
+    for plan in stage_plan(app):
+        names = set(plan.reads) | set(plan.writes)
+        mems.append(sum(int(np.asarray(every[n]).nbytes) for n in names if n in every) / MIB)
+    return tuple(mems)
+
+
+def live_task(task_id: int, data: TaskData, arrival_s: float, scale: str = "small") -> Task:
+    """The scheduler's view of a live task: nominal DAG costs, measured memory."""
+    nominal = build_graph(data.app, data.input_mb)
+    mems = stage_mem_mb(data.app, scale)
+    subs = tuple(
+        Subtask(s.index, s.kind, s.gflop, s.gbytes, max(mems[s.index], 0.01), s.parents)
+        for s in nominal.subtasks
+    )
+    host_mb = sum(int(a.nbytes) for a in data.inputs.values()) / MIB
+    return Task(task_id, data.app, data.input_mb, arrival_s, SubtaskGraph(subs), host_mem_mb=host_mb)
+
+
+@dataclass(frozen=True)
+class LiveWorkload:
+    """Streams of tasks for a live run.
+
+    :param apps: app name -> weight; streams are dealt to apps in proportion.
+    :param streams: number of streams (cameras, signal sources); chunk ``k`` of a stream is task
+        data ``make_task_data(app, stream, k)``.
+    :param tasks: tasks in all.
+    :param rate_per_s: Poisson arrival rate over all streams, tasks per second.
+    :param scale: kernel data size, ``small`` or ``medium``.
+    :param seed: arrivals and data seed.
+    """
+
+    apps: Mapping[str, float] = field(default_factory=lambda: {a: 1.0 for a in VIDEO_APPS})
+    streams: int = 6
+    tasks: int = 300
+    rate_per_s: float = 40.0
+    scale: str = "small"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.streams < 1 or self.tasks < 0 or self.rate_per_s <= 0:
+            raise ValueError("streams must be >= 1, tasks >= 0 and rate_per_s > 0")
+        if not self.apps or any(w <= 0 for w in self.apps.values()):
+            raise ValueError("apps must name at least one app with a positive weight")
+
+
+def stream_apps(w: LiveWorkload) -> list[str]:
+    """The app of each stream (largest-remainder split of streams by weight)."""
+    names = sorted(w.apps)
+    total = sum(w.apps.values())
+    share = [w.streams * w.apps[a] / total for a in names]
+    counts = [max(int(s), 0) for s in share]
+    for i in np.argsort([c - s for c, s in zip(counts, share, strict=True)])[: w.streams - sum(counts)]:
+        counts[int(i)] += 1
+    return [a for a, c in zip(names, counts, strict=True) for _ in range(c)]
+
+
+def build_work(w: LiveWorkload) -> list[tuple[Task, TaskData]]:
+    """Tasks with their data, ids dense from 0 in arrival order."""
+    rng = np.random.default_rng(np.random.SeedSequence([w.seed, 0x11FE]))
+    apps = stream_apps(w)
+    gaps = rng.exponential(1.0 / w.rate_per_s, size=w.tasks)
+    arrivals = np.cumsum(gaps) - gaps[0] if w.tasks else gaps
+    chunk = [0] * w.streams
+    out = []
+    for i in range(w.tasks):
+        s = int(rng.integers(w.streams))
+        data = make_task_data(apps[s], s, chunk[s], seed=w.seed, scale=w.scale)
+        chunk[s] += 1
+        out.append((live_task(i, data, float(arrivals[i]), w.scale), data))
+    return out
