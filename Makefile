@@ -17,6 +17,7 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: setup
 	$(VENV)/bin/rlsched demo --scenario paper --rate 60 --seeds 3
+	$(VENV)/bin/rlsched demo --live
 
 test: setup lint type
 	$(PY) -m pytest -q -m "not slow"

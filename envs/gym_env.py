@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.simulator import Simulator
-from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, TASK_FEATURES, encode_observation
+from rlsched.features import encode_observation, observation_space, terminal_observation
 from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario
@@ -65,16 +65,7 @@ class ClusterSchedulingEnv(gym.Env):
         self.max_tasks = max_tasks
         self.reward_kind = reward
         n = len(scenario.cluster.nodes)
-        inf = np.float32(np.inf)
-        self.observation_space = spaces.Dict(
-            {
-                "nodes": spaces.Box(-inf, inf, (n, len(NODE_FEATURES)), np.float32),
-                "task": spaces.Box(-inf, inf, (len(TASK_FEATURES),), np.float32),
-                "cluster": spaces.Box(-inf, inf, (len(CLUSTER_FEATURES),), np.float32),
-                "mask": spaces.Box(0, 1, (n,), np.int8),
-            }
-        )
-        self._spaces: dict[str, spaces.Box] = dict(self.observation_space.spaces)  # type: ignore[arg-type]
+        self.observation_space = observation_space(n)
         self.action_space = spaces.Discrete(n)
         self.sim: Simulator | None = None
         self._task: Task | None = None
@@ -154,8 +145,5 @@ class ClusterSchedulingEnv(gym.Env):
         sim, task = self.sim, self._task
         assert sim is not None
         if task is None:  # terminal: any valid-looking observation; it is never acted on
-            return {
-                k: np.zeros(s.shape, dtype=s.dtype) if k != "mask" else np.ones(s.shape, dtype=np.int8)
-                for k, s in self._spaces.items()
-            }
+            return terminal_observation(len(self._mask))
         return encode_observation(sim.view, task, self._mask)

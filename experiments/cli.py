@@ -55,23 +55,59 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
     t.add_argument("--resume", default=None, help="checkpoint directory to start from (skips cloning)")
 
-    d = sub.add_parser("demo", help="compare the baselines on a scenario over several seeds")
-    d.add_argument("--scenario", default="paper")
-    d.add_argument("--rate", type=float, default=60.0, help="arrival rate, tasks per minute (default: 60)")
-    d.add_argument("--seeds", type=int, default=3, help="number of seeds (default: 3)")
+    d = sub.add_parser(
+        "demo",
+        help="compare schedulers over several seeds: in the simulator, or on the live runtime (--live)",
+    )
+    d.add_argument("--scenario", default="paper", help="simulated scenario (default: paper)")
+    d.add_argument(
+        "--rate",
+        type=float,
+        default=None,
+        help="arrival rate, tasks per minute (default: 60 simulated, 2400 live)",
+    )
+    d.add_argument("--seeds", type=int, default=None, help="number of seeds (default: 3 simulated, 2 live)")
     d.add_argument(
         "--schedulers",
         default=None,
-        help="comma-separated specs (default: the baselines, and ldwp+speedup, ldwp+iawp when a model ships)",
+        help="comma-separated specs (default: the baselines, and ldwp+speedup, ldwp+iawp when a model ships; "
+        "live: ldwp+iawp,mct+mlsm)",
     )
+    d.add_argument("--live", action="store_true", help="run real kernels on the local live runtime")
+    d.add_argument(
+        "--backend", choices=("numpy", "cupy"), default=None, help="live backend (default: automatic)"
+    )
+    d.add_argument("--tasks", type=int, default=300, help="live: tasks per run (default: 300)")
+    d.add_argument("--streams", type=int, default=6, help="live: video streams (default: 6)")
 
     f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
     f.add_argument("--from", dest="source", required=True, help="checkpoint directory of the trained network")
-    f.add_argument("--scenario", required=True, help="target scenario (built-in name or path)")
+    f.add_argument(
+        "--scenario", default=None, help="target scenario (built-in name or path); not with --live"
+    )
     f.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks/min")
-    f.add_argument("--steps", type=int, default=10_000, help="DQN steps on the target (default: 10000)")
+    f.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="DQN steps on the target (default: 10000 simulated, 300 live)",
+    )
     f.add_argument("--seed", type=int, default=0)
     f.add_argument("--out", required=True, help="output directory (checkpoints, transfer.json)")
+    f.add_argument("--live", action="store_true", help="fine-tune on real executions of the live runtime")
+    f.add_argument(
+        "--backend", choices=("local", "ray"), default="local", help="live cluster backend (default: local)"
+    )
+    f.add_argument(
+        "--device-backend",
+        choices=("numpy", "cupy"),
+        default=None,
+        help="live device backend (default: automatic)",
+    )
+    f.add_argument("--tasks", type=int, default=60, help="live: tasks per training episode (default: 60)")
+    f.add_argument(
+        "--eval-tasks", type=int, default=120, help="live: tasks per evaluation run (default: 120)"
+    )
 
     sub.add_parser("scenarios", help="list the built-in scenarios")
 
@@ -139,11 +175,58 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_finetune_live(args: argparse.Namespace) -> int:
+    from experiments.finetune_live import LiveFinetuneConfig, finetune_live
+
+    steps = 300 if args.steps is None else args.steps
+    try:
+        cfg = LiveFinetuneConfig(
+            steps=steps,
+            seed=args.seed,
+            cluster_backend=args.backend,
+            device_backend=args.device_backend,
+            tasks_per_episode=args.tasks,
+            eval_tasks=args.eval_tasks,
+        )
+        r = finetune_live(args.source, args.out, cfg)
+    except (ValueError, RuntimeError) as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    ix = r["interference"]
+    print(
+        json.dumps(
+            {
+                "zero_shot": r["zero_shot"],
+                "mct": r["mct"],
+                "fine_tuned": r["fine_tuned"],
+                "interference_mae_sim": ix["sim_pretrained"]["mae"],
+                "interference_mae_after_live_update": ix["sim_pretrained_then_live_update"]["mae"],
+            }
+        )
+    )
+    return 0
+
+
 def _cmd_finetune(args: argparse.Namespace) -> int:
     from experiments.finetune import finetune
 
+    if args.live:
+        if args.scenario is not None:
+            print("rlsched: error: --scenario does not apply with --live", file=sys.stderr)
+            return 2
+        return _cmd_finetune_live(args)
+    if args.scenario is None:
+        print("rlsched: error: finetune needs --scenario (or --live)", file=sys.stderr)
+        return 2
     load_scenario(args.scenario, rate_per_min=args.rate)  # fail fast on a bad scenario
-    r = finetune(args.source, args.scenario, args.out, args.steps, args.seed, args.rate)
+    r = finetune(
+        args.source,
+        args.scenario,
+        args.out,
+        10_000 if args.steps is None else args.steps,
+        args.seed,
+        args.rate,
+    )
     print(
         json.dumps(
             {k: r[k] for k in ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")}
@@ -173,9 +256,38 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_live_demo(args: argparse.Namespace) -> int:
+    from experiments.live_demo import LIVE_SCHEDULERS, LiveDemoConfig, main_demo
+    from runtime.workload import LiveWorkload
+
+    _use_model(None)
+    specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
+    rate = 2400.0 if args.rate is None else args.rate
+    if rate <= 0 or args.tasks < 1 or args.streams < 1:
+        print("rlsched: error: --rate, --tasks and --streams must be positive", file=sys.stderr)
+        return 2
+    cfg = LiveDemoConfig(
+        schedulers=specs,
+        seeds=tuple(range(2 if args.seeds is None else args.seeds)),
+        workload=LiveWorkload(streams=args.streams, tasks=args.tasks, rate_per_s=rate / 60.0),
+        backend=args.backend,
+        progress=sys.stderr.isatty(),
+    )
+    try:
+        print(main_demo(cfg))
+    except (ValueError, RuntimeError) as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
     from experiments.simulate import compare, format_table
 
+    if args.live:
+        return _cmd_live_demo(args)
+    args.rate = 60.0 if args.rate is None else args.rate
+    args.seeds = 3 if args.seeds is None else args.seeds
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     _use_model(None)
     specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]

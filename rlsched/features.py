@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from gymnasium import spaces
 
 from rlsched.estimates import task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
@@ -246,4 +247,29 @@ def encode_observation(view: ClusterView, task: Task, mask: np.ndarray) -> dict[
         "task": encode_task(task, view),
         "cluster": encode_cluster(view, state),
         "mask": mask.astype(np.int8),
+    }
+
+
+def observation_space(n_nodes: int) -> spaces.Dict:
+    """The Gymnasium space of :func:`encode_observation` for a cluster of ``n_nodes`` nodes
+    (shared by the simulated and the live environment, so a network moves between them as is)."""
+    inf = np.float32(np.inf)
+    return spaces.Dict(
+        {
+            "nodes": spaces.Box(-inf, inf, (n_nodes, len(NODE_FEATURES)), np.float32),
+            "task": spaces.Box(-inf, inf, (len(TASK_FEATURES),), np.float32),
+            "cluster": spaces.Box(-inf, inf, (len(CLUSTER_FEATURES),), np.float32),
+            "mask": spaces.Box(0, 1, (n_nodes,), np.int8),
+        }
+    )
+
+
+def terminal_observation(n_nodes: int) -> dict[str, np.ndarray]:
+    """A valid-looking observation of :func:`observation_space` for the end of an episode (it is
+    never acted on)."""
+    return {
+        "nodes": np.zeros((n_nodes, len(NODE_FEATURES)), dtype=np.float32),
+        "task": np.zeros(len(TASK_FEATURES), dtype=np.float32),
+        "cluster": np.zeros(len(CLUSTER_FEATURES), dtype=np.float32),
+        "mask": np.ones(n_nodes, dtype=np.int8),
     }

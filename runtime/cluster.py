@@ -24,6 +24,7 @@ from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
 from runtime.config import LiveClusterSpec
 from runtime.kernels import TaskData
+from runtime.monitor import NvmlMonitor, fill_view_from_samples
 
 Observe = Callable[[str, str, tuple[str, ...], float], None]
 
@@ -101,6 +102,7 @@ class LocalCluster:
         self.view = ClusterView.from_spec(spec.to_cluster_spec())
         self.lock = threading.RLock()
         self.agents: list[NodeAgent] = []
+        self.monitor: NvmlMonitor | None = None
         self._t0 = time.perf_counter()
 
     def clock(self) -> float:
@@ -115,6 +117,8 @@ class LocalCluster:
             NodeAgent(i, self.spec, self.backend, self.view, placer, self.lock, self.clock, observe)
             for i in range(len(self.spec.nodes))
         ]
+        if self.backend_name == "cupy" and NvmlMonitor.available():
+            self.monitor = NvmlMonitor()  # real GPUs: NVML's utilisation and memory fill the view too
 
     def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
         self.agents[node].assign(task, data, on_done)
@@ -122,6 +126,12 @@ class LocalCluster:
     def tick(self) -> None:
         for a in self.agents:
             a.adjust_streams()
+        if self.monitor is not None:
+            samples = self.monitor.sample()
+            with self.lock:
+                for a in self.agents:
+                    gpu_map = {g.index: j for j, g in enumerate(a.nspec.gpus)}
+                    fill_view_from_samples(self.view, a.node, samples, gpu_map)
 
     def utilisation(self) -> dict[str, np.ndarray]:
         return merge_utilisation([a.util.summary() for a in self.agents], self.clock(), self.agents)
@@ -151,6 +161,9 @@ class LocalCluster:
     def close(self) -> None:
         for a in self.agents:
             a.shutdown()
+        if self.monitor is not None:
+            self.monitor.close()
+            self.monitor = None
 
 
 def _placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:

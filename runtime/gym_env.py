@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.envs.registration import EnvSpec
 
-from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, TASK_FEATURES, encode_observation
+from rlsched.features import encode_observation, observation_space, terminal_observation
 from rlsched.policies.base import TwoStageScheduler
 from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
@@ -66,16 +66,7 @@ class LiveSchedulingEnv(gym.Env):
         self.cluster_spec, self.make_cluster, self.workload = spec, make_cluster, workload
         self.placer_name, self.calibrate = placer, calibrate
         n = len(spec.nodes)
-        inf = np.float32(np.inf)
-        self.observation_space = spaces.Dict(
-            {
-                "nodes": spaces.Box(-inf, inf, (n, len(NODE_FEATURES)), np.float32),
-                "task": spaces.Box(-inf, inf, (len(TASK_FEATURES),), np.float32),
-                "cluster": spaces.Box(-inf, inf, (len(CLUSTER_FEATURES),), np.float32),
-                "mask": spaces.Box(0, 1, (n,), np.int8),
-            }
-        )
-        self._spaces: dict[str, spaces.Box] = dict(self.observation_space.spaces)  # type: ignore[arg-type]
+        self.observation_space = observation_space(n)
         self.action_space = spaces.Discrete(n)
         self.session: LiveSession | None = None
         self.result: LiveResult | None = None
@@ -145,10 +136,7 @@ class LiveSchedulingEnv(gym.Env):
         s, task = self.session, self._task
         assert s is not None
         if task is None:
-            return {
-                k: np.zeros(sp.shape, dtype=sp.dtype) if k != "mask" else np.ones(sp.shape, dtype=np.int8)
-                for k, sp in self._spaces.items()
-            }
+            return terminal_observation(len(self._mask))
         with s.cluster.lock:
             s.cluster.view.time_s = s.now
             return encode_observation(s.cluster.view, task, self._mask)

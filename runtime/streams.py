@@ -11,9 +11,10 @@ The MLSM papers give the idea, not formulas (``PAPERS.md``); ours, per node and 
 - ``rate_g``: nominal seconds of work finished per busy-stream-second (what one more stream is
   worth there; a saturated GPU shows it falling as streams queue behind its engines);
 - move one stream from a donor to a receiver when the receiver has no spare stream
-  (``idle < 0.5``) and either the donor has a spare one (``idle >= 1``) or the receiver's rate
-  exceeds the donor's by ``hysteresis`` — within ``[min_streams, max_streams]`` per GPU, with the
-  node's total fixed.
+  (``idle < 0.5``) and either the donor has a spare one (``idle >= 1``) and the receiver is not
+  slower per stream by more than ``hysteresis``, or the receiver's rate exceeds the donor's by
+  ``hysteresis`` — within ``[min_streams, max_streams]`` per GPU, the node's total fixed. (Without
+  the rate condition the rule would feed slow GPUs: they keep their streams busy the longest.)
 """
 
 from __future__ import annotations
@@ -145,7 +146,10 @@ class StreamFeedback:
             for d in donors:
                 if d == r:
                     continue
-                spare = stats[d].idle >= 1.0
+                # A spare stream goes to a busy GPU only if that GPU is not clearly slower per
+                # stream: a slow GPU keeps its streams busy longest, and must not collect them.
+                not_slower = stats[r].rate * (1.0 + self.hysteresis) >= stats[d].rate
+                spare = stats[d].idle >= 1.0 and not_slower
                 faster = stats[r].rate > (1.0 + self.hysteresis) * stats[d].rate
                 if spare or faster:
                     score = stats[d].idle + stats[r].rate - stats[d].rate

@@ -18,6 +18,12 @@ def test_idle_streams_move_to_a_saturated_gpu() -> None:
     assert fb.adjust([stats(4, 1.0, 1.0), stats(4, 4.0, 1.0)]) == [3, 5]
 
 
+def test_spare_streams_do_not_move_to_a_slower_gpu() -> None:
+    """A slow GPU keeps its streams busy longest; spare streams of a fast one stay put."""
+    fb = StreamFeedback(min_streams=1, max_streams=8, hysteresis=0.25)
+    assert fb.adjust([stats(4, 2.0, 3.0), stats(4, 4.0, 1.0)]) == [4, 4]
+
+
 def test_streams_move_to_the_gpu_that_does_more_per_stream() -> None:
     fb = StreamFeedback(min_streams=1, max_streams=8, hysteresis=0.25)
     assert fb.adjust([stats(4, 4.0, 0.5), stats(4, 4.0, 1.5)]) == [3, 5]

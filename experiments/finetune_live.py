@@ -1,0 +1,241 @@
+"""``rlsched finetune --live``: carry the simulator-trained models to the live runtime.
+
+Two transfers, each measured before and after on the live machine:
+
+1. **Interference (IAWP).** An NCF model is fitted on the simulator's profiler for the live
+   cluster's GPU models and the video kinds (pretraining in simulation), scored on measured
+   co-location rows of the live profiler it never saw, then updated online (SGD) with the
+   other half of the live rows and scored again on the same held-out rows.
+2. **Node selection (LDWP).** The trained Q-network runs zero-shot on live workloads next to
+   ``mct``; then masked DQN continues from its weights on the live Gymnasium environment (real
+   executions), and the fine-tuned network is evaluated on the same held-out workload seeds.
+
+Outputs in ``--out``: ``last/`` (the fine-tuned network, checksummed), ``interference/`` (the
+updated model), ``colocation.csv`` (the live measurements) and ``transfer.json`` (every figure).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from envs.colocation_profiler import SimulatedProfiler
+from envs.simulator import Simulator
+from experiments.train import TrainConfig
+from models.checkpoint import save_checkpoint
+from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
+from models.qnet import NodeScorer
+from rlsched.interference import ColocationData, evaluate, fit_interference
+from rlsched.policies.base import NodeSelector, TwoStageScheduler
+from rlsched.policies.ldwp import encode_batch, scorer_from_checkpoint
+from rlsched.policies.registry import PLACERS
+from rlsched.policies.selectors import MctSelector
+from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.taskgen import generate_tasks
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+from runtime.cluster import ClusterBackend, LocalCluster
+from runtime.config import LiveClusterSpec, default_live_cluster
+from runtime.gym_env import LiveSchedulingEnv
+from runtime.live import LiveOptions, run_live
+from runtime.profiler import LiveProfiler
+from runtime.workload import VIDEO_APPS, LiveWorkload, build_work
+
+
+@dataclass(frozen=True)
+class LiveFinetuneConfig:
+    """What ``finetune --live`` runs.
+
+    :param steps: DQN steps (one step = one live task decision).
+    :param seed: training seed.
+    :param cluster_backend: ``local`` (in-process agents) or ``ray`` (one agent per Ray node).
+    :param device_backend: ``numpy``, ``cupy`` or ``None`` (automatic).
+    :param tasks_per_episode: live tasks per training episode.
+    :param rate_per_s: task arrival rate of training and evaluation workloads.
+    :param eval_seeds: held-out workload seeds for evaluation.
+    :param eval_tasks: tasks per evaluation run.
+    :param placer: stage 2 during training and evaluation.
+    :param profile_fraction: share of (device, kind, partner) triples the live profiler measures.
+    """
+
+    steps: int = 300
+    seed: int = 0
+    cluster_backend: str = "local"
+    device_backend: str | None = None
+    tasks_per_episode: int = 60
+    rate_per_s: float = 40.0
+    eval_seeds: tuple[int, ...] = (10_001, 10_002)
+    eval_tasks: int = 120
+    placer: str = "mlsm"
+    profile_fraction: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.cluster_backend not in ("local", "ray"):
+            raise ValueError(f"backend must be 'local' or 'ray', got {self.cluster_backend!r}")
+        if self.steps < 0 or self.tasks_per_episode < 1 or self.eval_tasks < 1 or self.rate_per_s <= 0:
+            raise ValueError("steps must be >= 0; tasks_per_episode, eval_tasks and rate_per_s positive")
+        if self.placer not in PLACERS:
+            raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(sorted(PLACERS))}")
+
+
+class _NetSelector:
+    """A Q-network as a greedy stage-1 selector."""
+
+    name = "ldwp"
+
+    def __init__(self, net: NodeScorer) -> None:
+        self.net = net
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Stateless."""
+
+    @torch.no_grad()
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        b = encode_batch(view, task, mask)
+        return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
+
+
+def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[[], ClusterBackend]:
+    """Fresh cluster backends for episodes (Ray: connects to or starts a local Ray first)."""
+    if cfg.cluster_backend == "local":
+        return lambda: LocalCluster(spec, cfg.device_backend)
+    import ray
+
+    from runtime.ray_cluster import RayCluster
+
+    if not ray.is_initialized():
+        ray.init(include_dashboard=False, log_to_driver=False)
+    return lambda: RayCluster(spec, backend=cfg.device_backend or "numpy")
+
+
+def evaluate_live(
+    selector: NodeSelector, spec: LiveClusterSpec, cfg: LiveFinetuneConfig, make: Callable[[], ClusterBackend]
+) -> dict[str, float]:
+    """Mean throughput (tasks/s) and p95 latency of a selector on the held-out live workloads."""
+    thr, p95, lost = [], [], 0
+    for s in cfg.eval_seeds:
+        work = build_work(LiveWorkload(tasks=cfg.eval_tasks, rate_per_s=cfg.rate_per_s, seed=s))
+        res = run_live(make(), TwoStageScheduler(selector, PLACERS[cfg.placer]()), work, LiveOptions(seed=s))
+        thr.append(res.metrics.throughput)
+        p95.append(res.metrics.latency_p95_s)
+        lost += res.metrics.tasks_lost
+    return {
+        "throughput_per_s": float(np.mean(thr)),
+        "throughput_std": float(np.std(thr)),
+        "latency_p95_s": float(np.mean(p95)),
+        "tasks_lost": lost,
+    }
+
+
+def _sim_profiler(spec: LiveClusterSpec) -> SimulatedProfiler:
+    """The simulator's instrument for the live cluster's GPU models and the video kinds."""
+    sc = Scenario(
+        "live-twin", spec.to_cluster_spec(), WorkloadSpec(tasks=30, apps={a: 1.0 for a in VIDEO_APPS})
+    )
+    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), PLACERS["mlsm"]()))
+
+
+def transfer_interference(
+    spec: LiveClusterSpec, cfg: LiveFinetuneConfig, out: Path
+) -> tuple[dict[str, Any], LiveProfiler]:
+    """Pretrain NCF in simulation, score it on live rows, update it online, score again."""
+    sim_data = _sim_profiler(spec).colocation(0.5, cfg.seed)
+    model = fit_interference(sim_data, "ncf", cfg.seed)
+    prof = LiveProfiler(spec, cfg.device_backend)
+    live = prof.colocation(cfg.profile_fraction, cfg.seed)
+    rng = np.random.default_rng(cfg.seed)
+    idx = rng.permutation(len(live))
+    tune, held = live.take(idx[: len(idx) // 2]), live.take(idx[len(idx) // 2 :])
+    before = evaluate(model, held)
+    model.update(tune)
+    after = evaluate(model, held)
+    live_only = evaluate(fit_interference(tune, "ncf", cfg.seed), held)
+    model.save(out / "interference")
+    _write_rows(out / "colocation.csv", live)
+    return {
+        "sim_rows": len(sim_data),
+        "live_rows": len(live),
+        "held_out_rows": len(held),
+        "sim_pretrained": before,
+        "sim_pretrained_then_live_update": after,
+        "live_only_fit": live_only,
+    }, prof
+
+
+def _write_rows(path: Path, data: ColocationData) -> None:
+    from rlsched.interference import write_colocation_csv
+
+    write_colocation_csv(path, data)
+
+
+def finetune_live(
+    source: str | Path, out: str | Path, cfg: LiveFinetuneConfig = LiveFinetuneConfig()
+) -> dict:
+    """Both transfers of the module docstring; returns (and writes) the report.
+
+    :param source: checkpoint directory of the simulator-trained network.
+    :param out: output directory.
+    :param cfg: the run's settings.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.set_num_threads(1)
+    net, meta = scorer_from_checkpoint(source)
+    spec = default_live_cluster()
+    interference, _ = transfer_interference(spec, cfg, out)
+    make = cluster_factory(spec, cfg)
+    zero_shot = evaluate_live(_NetSelector(net), spec, cfg, make)
+    mct = evaluate_live(MctSelector(), spec, cfg, make)
+    workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)
+    env = LiveSchedulingEnv(spec, make, workload, placer=cfg.placer)
+    tc = TrainConfig(net_arch=tuple(meta["net_arch"]))
+    model = MaskedDQN(
+        MaskedDQNPolicy,
+        env,
+        learning_rate=tc.learning_rate,
+        buffer_size=10_000,
+        batch_size=32,
+        gamma=tc.gamma,
+        learning_starts=min(50, max(cfg.steps // 4, 1)),
+        target_update_interval=100,
+        train_freq=4,
+        exploration_fraction=tc.exploration_fraction,
+        exploration_initial_eps=tc.exploration_initial_eps,
+        exploration_final_eps=tc.exploration_final_eps,
+        policy_kwargs={"net_arch": list(tc.net_arch)},
+        seed=cfg.seed,
+        verbose=0,
+    )
+    scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
+    scorer.load_state_dict(net.state_dict())
+    model.q_net_target.scorer.load_state_dict(net.state_dict())  # type: ignore[union-attr]
+    if cfg.steps > 0:
+        model.learn(total_timesteps=cfg.steps)
+    env.close()
+    scorer.eval()
+    tuned = evaluate_live(_NetSelector(scorer), spec, cfg, make)
+    save_checkpoint(
+        out / "last",
+        scorer.state_dict(),
+        {**meta, "finetuned_live": dataclasses.asdict(cfg), "live_steps": cfg.steps, "source": str(source)},
+    )
+    report = {
+        "source": str(source),
+        "live_cluster": [n.name for n in spec.nodes],
+        "config": dataclasses.asdict(cfg),
+        "interference": interference,
+        "zero_shot": zero_shot,
+        "mct": mct,
+        "fine_tuned": tuned,
+    }
+    (out / "transfer.json").write_text(json.dumps(report, indent=1))
+    return report

@@ -1,0 +1,50 @@
+"""``rlsched demo --live`` and ``rlsched finetune --live`` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import main
+from models.checkpoint import load_checkpoint
+from rlsched.features import FEATURE_VERSION
+from rlsched.policies.ldwp import PRETRAINED
+
+
+def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["demo", "--live", "--tasks", "24", "--seeds", "1", "--schedulers", "ldwp+iawp,mct+mlsm"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "| ldwp+iawp |" in out and "| mct+mlsm |" in out
+    assert "cache hit rate" in out and "every result checked against its ground truth" in out
+
+
+def test_live_demo_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--live", "--tasks", "0"]) == 2
+    assert "must be positive" in capsys.readouterr().err
+    assert main(["demo", "--live", "--tasks", "4", "--schedulers", "mct+nope"]) == 2
+    assert "unknown placer 'nope'" in capsys.readouterr().err
+
+
+def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "ft"
+    args = ["--from", str(PRETRAINED), "--live", "--steps", "24", "--tasks", "12", "--eval-tasks", "12"]
+    rc = main(["finetune", *args, "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    line = json.loads(capsys.readouterr().out)
+    assert line["fine_tuned"]["tasks_lost"] == 0 and line["zero_shot"]["throughput_per_s"] > 0
+    report = json.loads((out / "transfer.json").read_text())
+    ix = report["interference"]
+    assert ix["live_rows"] > 0 and 0 <= ix["sim_pretrained_then_live_update"]["mae"] < 1
+    load_checkpoint(out / "last", FEATURE_VERSION)  # checksummed, loadable
+    assert (out / "interference").is_dir() and (out / "colocation.csv").is_file()
+
+
+def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["finetune", "--from", str(PRETRAINED), "--out", str(tmp_path)]
+    assert main([*args, "--live", "--scenario", "paper"]) == 2
+    assert "--scenario does not apply" in capsys.readouterr().err
+    assert main(args) == 2
+    assert "needs --scenario" in capsys.readouterr().err
