@@ -15,6 +15,7 @@ view); kernels and copies run outside it.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -43,6 +44,8 @@ from runtime.workload import input_id, is_shared_input
 SPEED_EMA = 0.2
 #: Times a subtask may be handed back by full devices before it waits for memory to free.
 MAX_HANDBACKS = 8
+#: Hand-backs after which a task fails with an error naming the subtask (never silently lost).
+GIVE_UP_HANDBACKS = 256
 
 
 @dataclass
@@ -165,6 +168,7 @@ class NodeAgent:
         self.util.start(clock())
         self.subtasks_done = 0
         self.dispatch_s = 0.0
+        self._cooldown = False
         #: (time, streams per GPU, mean idle streams per GPU) of each feedback interval.
         self.stream_history: list[tuple[float, list[int], list[float]]] = []
         self.alive = True
@@ -208,8 +212,7 @@ class NodeAgent:
 
     def _ready(self, run: _Run, sub: Subtask) -> None:
         key = (-run.task.priority, run.task.arrival_s, run.task.id, sub.index)
-        self.waiting.append((key, run, sub))
-        self.waiting.sort(key=lambda e: e[0])
+        bisect.insort(self.waiting, (key, run, sub), key=lambda e: e[0])
         self.view.ready_waiting[self.node] += 1
 
     # ---- dispatch (lock held) ------------------------------------------------------------
@@ -222,10 +225,13 @@ class NodeAgent:
         f = v.fast
         v.time_s = self.clock()
         kept = []
-        for item in self.waiting:
+        for i, item in enumerate(self.waiting):
             _, run, sub = item
             cpu_free = bool(self.free_cores)
             gpu_free = f.node_gpu_running[n] < f.node_streams[n]
+            if not (cpu_free or gpu_free):  # nothing more can start: keep the rest as they are
+                kept.extend(self.waiting[i:])
+                break
             dev = sub.kind.device
             if (
                 (dev is Where.CPU and not cpu_free)
@@ -247,11 +253,27 @@ class NodeAgent:
         self.dispatch_s += time.perf_counter() - t0
 
     def _unstick(self, kept: list[tuple[tuple, _Run, Subtask]]) -> None:
-        """Nothing runs, so no event would offer the waiting subtasks again."""
+        """Nothing runs, so no event would offer the waiting subtasks again. In order: forget
+        devices that were full (they are idle now); spill the outputs tasks hold on the GPUs to
+        the host (placers wait for memory that nothing running would free); start subtasks that
+        may use a core on one; only then fail what is left, with the reason."""
         if any(run.avoid for _, run, _ in kept):
             for _, run, _ in kept:
-                run.avoid.clear()  # devices full earlier are empty now: try them again
+                run.avoid.clear()
             self._drain()
+            return
+        if self._spill_outputs():
+            self._drain()
+            return
+        still = []
+        for item in kept:
+            _, run, sub = item
+            if sub.kind.device is not Where.GPU and self.free_cores and self._start(run, sub, CPU):
+                self.view.ready_waiting[self.node] -= 1
+            else:
+                still.append(item)
+        self.waiting = still
+        if len(still) < len(kept):
             return
         for _, run, sub in kept:
             run.error = run.error or f"placer {self.placer.name} left {sub.kind.name} waiting on idle node"
@@ -352,6 +374,9 @@ class NodeAgent:
         self.util.advance_node(n, now)
         if not self.alive:
             return
+        if self.runs.get(run.task.id) is not run:  # the task already failed: only free the unit
+            self._release_unit(job, 0.0, measured=0.0)
+            return
         if err is not None or result is None:
             self._release_unit(job, 0.0, measured=0.0)
             if isinstance(err, DeviceFull):
@@ -430,6 +455,12 @@ class NodeAgent:
         """A device could not hold the job's data: place the subtask again elsewhere."""
         run, sub = job.run, job.sub
         run.handbacks += 1
+        if run.handbacks > GIVE_UP_HANDBACKS:
+            # Stage 1 checks memory, so only data far larger than measured gets here: report it.
+            where = f"any GPU of {self.nspec.name}"
+            run.error = f"{sub.kind.name} did not fit on {where} in {run.handbacks} tries"
+            self._finish_task(run)
+            return
         avoid = run.avoid.setdefault(sub.index, set())
         avoid.add(job.unit)
         if run.handbacks > MAX_HANDBACKS or (
@@ -438,8 +469,28 @@ class NodeAgent:
             avoid.clear()  # every device was full once: wait for memory to free instead of spinning
         self._ready(run, sub)
 
+    def _spill_outputs(self) -> bool:
+        """Move every task output held on a GPU of this node to the host; True if any moved."""
+        moved = False
+        for run in self.runs.values():
+            for name, held in run.store.items():
+                if held.loc == CPU:
+                    continue
+                g = held.loc
+                run.store[name] = Held(self.copy_streams[g].download(held.value), CPU, held.nbytes)
+                for i, (rg, nbytes) in enumerate(run.reserved):
+                    if rg == g and nbytes == held.nbytes:
+                        self.memory[g].release(nbytes)
+                        del run.reserved[i]
+                        break
+                moved = True
+        for g in range(len(self.devices)):
+            self._sync_memory(g)
+        return moved
+
     def _sync_memory(self, g: int) -> None:
-        used = self.memory[g].stats().used_bytes
+        # Unused cached inputs are evicted on demand, so placers may count them as free.
+        used = self.memory[g].stats().held_bytes
         self.view.set_gpu_mem_used(self.node, g, used / (1 << 20))
 
     def _finish_task(self, run: _Run) -> None:
@@ -479,8 +530,14 @@ class NodeAgent:
         """One feedback step: move at most one stream between this node's GPUs."""
         with self.lock:
             stats = [p.take_stats() for p in self.pools]
-            counts = self.feedback.adjust(stats)
             self.stream_history.append((self.clock(), [s.active for s in stats], [s.idle for s in stats]))
+            if self._cooldown:
+                # The interval after a move still shows the donor finishing on its lost stream and
+                # the receiver not yet using its new one: judging it would undo the move.
+                self._cooldown = False
+                return [p.active for p in self.pools]
+            counts = self.feedback.adjust(stats)
+            self._cooldown = counts != [s.active for s in stats]
             for g, c in enumerate(counts):
                 if c != self.pools[g].active:
                     self.pools[g].resize(c)

@@ -22,7 +22,7 @@ from rlsched.view import ClusterView
 from runtime.agent import NodeAgent, TaskOutcome
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
-from runtime.config import LiveClusterSpec
+from runtime.config import LiveClusterSpec, fold_ordinals
 from runtime.kernels import TaskData
 from runtime.monitor import NvmlMonitor, fill_view_from_samples
 
@@ -99,7 +99,9 @@ class LocalCluster:
                 backend if isinstance(backend, str) else None, max_speed=spec.max_speed
             )
         self.backend_name = self.backend.name
-        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        if self.backend.device_count() > 0:  # real GPUs: a spec may name more than this machine has
+            spec = self.spec = fold_ordinals(spec, self.backend.device_count())
+        self.view = spec.view()
         self.lock = threading.RLock()
         self.agents: list[NodeAgent] = []
         self.monitor: NvmlMonitor | None = None

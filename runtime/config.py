@@ -7,10 +7,12 @@ on the host, slowed by its ``speed`` relative to the fastest device, with a memo
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
+from rlsched.view import ClusterView
 
 MIB = 1 << 20
 
@@ -104,9 +106,36 @@ class LiveClusterSpec:
         )
         return ClusterSpec(nodes, name="live")
 
+    def view(self) -> ClusterView:
+        """An idle view of the cluster: datasheet figures, except each GPU's memory, which is
+        what the runtime may use there (``LiveGpu.mem_mib``) — the capacity placers must respect."""
+        v = ClusterView.from_spec(self.to_cluster_spec())
+        for i, n in enumerate(self.nodes):
+            for j, g in enumerate(n.gpus):
+                v.gpu_mem_mb[i, j] = g.mem_bytes / MIB
+        v.node_gpu_mem_mb = (v.gpu_mem_mb * v.gpu_valid).sum(axis=1)
+        v.resync()
+        return v
+
     @property
     def max_speed(self) -> float:
         return max((g.rel_speed for n in self.nodes for g in n.gpus), default=1.0)
+
+
+def fold_ordinals(spec: LiveClusterSpec, count: int) -> LiveClusterSpec:
+    """``spec`` with CUDA ordinals folded onto the ``count`` devices present.
+
+    The embedded default names ordinals 0 and 1; on a one-GPU machine both become GPU 0. They
+    then share that GPU and its memory pool (whose limit the last device opened sets), so the
+    run still works but two "GPUs" contend for one.
+    """
+    if count <= 0:
+        return spec
+    nodes = tuple(
+        dataclasses.replace(n, gpus=tuple(dataclasses.replace(g, index=g.index % count) for g in n.gpus))
+        for n in spec.nodes
+    )
+    return dataclasses.replace(spec, nodes=nodes)
 
 
 def default_live_cluster() -> LiveClusterSpec:

@@ -29,6 +29,7 @@ class MemoryStats:
     :param capacity_bytes: what the manager may hand out.
     :param used_bytes: working memory reserved plus cached inputs (including ones being loaded).
     :param cached_bytes: cached inputs alone.
+    :param evictable_bytes: cached inputs nobody uses now (evicted on demand, so free for placing).
     :param hits: :meth:`DeviceMemory.cached` calls served without a load.
     :param misses: calls that started a load.
     :param evictions: cached inputs evicted to make room.
@@ -40,12 +41,18 @@ class MemoryStats:
     capacity_bytes: int
     used_bytes: int
     cached_bytes: int
+    evictable_bytes: int
     hits: int
     misses: int
     evictions: int
     h2d_bytes_loaded: int
     h2d_bytes_saved: int
     peak_bytes: int
+
+    @property
+    def held_bytes(self) -> int:
+        """Memory that cannot be had right now: working memory and inputs in use."""
+        return self.used_bytes - self.evictable_bytes
 
 
 @dataclass(eq=False)
@@ -183,6 +190,9 @@ class DeviceMemory:
                 capacity_bytes=self.capacity_bytes,
                 used_bytes=self._working + self._cached,
                 cached_bytes=self._cached,
+                evictable_bytes=sum(
+                    e.nbytes for e in self._entries.values() if e.pins == 0 and e.ready.is_set()
+                ),
                 hits=self._hits,
                 misses=self._misses,
                 evictions=self._evictions,

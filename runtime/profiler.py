@@ -49,7 +49,7 @@ from rlsched.tasks import KindSpec
 from rlsched.workloads import APPS
 from runtime.backends.base import Backend, Device, DeviceConfig, DeviceFull, Stream
 from runtime.backends.select import choose_backend
-from runtime.config import LiveClusterSpec, LiveGpu
+from runtime.config import LiveClusterSpec, LiveGpu, fold_ordinals
 from runtime.kernels import LIVE_APPS, StagePlan, make_task_data, run_task_numpy, stage_plan
 from runtime.workload import VIDEO_APPS
 
@@ -126,6 +126,8 @@ class LiveProfiler:
             self.backend: Backend = choose_backend(backend, max_speed=spec.max_speed)
         else:
             self.backend = backend
+        if self.backend.device_count() > 0:  # real GPUs: fold the spec's ordinals onto them
+            spec = self.spec = fold_ordinals(spec, self.backend.device_count())
         gpus: dict[str, LiveGpu] = {}
         for node in spec.nodes:
             for g in node.gpus:

@@ -161,7 +161,7 @@ class NodeActor:
         observe: bool,
     ) -> None:
         self.node = node
-        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        self.view = spec.view()
         self.lock = threading.RLock()
         self.backend = choose_backend(backend, max_speed=spec.max_speed)
         placer = _build_placer(placer_spec)
@@ -325,7 +325,7 @@ class RayCluster:
         if not self._r.is_initialized():
             raise RuntimeError("RayCluster needs a connected driver: call ray.init(address=...) first")
         self.spec = spec
-        self.view = ClusterView.from_spec(spec.to_cluster_spec())
+        self.view = spec.view()
         self.lock = threading.RLock()
         self.backend_name = backend or "auto"
         self._backend = backend

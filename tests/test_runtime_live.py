@@ -52,12 +52,13 @@ def test_cpu_only_node_and_gpu_only_kinds() -> None:
 
 
 def test_memory_smaller_than_the_workload_evicts_and_loses_nothing() -> None:
-    """Six matmul streams each bring ~9 MB of weights to GPUs of 24 MiB: the cache must evict."""
+    """Matmul streams bring ~9 MB of weights each and FFT chains hold 8 MB intermediate outputs,
+    on GPUs of 24 MiB: the cache must evict, and held outputs spill rather than block."""
     gpu = LiveGpu("T4", mem_mib=24)
     spec = LiveClusterSpec(nodes=(LiveNode("n", cpu_cores=1, gpus=(gpu, dataclasses.replace(gpu, index=1))),))
-    w = LiveWorkload(apps={"matmul": 1.0}, streams=6, tasks=36, rate_per_s=80.0)
+    w = LiveWorkload(apps={"matmul": 1.0, "fft": 1.0}, streams=6, tasks=48, rate_per_s=100.0)
     res, data = run(spec, "mct+mlsm", w)
-    assert res.metrics.tasks_completed == 36 and res.metrics.tasks_lost == 0, res.errors
+    assert res.metrics.tasks_completed == 48 and res.metrics.tasks_lost == 0, res.errors
     assert sum(d.evictions for d in res.devices) > 0
     for tid, out in res.outcomes.items():
         check_result(data[tid], out.outputs)
@@ -99,3 +100,18 @@ def test_stream_feedback_gives_the_faster_gpu_more_streams() -> None:
     history = cluster.agents[0].stream_history
     busy_phase = [h for h in history if h[0] < res.metrics.makespan_s * 0.8][-3:]
     assert busy_phase and all(max(idle) < 1.5 for _, _, idle in busy_phase), busy_phase
+
+
+def test_work_that_fits_no_gpu_is_reported_not_lost() -> None:
+    """GPU-only k-means on a GPU too small for it: stage 1 finds no node; each task says why.
+    Matmul (GPU or CPU) on the same node falls back to the core and completes."""
+    spec = LiveClusterSpec(nodes=(LiveNode("n", cpu_cores=1, gpus=(LiveGpu("T4", mem_mib=1),)),))
+    w = LiveWorkload(apps={"kmeans": 1.0, "matmul": 1.0}, streams=2, tasks=10, rate_per_s=100.0)
+    res, data = run(spec, "mct+speedup", w)
+    m = res.metrics
+    kmeans = [t for t, d in data.items() if d.app == "kmeans"]
+    assert m.tasks_unschedulable == len(kmeans) and m.tasks_lost == 0
+    assert all(res.errors[t] == "no feasible node" for t in kmeans)
+    for tid, out in res.outcomes.items():
+        check_result(data[tid], out.outputs)
+        assert set(out.units) == {CPU}

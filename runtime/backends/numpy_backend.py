@@ -9,6 +9,7 @@ cluster observable on one CPU: schedulers see slower devices finish later, exact
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -41,14 +42,15 @@ class NumpyStream:
         :return: ``(result, seconds the lane was busy)``.
         """
         t0 = time.perf_counter()
-        result = fn(np, *args)
-        native = time.perf_counter() - t0
-        end = self.device.occupy(t0, native * (1.0 + self.device.slowdown()))
-        extra = end - time.perf_counter()
-        if extra > 0:
-            time.sleep(extra)
-        # Measured rather than ``native + extra``: sleep overshoots slightly, and the lane was
-        # busy for the whole of it.
+        # The kernel holds one of the device's engines while it runs and while it is stretched to
+        # the device's speed: more streams than engines wait, as kernels queue on a real GPU, and
+        # the wait counts in the measured time as it would between CUDA events.
+        with self.device.engine():
+            k0 = time.perf_counter()
+            result = fn(np, *args)
+            extra = (time.perf_counter() - k0) * self.device.slowdown()
+            if extra > 0:
+                time.sleep(extra)
         return result, time.perf_counter() - t0
 
     def upload(self, host: np.ndarray) -> np.ndarray:
@@ -89,7 +91,7 @@ class NumpyDevice:
         self._h2d = 0
         self._d2h = 0
         self._closed = False
-        self._engines = [0.0] * max(config.concurrency, 0)
+        self._engines = threading.Semaphore(config.concurrency) if config.concurrency > 0 else None
 
     @property
     def h2d_bytes(self) -> int:
@@ -125,19 +127,9 @@ class NumpyDevice:
         with self._lock:
             self._d2h += nbytes
 
-    def occupy(self, t0: float, busy_s: float) -> float:
-        """Book ``busy_s`` of device time for a kernel that started at ``t0``; return its end.
-
-        With ``concurrency`` engines, the kernel takes the engine that frees first and starts no
-        earlier than that: more concurrent streams than engines queue, as on a real GPU.
-        """
-        if self.config.concurrency <= 0:
-            return t0 + busy_s
-        with self._lock:
-            e = min(range(len(self._engines)), key=self._engines.__getitem__)
-            end = max(t0, self._engines[e]) + busy_s
-            self._engines[e] = end
-            return end
+    def engine(self) -> contextlib.AbstractContextManager[object]:
+        """Hold one of the device's ``concurrency`` engines (no limit when it is 0)."""
+        return self._engines if self._engines is not None else contextlib.nullcontext()
 
     def slowdown(self) -> float:
         """Extra lane time per second of native run time: ``max_speed / speed - 1`` (>= 0)."""
