@@ -235,3 +235,29 @@ def _iterations_for(kernel: Callable[..., float], a: np.ndarray, target_s: float
         kernel(np, a, 2)
         per.append((time.perf_counter() - t0) / 2)
     return max(1, round(target_s / max(min(per), 1e-5)))
+
+
+def test_engines_are_handed_out_in_arrival_order() -> None:
+    """A lane that runs kernels back to back on a one-engine device must not starve another."""
+    import threading
+    import time
+
+    from runtime.backends.numpy_backend import FairEngines
+
+    engines = FairEngines(1)
+    stop = threading.Event()
+
+    def hog() -> None:
+        while not stop.is_set():
+            with engines:
+                time.sleep(0.002)
+
+    t = threading.Thread(target=hog, daemon=True)
+    t.start()
+    time.sleep(0.01)
+    t0 = time.perf_counter()
+    with engines:
+        waited = time.perf_counter() - t0
+    stop.set()
+    t.join(timeout=2)
+    assert waited < 0.1

@@ -9,6 +9,7 @@ cluster observable on one CPU: schedulers see slower devices finish later, exact
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 import time
@@ -21,6 +22,38 @@ import numpy as np
 from runtime.backends.base import DeviceConfig
 
 T = TypeVar("T")
+
+
+class FairEngines:
+    """``n`` engines handed out in arrival order.
+
+    A plain semaphore lets the thread that releases an engine take it straight back, so one lane
+    running kernels back to back would starve the others; a GPU's hardware scheduler interleaves
+    streams, so waiting kernels go first here.
+
+    :param n: engines.
+    """
+
+    def __init__(self, n: int) -> None:
+        self._free = n
+        self._queue: collections.deque[object] = collections.deque()
+        self._cond = threading.Condition()
+
+    def __enter__(self) -> FairEngines:
+        me = object()
+        with self._cond:
+            self._queue.append(me)
+            while self._queue[0] is not me or self._free == 0:
+                self._cond.wait()
+            self._queue.popleft()
+            self._free -= 1
+            self._cond.notify_all()  # the next in line may take another free engine
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        with self._cond:
+            self._free += 1
+            self._cond.notify_all()
 
 
 class NumpyStream:
@@ -91,7 +124,7 @@ class NumpyDevice:
         self._h2d = 0
         self._d2h = 0
         self._closed = False
-        self._engines = threading.Semaphore(config.concurrency) if config.concurrency > 0 else None
+        self._engines = FairEngines(config.concurrency) if config.concurrency > 0 else None
 
     @property
     def h2d_bytes(self) -> int:
