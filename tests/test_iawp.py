@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -155,3 +157,14 @@ def test_two_stage_runs_complete_every_task(placer: str) -> None:
     assert m.tasks_completed == 60 and m.tasks_lost == 0
     if placer == "iawp":
         assert sched.placer.predictor is not None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("placer", ["iawp", "iawp-cosine"])
+def test_a_cluster_without_gpus_needs_no_interference_model(placer: str) -> None:
+    """Found by the simulator's property test: nothing to profile must not stop a run."""
+    sc = small_scenario(nodes=(node("a", cores=2, gpus=()), node("b", cores=2, gpus=())), apps={"fft": 1.0})
+    sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, tasks=6))
+    m = Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer).run(
+        parse_scheduler(f"mct+{placer}")
+    )
+    assert m.tasks_completed == 6 and m.tasks_lost == 0

@@ -101,6 +101,9 @@ class IawpPlacer(MlsmPlacer):
             fitted = _CALIBRATED.get(key)
             if fitted is None:
                 data = instrument.colocation(self.profile_fraction, seed)
+                if not len(data):  # no GPU or no GPU kind: nothing to co-locate, nothing to learn
+                    self._fill([k.name for k in instrument.kinds()], instrument.devices())
+                    return
                 fitted = _CALIBRATED[key] = fit_interference(data, self.method, seed)
             self.predictor = copy.deepcopy(fitted) if self.online else fitted
         self._fill([k.name for k in instrument.kinds()], instrument.devices())
