@@ -1,11 +1,17 @@
-"""``RayCluster``: one node agent per Ray node, as an actor pinned to it.
+"""``RayCluster``, the driver side: one node agent per Ray node, as an actor pinned to it.
 
 Our scheduler, not Ray, decides placement: stage 1 runs in the driver against the driver's
 :class:`~rlsched.view.ClusterView` and picks a node; the task goes to the actor pinned (hard node
-affinity) to the Ray node that spec node maps to; stage 2 runs inside that actor, whose
-:class:`~runtime.agent.NodeAgent` places subtasks on the node's devices. The actor answers each
-task with its outcome and a snapshot of its node's row of the view, which the driver copies into
-its own view; stream-feedback ticks bring snapshots between completions too.
+affinity) to the Ray node that spec node maps to; stage 2 runs inside that actor
+(:class:`runtime.ray_actor.NodeActor`), whose :class:`~runtime.agent.NodeAgent` places subtasks
+on the node's devices. The actor answers each task with its outcome and a snapshot of its node's
+row of the view, which the driver copies into its own view; stream-feedback ticks bring
+snapshots between completions too.
+
+This module holds the driver: :class:`RayCluster`, the waiter thread that hands finished calls
+back, the classification of Ray errors (node lost or task failed), and :class:`AgentSummary`,
+the driver's record of each remote agent. What runs on the nodes lives in
+:mod:`runtime.ray_actor`; its public names are importable from here too.
 
 A node that dies (its Ray node removed or crashed, its actor killed) fails the calls in flight on
 it: the driver marks the node dead in its view and hands each of those tasks back with
@@ -35,85 +41,40 @@ import numpy as np
 from rlsched.policies.base import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
-from rlsched.view import ClusterView
-from runtime.agent import NodeAgent, TaskOutcome
-from runtime.backends.select import choose_backend
+from runtime.agent import TaskOutcome
 from runtime.cluster import DeviceReport, Observe
 from runtime.config import LiveClusterSpec
 from runtime.kernels import TaskData
 from runtime.live import NODE_LOST
+from runtime.ray_actor import (
+    AGENT_SHUT_DOWN,
+    CONTROL_GROUP,
+    NodeActor,
+    Snapshot,
+    _build_placer,
+    _ray,
+    apply_node_snapshot,
+    node_snapshot,
+)
+
+__all__ = [
+    "AGENT_SHUT_DOWN",
+    "CONTROL_GROUP",
+    "MAX_IN_FLIGHT",
+    "AgentSummary",
+    "FeedbackSummary",
+    "NodeActor",
+    "RayCluster",
+    "Snapshot",
+    "apply_node_snapshot",
+    "node_snapshot",
+]
 
 log = logging.getLogger(__name__)
 
 #: Default ``max_concurrency`` of a node actor: each task in flight on a node holds one actor
 #: thread while it waits for its outcome; calls beyond this wait in Ray's queue (not lost).
 MAX_IN_FLIGHT = 256
-#: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full
-#: of waiting ``run`` calls still answers them.
-CONTROL_GROUP = "control"
-#: ``TaskOutcome.error`` of tasks still on a node agent when it shuts down.
-AGENT_SHUT_DOWN = "node agent shut down"
-
-Snapshot = dict[str, Any]
-
-
-def _ray() -> Any:
-    """The ``ray`` module, or an ImportError that says how to get it."""
-    try:
-        import ray
-    except ImportError as exc:  # optional dependency: only RayCluster needs it
-        raise ImportError("RayCluster needs Ray: pip install 'ray==2.60.0'") from exc
-    return ray
-
-
-def node_snapshot(view: ClusterView, node: int, seq: int) -> Snapshot:
-    """The dynamic state of one node's row of ``view`` (what stage 1 reads), as plain values.
-
-    :param view: a view kept by the node's agent.
-    :param node: the row.
-    :param seq: increasing number of the snapshot, so older ones arriving late are ignored.
-    """
-    f = view.fast
-    return {
-        "seq": seq,
-        "cpu_busy": int(f.cpu_busy[node]),
-        "gpu_running": list(f.gpu_running[node]),
-        "gpu_mem_used_mb": list(f.gpu_mem_used[node]),
-        "speed_gpu": list(f.speed_gpu[node]),
-        "speed_cpu": float(f.speed_cpu[node]),
-        "tasks_on_node": int(view.tasks_on_node[node]),
-        "backlog_gpu_s": float(view.backlog_gpu_s[node]),
-        "backlog_cpu_s": float(view.backlog_cpu_s[node]),
-        "ready_waiting": int(view.ready_waiting[node]),
-        "gpu_streams": list(f.gpu_streams[node]),
-        "gpu_kinds": [list(k) for k in view.gpu_kinds[node]],
-    }
-
-
-def apply_node_snapshot(view: ClusterView, node: int, snap: Snapshot) -> None:
-    """Copy a node's snapshot (:func:`node_snapshot`) into row ``node`` of ``view``.
-
-    Stream counts go through :meth:`ClusterView.set_streams` (it keeps ``node_streams``, which
-    ``resync`` does not recompute); the other arrays are written directly, then
-    :meth:`ClusterView.resync` rebuilds the per-node aggregates and the Python mirrors.
-
-    :param view: the driver's view (caller holds its lock).
-    :param node: the row to overwrite.
-    :param snap: the node's state; keys missing from it are left as they are.
-    """
-    for g, streams in enumerate(snap.get("gpu_streams", ())):
-        if view.fast.gpu_streams[node][g] != streams:
-            view.set_streams(node, g, int(streams))
-    for key in ("cpu_busy", "tasks_on_node", "ready_waiting", "backlog_gpu_s", "backlog_cpu_s", "speed_cpu"):
-        if key in snap:
-            getattr(view, key)[node] = snap[key]
-    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu"):
-        if key in snap:
-            row = snap[key]
-            getattr(view, key)[node, : len(row)] = row
-    for g, kinds in enumerate(snap.get("gpu_kinds", ())):
-        view.gpu_kinds[node][g][:] = kinds
-    view.resync()
 
 
 @dataclass
@@ -135,152 +96,6 @@ class AgentSummary:
     feedback: FeedbackSummary = field(default_factory=FeedbackSummary)
     subtasks_done: int = 0
     dispatch_s: float = 0.0
-
-
-class NodeActor:
-    """The body of the Ray actor that runs one node's agent (wrapped by ``ray.remote`` on use).
-
-    It keeps its own view of the whole cluster, of which its agent writes only its own row.
-
-    :param node: the node's index in ``spec``.
-    :param spec: the live cluster.
-    :param placer_spec: a registry name (``rlsched.policies.registry.PLACERS``) or a placer
-        object (this actor gets its own copy).
-    :param backend: backend name, or ``None`` for ``$RLSCHED_BACKEND`` / automatic.
-    :param seed: placer seed for placers built from a name.
-    :param observe: feed finished GPU subtasks to this actor's placer's ``observe``.
-    """
-
-    def __init__(
-        self,
-        node: int,
-        spec: LiveClusterSpec,
-        placer_spec: str | SubtaskPlacer,
-        backend: str | None,
-        seed: int,
-        observe: bool,
-    ) -> None:
-        self.node = node
-        self.view = spec.view()
-        self.lock = threading.RLock()
-        self.backend = choose_backend(backend, max_speed=spec.max_speed)
-        placer = _build_placer(placer_spec)
-        if isinstance(placer_spec, str):
-            placer.reset(self.view, seed)  # an object was reset by the driver's scheduler
-        self._t0 = time.perf_counter()
-        obs = getattr(placer, "observe", None) if observe else None
-        self.agent = NodeAgent(node, spec, self.backend, self.view, placer, self.lock, self.clock, obs)
-        self._seq = 0
-        self._closed = False
-        # Tasks whose ``run`` call waits: shutdown answers them, or their threads would hang.
-        self._waiting: dict[int, tuple[Task, threading.Event, list[tuple[TaskOutcome, Snapshot]]]] = {}
-
-    def clock(self) -> float:
-        """Seconds since the actor started (its agent's time base)."""
-        return time.perf_counter() - self._t0
-
-    def ready(self) -> tuple[str, str]:
-        """The backend name and the Ray node id this actor runs on (start-up handshake)."""
-        node_id = _ray().get_runtime_context().get_node_id()
-        return self.backend.name, str(node_id)
-
-    def _snapshot(self) -> Snapshot:
-        with self.lock:
-            self._seq += 1
-            return node_snapshot(self.view, self.node, self._seq)
-
-    def run(self, task: Task, data: TaskData) -> tuple[TaskOutcome, Snapshot]:
-        """Run one task on this node; block until it is done.
-
-        :param task: the task stage 1 placed here.
-        :param data: its arrays.
-        :return: its outcome and the node's state right after it finished.
-        """
-        done = threading.Event()
-        box: list[tuple[TaskOutcome, Snapshot]] = []
-
-        def on_done(out: TaskOutcome) -> None:
-            # Called by the agent with the lock held: the snapshot is the state it leaves.
-            box.append((out, self._snapshot()))
-            done.set()
-
-        with self.lock:
-            if self._closed:  # the agent would take the task and never run it
-                now = self.clock()
-                return TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}
-            self._waiting[task.id] = (task, done, box)
-            self.agent.assign(task, data, on_done)
-        try:
-            done.wait()
-        finally:
-            with self.lock:
-                self._waiting.pop(task.id, None)
-        return box[0]
-
-    def tick(self) -> dict[str, Any]:
-        """One stream-feedback step, then :meth:`report`."""
-        self.agent.adjust_streams()
-        return self.report()
-
-    def report(self) -> dict[str, Any]:
-        """The node's snapshot, utilisation row, device reports and agent counters."""
-        a, n = self.agent, self.node
-        with self.lock:
-            a.util.advance_node(n, self.clock())
-            util = {k: v[n].item() for k, v in a.util.summary().items()}
-            devices = []
-            for g, mem in enumerate(a.memory):
-                st = mem.stats()
-                devices.append(
-                    DeviceReport(
-                        a.nspec.name,
-                        g,
-                        a.nspec.gpus[g].model,
-                        a.pools[g].active,
-                        float(util["gpu"]),
-                        st.hits,
-                        st.misses,
-                        st.evictions,
-                        st.h2d_bytes_loaded,
-                        st.h2d_bytes_saved,
-                    )
-                )
-            return {
-                "snapshot": self._snapshot(),
-                "util": util,
-                "devices": devices,
-                "moves": list(a.feedback.moves),
-                "subtasks_done": a.subtasks_done,
-                "dispatch_s": a.dispatch_s,
-            }
-
-    def shutdown(self) -> int:
-        """Stop the agent; tasks still on it come back with :data:`AGENT_SHUT_DOWN`.
-
-        :return: how many tasks were still on the node.
-        """
-        with self.lock:
-            self._closed = True
-            waiting = list(self._waiting.values())
-        self.agent.shutdown()
-        now = self.clock()
-        left = 0
-        for task, done, box in waiting:
-            if not done.is_set():
-                left += 1
-                box.append((TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}))
-                done.set()
-        return left
-
-
-def _build_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
-    if not isinstance(spec, str):
-        return spec
-    from rlsched.policies.registry import PLACERS
-
-    if spec not in PLACERS:
-        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
-    return PLACERS[spec]()
 
 
 @dataclass
@@ -371,18 +186,35 @@ class RayCluster:
         :raises TypeError: a placer object Ray cannot serialise.
         :raises TimeoutError: an actor did not come up within ``start_timeout_s``.
         """
-        ray = self._r
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        self._check_placer(placer_spec)
+        actor_cls = self._r.remote(concurrency_groups={CONTROL_GROUP: 2})(NodeActor)
+        self._reset_run_state()
+        self._create_actors(actor_cls, placer_spec, seed, observe is not None)
+        answers = self._await_actors()
+        self.backend_name = ",".join(sorted({name for name, _ in answers}))
+        self.agents = [AgentSummary(i) for i in range(len(self.actors))]
+        # Time 0 is when the agents are up, as for LocalCluster: run_live starts its clock next.
+        self._t0 = time.perf_counter()
+        self._stop.clear()
+        self._waiter = threading.Thread(target=self._wait_loop, name="ray-cluster-waiter", daemon=True)
+        self._waiter.start()
 
+    def _check_placer(self, placer_spec: str | SubtaskPlacer) -> None:
+        """Fail in the driver on a placer the actors could not build or receive."""
         if isinstance(placer_spec, str):
             _build_placer(placer_spec)  # fail here, in the driver, on an unknown name
-        else:
-            try:  # fail here with a clear message rather than inside Ray's argument packing
-                ray.cloudpickle.dumps(placer_spec)
-            except Exception as exc:  # pickling errors come in several types
-                raise TypeError(f"cannot send placer {placer_spec!r} to Ray actors: {exc}") from exc
-        actor_cls = ray.remote(concurrency_groups={CONTROL_GROUP: 2})(NodeActor)
-        self._reset_run_state()
+            return
+        try:  # fail here with a clear message rather than inside Ray's argument packing
+            self._r.cloudpickle.dumps(placer_spec)
+        except Exception as exc:  # pickling errors come in several types
+            raise TypeError(f"cannot send placer {placer_spec!r} to Ray actors: {exc}") from exc
+
+    def _create_actors(
+        self, actor_cls: Any, placer_spec: str | SubtaskPlacer, seed: int, observe: bool
+    ) -> None:
+        """One actor per spec node, pinned (hard affinity) to its Ray node, into ``self.actors``."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
         for i, node_id in enumerate(self.node_ids):
             opts: dict[str, Any] = {
                 "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
@@ -392,10 +224,16 @@ class RayCluster:
             }
             if self.runtime_env is not None:
                 opts["runtime_env"] = self.runtime_env
-            actor = actor_cls.options(**opts).remote(
-                i, self.spec, placer_spec, self._backend, seed, observe is not None
-            )
+            actor = actor_cls.options(**opts).remote(i, self.spec, placer_spec, self._backend, seed, observe)
             self.actors.append(actor)
+
+    def _await_actors(self) -> list[tuple[str, str]]:
+        """Wait for every actor's start-up handshake; its (backend name, Ray node id) answers.
+
+        :raises TimeoutError: an actor did not come up within ``start_timeout_s`` (all are killed).
+        :raises RuntimeError: an actor runs on another Ray node than the one it was pinned to.
+        """
+        ray = self._r
         refs = [a.ready.options(concurrency_group=CONTROL_GROUP).remote() for a in self.actors]
         _, pending = ray.wait(refs, num_returns=len(refs), timeout=self.start_timeout_s)
         if pending:
@@ -404,17 +242,11 @@ class RayCluster:
                 f"{len(pending)} node actor(s) not up after {self.start_timeout_s:.0f} s "
                 "(does each Ray node have room for an actor?)"
             )
-        answers = ray.get(refs)
+        answers: list[tuple[str, str]] = ray.get(refs)
         for i, (_, where) in enumerate(answers):
             if where != self.node_ids[i]:  # hard affinity should make this impossible
                 raise RuntimeError(f"node actor {i} runs on Ray node {where}, not {self.node_ids[i]}")
-        self.backend_name = ",".join(sorted({name for name, _ in answers}))
-        self.agents = [AgentSummary(i) for i in range(len(self.actors))]
-        # Time 0 is when the agents are up, as for LocalCluster: run_live starts its clock next.
-        self._t0 = time.perf_counter()
-        self._stop.clear()
-        self._waiter = threading.Thread(target=self._wait_loop, name="ray-cluster-waiter", daemon=True)
-        self._waiter.start()
+        return answers
 
     # ---- tasks -------------------------------------------------------------------------------
     def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:

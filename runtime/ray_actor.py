@@ -1,0 +1,245 @@
+"""The node side of :class:`~runtime.ray_cluster.RayCluster`: what runs inside one Ray node.
+
+:class:`NodeActor` is the body of the Ray actor pinned to one Ray node (the driver wraps it with
+``ray.remote``). It keeps its own :class:`~rlsched.view.ClusterView`, of which its
+:class:`~runtime.agent.NodeAgent` writes only its node's row, and runs stage 2 there: the
+agent places each task's subtasks on the node's devices. Each finished task comes back with a
+:data:`Snapshot` of that row (:func:`node_snapshot`), which the driver copies into its own view
+(:func:`apply_node_snapshot`).
+
+Also here: the actor's control concurrency group (:data:`CONTROL_GROUP`), the error of tasks
+caught by a shutdown (:data:`AGENT_SHUT_DOWN`), and the helpers both sides use to import Ray and
+to build a placer from its registry name.
+
+Ray is an optional dependency: this module imports without it.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from typing import Any
+
+from rlsched.policies.base import SubtaskPlacer
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+from runtime.agent import NodeAgent, TaskOutcome
+from runtime.backends.select import choose_backend
+from runtime.cluster import DeviceReport
+from runtime.config import LiveClusterSpec
+from runtime.kernels import TaskData
+
+#: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full
+#: of waiting ``run`` calls still answers them.
+CONTROL_GROUP = "control"
+#: ``TaskOutcome.error`` of tasks still on a node agent when it shuts down.
+AGENT_SHUT_DOWN = "node agent shut down"
+
+#: A node's row of the view as plain values (:func:`node_snapshot`), sent to the driver.
+Snapshot = dict[str, Any]
+
+
+def _ray() -> Any:
+    """The ``ray`` module, or an ImportError that says how to get it."""
+    try:
+        import ray
+    except ImportError as exc:  # optional dependency: only RayCluster needs it
+        raise ImportError("RayCluster needs Ray: pip install 'ray==2.60.0'") from exc
+    return ray
+
+
+def node_snapshot(view: ClusterView, node: int, seq: int) -> Snapshot:
+    """The dynamic state of one node's row of ``view`` (what stage 1 reads), as plain values.
+
+    :param view: a view kept by the node's agent.
+    :param node: the row.
+    :param seq: increasing number of the snapshot, so older ones arriving late are ignored.
+    """
+    f = view.fast
+    return {
+        "seq": seq,
+        "cpu_busy": int(f.cpu_busy[node]),
+        "gpu_running": list(f.gpu_running[node]),
+        "gpu_mem_used_mb": list(f.gpu_mem_used[node]),
+        "speed_gpu": list(f.speed_gpu[node]),
+        "speed_cpu": float(f.speed_cpu[node]),
+        "tasks_on_node": int(view.tasks_on_node[node]),
+        "backlog_gpu_s": float(view.backlog_gpu_s[node]),
+        "backlog_cpu_s": float(view.backlog_cpu_s[node]),
+        "ready_waiting": int(view.ready_waiting[node]),
+        "gpu_streams": list(f.gpu_streams[node]),
+        "gpu_kinds": [list(k) for k in view.gpu_kinds[node]],
+    }
+
+
+def apply_node_snapshot(view: ClusterView, node: int, snap: Snapshot) -> None:
+    """Copy a node's snapshot (:func:`node_snapshot`) into row ``node`` of ``view``.
+
+    Stream counts go through :meth:`ClusterView.set_streams` (it keeps ``node_streams``, which
+    ``resync`` does not recompute); the other arrays are written directly, then
+    :meth:`ClusterView.resync` rebuilds the per-node aggregates and the Python mirrors.
+
+    :param view: the driver's view (caller holds its lock).
+    :param node: the row to overwrite.
+    :param snap: the node's state; keys missing from it are left as they are.
+    """
+    for g, streams in enumerate(snap.get("gpu_streams", ())):
+        if view.fast.gpu_streams[node][g] != streams:
+            view.set_streams(node, g, int(streams))
+    for key in ("cpu_busy", "tasks_on_node", "ready_waiting", "backlog_gpu_s", "backlog_cpu_s", "speed_cpu"):
+        if key in snap:
+            getattr(view, key)[node] = snap[key]
+    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu"):
+        if key in snap:
+            row = snap[key]
+            getattr(view, key)[node, : len(row)] = row
+    for g, kinds in enumerate(snap.get("gpu_kinds", ())):
+        view.gpu_kinds[node][g][:] = kinds
+    view.resync()
+
+
+class NodeActor:
+    """The body of the Ray actor that runs one node's agent (wrapped by ``ray.remote`` on use).
+
+    It keeps its own view of the whole cluster, of which its agent writes only its own row.
+
+    :param node: the node's index in ``spec``.
+    :param spec: the live cluster.
+    :param placer_spec: a registry name (``rlsched.policies.registry.PLACERS``) or a placer
+        object (this actor gets its own copy).
+    :param backend: backend name, or ``None`` for ``$RLSCHED_BACKEND`` / automatic.
+    :param seed: placer seed for placers built from a name.
+    :param observe: feed finished GPU subtasks to this actor's placer's ``observe``.
+    """
+
+    def __init__(
+        self,
+        node: int,
+        spec: LiveClusterSpec,
+        placer_spec: str | SubtaskPlacer,
+        backend: str | None,
+        seed: int,
+        observe: bool,
+    ) -> None:
+        self.node = node
+        self.view = spec.view()
+        self.lock = threading.RLock()
+        self.backend = choose_backend(backend, max_speed=spec.max_speed)
+        placer = _build_placer(placer_spec)
+        if isinstance(placer_spec, str):
+            placer.reset(self.view, seed)  # an object was reset by the driver's scheduler
+        self._t0 = time.perf_counter()
+        obs = getattr(placer, "observe", None) if observe else None
+        self.agent = NodeAgent(node, spec, self.backend, self.view, placer, self.lock, self.clock, obs)
+        self._seq = 0
+        self._closed = False
+        # Tasks whose ``run`` call waits: shutdown answers them, or their threads would hang.
+        self._waiting: dict[int, tuple[Task, threading.Event, list[tuple[TaskOutcome, Snapshot]]]] = {}
+
+    def clock(self) -> float:
+        """Seconds since the actor started (its agent's time base)."""
+        return time.perf_counter() - self._t0
+
+    def ready(self) -> tuple[str, str]:
+        """The backend name and the Ray node id this actor runs on (start-up handshake)."""
+        node_id = _ray().get_runtime_context().get_node_id()
+        return self.backend.name, str(node_id)
+
+    def _snapshot(self) -> Snapshot:
+        with self.lock:
+            self._seq += 1
+            return node_snapshot(self.view, self.node, self._seq)
+
+    def run(self, task: Task, data: TaskData) -> tuple[TaskOutcome, Snapshot]:
+        """Run one task on this node; block until it is done.
+
+        :param task: the task stage 1 placed here.
+        :param data: its arrays.
+        :return: its outcome and the node's state right after it finished.
+        """
+        done = threading.Event()
+        box: list[tuple[TaskOutcome, Snapshot]] = []
+
+        def on_done(out: TaskOutcome) -> None:
+            # Called by the agent with the lock held: the snapshot is the state it leaves.
+            box.append((out, self._snapshot()))
+            done.set()
+
+        with self.lock:
+            if self._closed:  # the agent would take the task and never run it
+                now = self.clock()
+                return TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}
+            self._waiting[task.id] = (task, done, box)
+            self.agent.assign(task, data, on_done)
+        try:
+            done.wait()
+        finally:
+            with self.lock:
+                self._waiting.pop(task.id, None)
+        return box[0]
+
+    def tick(self) -> dict[str, Any]:
+        """One stream-feedback step, then :meth:`report`."""
+        self.agent.adjust_streams()
+        return self.report()
+
+    def report(self) -> dict[str, Any]:
+        """The node's snapshot, utilisation row, device reports and agent counters."""
+        a, n = self.agent, self.node
+        with self.lock:
+            a.util.advance_node(n, self.clock())
+            util = {k: v[n].item() for k, v in a.util.summary().items()}
+            devices = []
+            for g, mem in enumerate(a.memory):
+                st = mem.stats()
+                devices.append(
+                    DeviceReport(
+                        a.nspec.name,
+                        g,
+                        a.nspec.gpus[g].model,
+                        a.pools[g].active,
+                        float(util["gpu"]),
+                        st.hits,
+                        st.misses,
+                        st.evictions,
+                        st.h2d_bytes_loaded,
+                        st.h2d_bytes_saved,
+                    )
+                )
+            return {
+                "snapshot": self._snapshot(),
+                "util": util,
+                "devices": devices,
+                "moves": list(a.feedback.moves),
+                "subtasks_done": a.subtasks_done,
+                "dispatch_s": a.dispatch_s,
+            }
+
+    def shutdown(self) -> int:
+        """Stop the agent; tasks still on it come back with :data:`AGENT_SHUT_DOWN`.
+
+        :return: how many tasks were still on the node.
+        """
+        with self.lock:
+            self._closed = True
+            waiting = list(self._waiting.values())
+        self.agent.shutdown()
+        now = self.clock()
+        left = 0
+        for task, done, box in waiting:
+            if not done.is_set():
+                left += 1
+                box.append((TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}))
+                done.set()
+        return left
+
+
+def _build_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
+    if not isinstance(spec, str):
+        return spec
+    from rlsched.policies.registry import PLACERS
+
+    if spec not in PLACERS:
+        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
+    return PLACERS[spec]()
