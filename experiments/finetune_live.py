@@ -28,19 +28,17 @@ import torch
 
 from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
-from experiments.train import TrainConfig
+from experiments.train import GreedySelector, TrainConfig
 from models.checkpoint import save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from rlsched.interference import ColocationData, evaluate, fit_interference
 from rlsched.policies.base import NodeSelector, TwoStageScheduler
-from rlsched.policies.ldwp import encode_batch, scorer_from_checkpoint
+from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario, WorkloadSpec
 from rlsched.taskgen import generate_tasks
-from rlsched.tasks import Task
-from rlsched.view import ClusterView
 from runtime.cluster import ClusterBackend, LocalCluster
 from runtime.config import LiveClusterSpec, default_live_cluster
 from runtime.gym_env import LiveSchedulingEnv
@@ -83,23 +81,6 @@ class LiveFinetuneConfig:
             raise ValueError("steps must be >= 0; tasks_per_episode, eval_tasks and rate_per_s positive")
         if self.placer not in PLACERS:
             raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(sorted(PLACERS))}")
-
-
-class _NetSelector:
-    """A Q-network as a greedy stage-1 selector."""
-
-    name = "ldwp"
-
-    def __init__(self, net: NodeScorer) -> None:
-        self.net = net
-
-    def reset(self, view: ClusterView, seed: int) -> None:
-        """Stateless."""
-
-    @torch.no_grad()
-    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        b = encode_batch(view, task, mask)
-        return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
 
 
 def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[[], ClusterBackend]:
@@ -193,7 +174,7 @@ def finetune_live(
     spec = default_live_cluster()
     interference, _ = transfer_interference(spec, cfg, out)
     make = cluster_factory(spec, cfg)
-    zero_shot = evaluate_live(_NetSelector(net), spec, cfg, make)
+    zero_shot = evaluate_live(GreedySelector(net), spec, cfg, make)
     mct = evaluate_live(MctSelector(), spec, cfg, make)
     workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     env = LiveSchedulingEnv(spec, make, workload, placer=cfg.placer)
@@ -222,7 +203,7 @@ def finetune_live(
         model.learn(total_timesteps=cfg.steps)
     env.close()
     scorer.eval()
-    tuned = evaluate_live(_NetSelector(scorer), spec, cfg, make)
+    tuned = evaluate_live(GreedySelector(scorer), spec, cfg, make)
     save_checkpoint(
         out / "last",
         scorer.state_dict(),

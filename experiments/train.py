@@ -132,7 +132,7 @@ def behaviour_clone(net: NodeScorer, data: dict[str, np.ndarray], cfg: TrainConf
 
 
 # ---- evaluation --------------------------------------------------------------------------------
-class _GreedySelector:
+class GreedySelector:
     """The network being trained, as a stage-1 selector (for evaluation runs)."""
 
     name = "ldwp"
@@ -164,7 +164,7 @@ def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str,
     """:func:`evaluate_selector` of the greedy network."""
     was_training = net.training
     net.eval()
-    ev = evaluate_selector(_GreedySelector(net), scenario, cfg)
+    ev = evaluate_selector(GreedySelector(net), scenario, cfg)
     net.train(was_training)
     return ev
 

@@ -78,6 +78,27 @@ class TaskOutcome:
 
 
 @dataclass
+class DeviceReport:
+    """End-of-run figures of one GPU."""
+
+    node: str
+    gpu: int
+    model: str
+    streams: int
+    util: float
+    hits: int
+    misses: int
+    evictions: int
+    h2d_bytes_loaded: int
+    h2d_bytes_saved: int
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+@dataclass
 class _Run:
     """A task on the node."""
 
@@ -434,6 +455,28 @@ class NodeAgent:
             for g in range(len(self.devices)):
                 self._gpu_tick(g, now)
             return [b / now if now > 0 else 0.0 for b in self.gpu_busy_s]
+
+    def device_reports(self) -> list[DeviceReport]:
+        """Per-GPU stream count, utilisation and cache counters of this node."""
+        util = self.gpu_util()
+        out = []
+        for g, mem in enumerate(self.memory):
+            st = mem.stats()
+            out.append(
+                DeviceReport(
+                    self.nspec.name,
+                    g,
+                    self.nspec.gpus[g].model,
+                    self.pools[g].active,
+                    util[g],
+                    st.hits,
+                    st.misses,
+                    st.evictions,
+                    st.h2d_bytes_loaded,
+                    st.h2d_bytes_saved,
+                )
+            )
+        return out
 
     def _store_outputs(self, job: _Job, out: dict[str, Any]) -> None:
         run, g = job.run, job.unit

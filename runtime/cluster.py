@@ -11,7 +11,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -19,7 +18,7 @@ import numpy as np
 from rlsched.policies.base import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-from runtime.agent import NodeAgent, TaskOutcome
+from runtime.agent import DeviceReport, NodeAgent, TaskOutcome
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
 from runtime.config import LiveClusterSpec, fold_ordinals
@@ -27,27 +26,6 @@ from runtime.kernels import TaskData
 from runtime.monitor import NvmlMonitor, fill_view_from_samples
 
 Observe = Callable[[str, str, tuple[str, ...], float], None]
-
-
-@dataclass
-class DeviceReport:
-    """End-of-run figures of one GPU."""
-
-    node: str
-    gpu: int
-    model: str
-    streams: int
-    util: float
-    hits: int
-    misses: int
-    evictions: int
-    h2d_bytes_loaded: int
-    h2d_bytes_saved: int
-
-    @property
-    def hit_rate(self) -> float:
-        total = self.hits + self.misses
-        return self.hits / total if total else 0.0
 
 
 class ClusterBackend(Protocol):
@@ -139,26 +117,7 @@ class LocalCluster:
         return merge_utilisation([a.util.summary() for a in self.agents], self.clock(), self.agents)
 
     def device_reports(self) -> list[DeviceReport]:
-        out = []
-        for a in self.agents:
-            util = a.gpu_util()
-            for g, mem in enumerate(a.memory):
-                st = mem.stats()
-                out.append(
-                    DeviceReport(
-                        a.nspec.name,
-                        g,
-                        a.nspec.gpus[g].model,
-                        a.pools[g].active,
-                        util[g],
-                        st.hits,
-                        st.misses,
-                        st.evictions,
-                        st.h2d_bytes_loaded,
-                        st.h2d_bytes_saved,
-                    )
-                )
-        return out
+        return [r for a in self.agents for r in a.device_reports()]
 
     def close(self) -> None:
         for a in self.agents:

@@ -26,7 +26,6 @@ from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.agent import NodeAgent, TaskOutcome
 from runtime.backends.select import choose_backend
-from runtime.cluster import DeviceReport
 from runtime.config import LiveClusterSpec
 from runtime.kernels import TaskData
 
@@ -190,23 +189,7 @@ class NodeActor:
         with self.lock:
             a.util.advance_node(n, self.clock())
             util = {k: v[n].item() for k, v in a.util.summary().items()}
-            devices = []
-            for g, mem in enumerate(a.memory):
-                st = mem.stats()
-                devices.append(
-                    DeviceReport(
-                        a.nspec.name,
-                        g,
-                        a.nspec.gpus[g].model,
-                        a.pools[g].active,
-                        float(util["gpu"]),
-                        st.hits,
-                        st.misses,
-                        st.evictions,
-                        st.h2d_bytes_loaded,
-                        st.h2d_bytes_saved,
-                    )
-                )
+            devices = a.device_reports()
             return {
                 "snapshot": self._snapshot(),
                 "util": util,

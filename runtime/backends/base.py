@@ -11,6 +11,7 @@ it as their first argument.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -50,6 +51,37 @@ class DeviceConfig:
     mem_bytes: int
     speed: float = 1.0
     concurrency: int = 0
+
+
+class TransferCounters:
+    """Host-to-device and device-to-host bytes of one device, safe to count from any lane."""
+
+    def __init__(self) -> None:
+        self._count_lock = threading.Lock()
+        self._h2d = 0
+        self._d2h = 0
+
+    @property
+    def h2d_bytes(self) -> int:
+        """Bytes uploaded to this device so far."""
+        with self._count_lock:
+            return self._h2d
+
+    @property
+    def d2h_bytes(self) -> int:
+        """Bytes downloaded from this device so far."""
+        with self._count_lock:
+            return self._d2h
+
+    def count_h2d(self, nbytes: int) -> None:
+        """Account an upload of ``nbytes``."""
+        with self._count_lock:
+            self._h2d += nbytes
+
+    def count_d2h(self, nbytes: int) -> None:
+        """Account a download of ``nbytes``."""
+        with self._count_lock:
+            self._d2h += nbytes
 
 
 @runtime_checkable

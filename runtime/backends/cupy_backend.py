@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from runtime.backends.base import DeviceConfig, DeviceFull
+from runtime.backends.base import DeviceConfig, DeviceFull, TransferCounters
 
 T = TypeVar("T")
 
@@ -103,7 +103,7 @@ class CupyStream:
             self._in_flight = [(ev, buf) for ev, buf in self._in_flight if not ev.done]
 
 
-class CupyDevice:
+class CupyDevice(TransferCounters):
     """One CUDA GPU whose CuPy memory pool is capped at ``config.mem_bytes``.
 
     :param cp: the ``cupy`` module.
@@ -112,45 +112,16 @@ class CupyDevice:
     """
 
     def __init__(self, cp: ModuleType, cupyx: ModuleType, config: DeviceConfig) -> None:
+        super().__init__()
         self.xp = cp
         self.cupyx = cupyx
         self.config = config
         self.cuda_device = cp.cuda.Device(config.index)
         self._lock = threading.Lock()
         self._streams: list[CupyStream] = []
-        self._h2d = 0
-        self._d2h = 0
         with self.cuda_device:
             # The default pool keeps one arena per device; set_limit acts on the current one.
             cp.get_default_memory_pool().set_limit(size=config.mem_bytes)
-
-    @property
-    def h2d_bytes(self) -> int:
-        """Bytes uploaded to this device so far."""
-        with self._lock:
-            return self._h2d
-
-    @property
-    def d2h_bytes(self) -> int:
-        """Bytes downloaded from this device so far."""
-        with self._lock:
-            return self._d2h
-
-    def count_h2d(self, nbytes: int) -> None:
-        """Account an upload of ``nbytes``.
-
-        :param nbytes: bytes moved host -> device.
-        """
-        with self._lock:
-            self._h2d += nbytes
-
-    def count_d2h(self, nbytes: int) -> None:
-        """Account a download of ``nbytes``.
-
-        :param nbytes: bytes moved device -> host.
-        """
-        with self._lock:
-            self._d2h += nbytes
 
     @contextlib.contextmanager
     def out_of_memory_as_full(self) -> Iterator[None]:

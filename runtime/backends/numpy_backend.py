@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from runtime.backends.base import DeviceConfig
+from runtime.backends.base import DeviceConfig, TransferCounters
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ class NumpyStream:
         return out
 
 
-class NumpyDevice:
+class NumpyDevice(TransferCounters):
     """An emulated GPU.
 
     :param backend: the backend that opened it (it knows the fastest device's speed).
@@ -117,48 +117,19 @@ class NumpyDevice:
     xp: ModuleType = np
 
     def __init__(self, backend: NumpyBackend, config: DeviceConfig) -> None:
+        super().__init__()
         self.config = config
         self._backend = backend
         self._lock = threading.Lock()
         self._streams: list[NumpyStream] = []
-        self._h2d = 0
-        self._d2h = 0
         self._closed = False
         self._engines = FairEngines(config.concurrency) if config.concurrency > 0 else None
-
-    @property
-    def h2d_bytes(self) -> int:
-        """Bytes uploaded to this device so far."""
-        with self._lock:
-            return self._h2d
-
-    @property
-    def d2h_bytes(self) -> int:
-        """Bytes downloaded from this device so far."""
-        with self._lock:
-            return self._d2h
 
     @property
     def streams(self) -> list[NumpyStream]:
         """The streams created so far (a copy of the list)."""
         with self._lock:
             return list(self._streams)
-
-    def count_h2d(self, nbytes: int) -> None:
-        """Account an upload of ``nbytes``.
-
-        :param nbytes: bytes moved host -> device.
-        """
-        with self._lock:
-            self._h2d += nbytes
-
-    def count_d2h(self, nbytes: int) -> None:
-        """Account a download of ``nbytes``.
-
-        :param nbytes: bytes moved device -> host.
-        """
-        with self._lock:
-            self._d2h += nbytes
 
     def engine(self) -> contextlib.AbstractContextManager[object]:
         """Hold one of the device's ``concurrency`` engines (no limit when it is 0)."""

@@ -172,12 +172,5 @@ def kernel_for(app: str, stage_index: int) -> KernelSpec:
     return stage_plan(app)[stage_index].spec
 
 
-#: Apps whose every stage has a kernel.
-LIVE_APPS: tuple[str, ...] = (
-    "intrusion_detection",
-    "video_synopsis",
-    "face_recognition",
-    "matmul",
-    "fft",
-    "kmeans",
-)
+#: Apps whose every stage has a kernel: every built-in app (co-location ``colo:*`` apps have none).
+LIVE_APPS: tuple[str, ...] = tuple(APPS)
