@@ -115,3 +115,20 @@ def test_work_that_fits_no_gpu_is_reported_not_lost() -> None:
     for tid, out in res.outcomes.items():
         check_result(data[tid], out.outputs)
         assert set(out.units) == {CPU}
+
+
+@pytest.mark.gpu
+def test_the_same_workload_is_right_on_real_gpus() -> None:
+    """The agents on the CuPy backend: real streams, pools and copies; every result checked."""
+    from runtime.backends.select import cupy_unavailable_reason
+
+    why = cupy_unavailable_reason()
+    if why is not None:
+        pytest.skip(f"no CuPy backend here: {why}")
+    w = LiveWorkload(apps=ALL_APPS, streams=4, tasks=24, rate_per_s=60.0, seed=3)
+    work = build_work(w)
+    res = run_live(LocalCluster(default_live_cluster(), "cupy"), parse_scheduler("mct+mlsm"), work)
+    assert res.backend == "cupy" and res.metrics.tasks_completed == 24, res.errors
+    data = {t.id: d for t, d in work}
+    for tid, out in res.outcomes.items():
+        check_result(data[tid], out.outputs)

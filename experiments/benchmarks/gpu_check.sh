@@ -2,16 +2,17 @@
 # The GPU checks of the live runtime, as one prepared run for a session lent the device machine
 # (an H200 with CuPy, PyTorch and pytest in its image, no package registry). From the repo root:
 #     run(command="bash experiments/benchmarks/gpu_check.sh", timeout_s=420)
-# It runs the CuPy tests (kernels on CuPy vs NumPy, the CuPy backend) and the live benchmark on
-# the cupy backend, and leaves the logs and the profiler's CSVs under $OUT for BENCHMARKS.md.
+# It runs the CuPy tests (kernels on CuPy vs NumPy, the CuPy backend, the agents on real GPUs) and
+# the live benchmark on the cupy backend, and leaves the logs, plots and the profiler's CSVs under
+# $OUT for BENCHMARKS.md. The image has no gymnasium or Ray: nothing here imports them.
 set -o pipefail
 OUT=${OUT:-/tmp/gpu_check}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)" | tee -a "$OUT/gpu.txt"
-# The image's pytest lacks our plugins' config only where they are missing: keep the run plain.
+# Plain pytest options: the image has pytest-timeout but none of our other dev tools.
 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" -o timeout=120 \
-    tests/test_runtime_kernels.py tests/test_runtime_backends.py 2>&1 | tee "$OUT/gpu_tests.txt"
+    tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py 2>&1 | tee "$OUT/gpu_tests.txt"
 RLSCHED_BACKEND=cupy timeout 240 python3 -m experiments.benchmarks.bench_live --backend cupy \
     --out "$OUT/bench" 2>&1 | tee "$OUT/bench_live.txt"
