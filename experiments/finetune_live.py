@@ -91,9 +91,11 @@ def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[
 
     from runtime.ray_cluster import RayCluster
 
-    if not ray.is_initialized():
+    started_here = not ray.is_initialized()
+    if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
-    return lambda: RayCluster(spec, backend=cfg.device_backend or "numpy")
+    # A Ray instance started here has this one node: its agents share it (one per spec node).
+    return lambda: RayCluster(spec, backend=cfg.device_backend or "numpy", share_nodes=started_here)
 
 
 def evaluate_live(

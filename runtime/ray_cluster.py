@@ -123,6 +123,9 @@ class RayCluster:
     :param max_in_flight: actor threads for tasks in flight on one node.
     :param start_timeout_s: how long to wait for the actors to come up (a node without room for
         an actor would otherwise leave it pending forever).
+    :param share_nodes: with fewer alive Ray nodes than spec nodes, deal spec nodes to Ray nodes
+        round-robin (several agents on one machine: for trying the Ray path on one host). Default:
+        one agent per Ray node, fewer Ray nodes is an error.
     :raises ValueError: fewer alive Ray nodes than spec nodes, or an unknown / dead node id.
     :raises RuntimeError: Ray is not initialised.
     """
@@ -135,6 +138,7 @@ class RayCluster:
         runtime_env: dict[str, Any] | None = None,
         max_in_flight: int = MAX_IN_FLIGHT,
         start_timeout_s: float = 60.0,
+        share_nodes: bool = False,
     ) -> None:
         self._r = _ray()
         if not self._r.is_initialized():
@@ -144,7 +148,7 @@ class RayCluster:
         self.lock = threading.RLock()
         self.backend_name = backend or "auto"
         self._backend = backend
-        self.node_ids = _map_nodes(self._r, len(spec.nodes), node_ids)
+        self.node_ids = _map_nodes(self._r, len(spec.nodes), node_ids, share_nodes)
         self.runtime_env = runtime_env
         self.max_in_flight = max_in_flight
         self.start_timeout_s = start_timeout_s
@@ -431,10 +435,12 @@ class RayCluster:
         self.actors = []
 
 
-def _map_nodes(ray: Any, n: int, node_ids: Sequence[str] | None) -> list[str]:
-    """Ray node ids for ``n`` spec nodes."""
+def _map_nodes(ray: Any, n: int, node_ids: Sequence[str] | None, share: bool = False) -> list[str]:
+    """Ray node ids for ``n`` spec nodes (``share``: dealt round-robin when Ray has fewer)."""
     alive = [str(x["NodeID"]) for x in ray.nodes() if x.get("Alive")]
     if node_ids is None:
+        if share and alive:
+            return [alive[i % len(alive)] for i in range(n)]
         if len(alive) < n:
             raise ValueError(f"the live cluster has {n} nodes but Ray has only {len(alive)} alive node(s)")
         return alive[:n]

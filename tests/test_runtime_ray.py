@@ -135,6 +135,8 @@ def test_bad_arguments_fail_before_any_actor(ray_cluster: tuple[Any, Any]) -> No
         RayCluster(spec)
     with pytest.raises(ValueError, match="not alive or unknown"):
         RayCluster(two_nodes(), node_ids=["00" * 28, "11" * 28])
+    shared = RayCluster(spec, share_nodes=True)  # five agents dealt over the two Ray nodes
+    assert len(shared.node_ids) == 5 and len(set(shared.node_ids)) == 2
     rc = RayCluster(two_nodes())
     with pytest.raises(ValueError, match="unknown placer 'nope'"):
         rc.start("nope", seed=0)
