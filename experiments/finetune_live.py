@@ -94,7 +94,8 @@ def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[
     started_here = not ray.is_initialized()
     if started_here:
         ray.init(include_dashboard=False, log_to_driver=False)
-    # A Ray instance started here has this one node: its agents share it (one per spec node).
+    # Connected by this call (RAY_ADDRESS or a new local instance): agents may share Ray nodes when
+    # there are fewer of them than live nodes; a caller's own ray.init keeps one agent per node.
     return lambda: RayCluster(spec, backend=cfg.device_backend or "numpy", share_nodes=started_here)
 
 
