@@ -37,8 +37,8 @@ from runtime.config import LiveClusterSpec, LiveNode
 from runtime.kernels import StagePlan, TaskData, stage_plan
 from runtime.lanes import Lane
 from runtime.memory import DeviceMemory
+from runtime.residency import Residency, TaskArrays
 from runtime.streams import StreamFeedback, StreamPool
-from runtime.workload import input_id, is_shared_input
 
 #: EMA weight of one speed sample (the simulator uses the same).
 SPEED_EMA = 0.2
@@ -46,15 +46,6 @@ SPEED_EMA = 0.2
 MAX_HANDBACKS = 8
 #: Hand-backs after which a task fails with an error naming the subtask (never silently lost).
 GIVE_UP_HANDBACKS = 256
-
-
-@dataclass
-class Held:
-    """An array of a task's data and where it lives (:data:`CPU` = host, else a GPU index)."""
-
-    value: Any
-    loc: int
-    nbytes: int
 
 
 @dataclass
@@ -108,11 +99,9 @@ class _Run:
     on_done: Callable[[TaskOutcome], None]
     assigned_s: float
     deps_left: list[int]
-    store: dict[str, Held] = field(default_factory=dict)
+    arrays: TaskArrays
     done: int = 0
     first_start_s: float = math.nan
-    cached: set[tuple[int, str]] = field(default_factory=set)
-    reserved: list[tuple[int, int]] = field(default_factory=list)
     avoid: dict[int, set[int]] = field(default_factory=dict)
     handbacks: int = 0
     error: str | None = None
@@ -177,6 +166,7 @@ class NodeAgent:
             for i, d in enumerate(self.devices)
         ]
         self.copy_streams = [d.new_stream() for d in self.devices]
+        self.residency = Residency(self.memory, self.copy_streams, lock)
         self.cores = [Lane(f"{self.nspec.name}-c{i}") for i in range(self.nspec.cpu_cores)]
         self.free_cores = list(range(self.nspec.cpu_cores))
         self.feedback = StreamFeedback(spec.min_streams_per_gpu, spec.max_streams_per_gpu)
@@ -206,6 +196,7 @@ class NodeAgent:
                 on_done,
                 self.clock(),
                 [len(s.parents) for s in task.graph.subtasks],
+                TaskArrays(task.id, data),
                 units=[CPU - 1] * len(task.graph),
             )
             self.runs[task.id] = run
@@ -333,45 +324,16 @@ class NodeAgent:
     def _execute(self, job: _Job) -> tuple[dict[str, Any], float]:
         plan = job.run.plans[job.sub.index]
         if job.unit == CPU:
-            inputs = {name: self._on_host(job.run, name) for name in plan.reads}
+            inputs = {name: self.residency.on_host(job.run.arrays, name) for name in plan.reads}
             t0 = time.perf_counter()
             out = plan.spec.fn(np, inputs, plan.params)
             return out, time.perf_counter() - t0
         g = job.unit
         stream = self.pools[g].streams[job.lane]
-        inputs = {name: self._on_device(job, name, g, stream) for name in plan.reads}
+        ta = job.run.arrays
+        inputs = {name: self.residency.on_device(ta, name, g, stream, job.pinned) for name in plan.reads}
         out, secs = stream.run(plan.spec.fn, inputs, plan.params)
         return out, secs
-
-    def _on_host(self, run: _Run, name: str) -> Any:
-        if name in run.data.inputs:
-            return run.data.inputs[name]
-        held = run.store[name]
-        if held.loc == CPU:
-            return held.value
-        host = self.copy_streams[held.loc].download(held.value)
-        return host
-
-    def _on_device(self, job: _Job, name: str, g: int, stream: Any) -> Any:
-        """``name`` resident on GPU ``g``: cached task inputs, parent outputs moved if needed."""
-        mem, run = self.memory[g], job.run
-        if name in run.data.inputs:
-            host = run.data.inputs[name]
-            data_id = input_id(run.task.id, run.data, name)
-            value = mem.cached(data_id, int(host.nbytes), lambda: stream.upload(host))
-            job.pinned.append(data_id)  # pinned until the kernel is done with it
-            with self.lock:
-                run.cached.add((g, data_id))
-            return value
-        held = run.store[name]
-        if held.loc == g:
-            return held.value
-        host = held.value if held.loc == CPU else self.copy_streams[held.loc].download(held.value)
-        # A moved parent output is one more buffer on this device until the task ends.
-        mem.reserve(held.nbytes)
-        with self.lock:
-            run.reserved.append((g, held.nbytes))
-        return stream.upload(host)
 
     # ---- completion (lane thread) ---------------------------------------------------------
     def _finished(
@@ -479,20 +441,9 @@ class NodeAgent:
         return out
 
     def _store_outputs(self, job: _Job, out: dict[str, Any]) -> None:
-        run, g = job.run, job.unit
-        for name, value in out.items():
-            nbytes = int(getattr(value, "nbytes", 0))
-            if g == CPU:
-                run.store[name] = Held(value, CPU, nbytes)
-                continue
-            try:
-                self.memory[g].reserve(nbytes)
-                run.reserved.append((g, nbytes))
-                run.store[name] = Held(value, g, nbytes)
-            except DeviceFull:  # spill to the host rather than fail: children fetch it from there
-                run.store[name] = Held(self.copy_streams[g].download(value), CPU, nbytes)
-        if g != CPU:
-            self._sync_memory(g)
+        self.residency.keep_outputs(job.run.arrays, job.unit, out)
+        if job.unit != CPU:
+            self._sync_memory(job.unit)
 
     def _hand_back(self, job: _Job) -> None:
         """A device could not hold the job's data: place the subtask again elsewhere."""
@@ -514,27 +465,13 @@ class NodeAgent:
 
     def _spill_outputs(self) -> bool:
         """Move every task output held on a GPU of this node to the host; True if any moved."""
-        moved = False
-        for run in self.runs.values():
-            for name, held in run.store.items():
-                if held.loc == CPU:
-                    continue
-                g = held.loc
-                run.store[name] = Held(self.copy_streams[g].download(held.value), CPU, held.nbytes)
-                for i, (rg, nbytes) in enumerate(run.reserved):
-                    if rg == g and nbytes == held.nbytes:
-                        self.memory[g].release(nbytes)
-                        del run.reserved[i]
-                        break
-                moved = True
+        moved = self.residency.spill(run.arrays for run in self.runs.values())
         for g in range(len(self.devices)):
             self._sync_memory(g)
         return moved
 
     def _sync_memory(self, g: int) -> None:
-        # Unused cached inputs are evicted on demand, so placers may count them as free.
-        used = self.memory[g].stats().held_bytes
-        self.view.set_gpu_mem_used(self.node, g, used / (1 << 20))
+        self.view.set_gpu_mem_used(self.node, g, self.residency.held_mb(g))
 
     def _finish_task(self, run: _Run) -> None:
         v, n = self.view, self.node
@@ -542,17 +479,8 @@ class NodeAgent:
             return
         v.tasks_on_node[n] -= 1
         self.waiting = [w for w in self.waiting if w[1] is not run]
-        outputs: dict[str, np.ndarray] = {}
-        if run.error is None:
-            for name, held in run.store.items():
-                outputs[name] = (
-                    held.value if held.loc == CPU else self.copy_streams[held.loc].download(held.value)
-                )
-        for g, nbytes in run.reserved:
-            self.memory[g].release(nbytes)
-        for g, data_id in run.cached:
-            if not is_shared_input(run.data, data_id):
-                self.memory[g].drop(data_id)  # shared inputs stay cached for the stream's next tasks
+        outputs = self.residency.outputs(run.arrays) if run.error is None else {}
+        self.residency.release(run.arrays)
         for g in range(len(self.devices)):
             self._sync_memory(g)
         outcome = TaskOutcome(
