@@ -397,7 +397,9 @@ class NodeAgent:
         nominal = subtask_gpu_seconds(sub, f.gpu_tflops[n][g], f.gpu_bw[n][g])
         speed = nominal / measured if measured > 0 else 0.0
         v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
-        self.pools[g].release(job.lane, nominal if secs > 0 else 0.0)
+        # Stream feedback compares GPUs, so their work is counted in one unit: seconds on the
+        # node's mean datasheet GPU (each GPU's own datasheet would make every GPU look alike).
+        self.pools[g].release(job.lane, self._gpu_nominal(sub) if secs > 0 else 0.0)
         if self.observe is not None and speed > 0 and job.version == self.gpu_version[g]:
             self.observe(self.nspec.gpus[g].model, sub.kind.name, job.partners, speed)
         self.gpu_version[g] += 1

@@ -75,18 +75,20 @@ def test_repeated_inputs_halve_host_to_device_bytes() -> None:
     assert saved / (loaded + saved) >= 0.5, (loaded, saved)
 
 
-def test_stream_feedback_gives_the_faster_gpu_more_streams() -> None:
-    """Emulated GPUs of speed 1 and 3 on one node, saturated: streams move to the fast one and
-    neither is left with idle streams."""
+@pytest.mark.parametrize(
+    "gpus",
+    [
+        (LiveGpu("T4", speed=1.0), LiveGpu("T4", index=1, speed=3.0)),
+        # Different models: work must be compared in one unit, not each GPU's own datasheet.
+        (LiveGpu("P4"), LiveGpu("V100M16", index=1)),
+    ],
+    ids=["same-model", "p4-v100"],
+)
+def test_stream_feedback_gives_the_faster_gpu_more_streams(gpus: tuple[LiveGpu, LiveGpu]) -> None:
+    """A slow and a ~3x faster emulated GPU on one node, saturated: streams move to the fast one
+    and neither is left with idle streams."""
     spec = LiveClusterSpec(
-        nodes=(
-            LiveNode(
-                "n",
-                cpu_cores=0,
-                gpus=(LiveGpu("T4", speed=1.0), LiveGpu("T4", index=1, speed=3.0)),
-                streams_per_gpu=4,
-            ),
-        ),
+        nodes=(LiveNode("n", cpu_cores=0, gpus=gpus, streams_per_gpu=4),),
         max_streams_per_gpu=7,
         device_concurrency=2,
     )
