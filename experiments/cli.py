@@ -7,9 +7,13 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from models.checkpoint import CheckpointError
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+
+if TYPE_CHECKING:
+    from runtime.config import LiveClusterSpec
 
 DEMO_SCHEDULERS = (
     "random+speedup",
@@ -79,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--tasks", type=int, default=300, help="live: tasks per run (default: 300)")
     d.add_argument("--streams", type=int, default=6, help="live: video streams (default: 6)")
+    d.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
     f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
     f.add_argument("--from", dest="source", required=True, help="checkpoint directory of the trained network")
@@ -108,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--eval-tasks", type=int, default=120, help="live: tasks per evaluation run (default: 120)"
     )
+    f.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
     sub.add_parser("scenarios", help="list the built-in scenarios")
 
@@ -140,6 +146,7 @@ def _parser() -> argparse.ArgumentParser:
         "--fraction", type=float, default=1.0, help="share of (device, kind, partner) triples (default: 1)"
     )
     pr.add_argument("--seed", type=int, default=0, help="seed choosing the measured triples")
+    pr.add_argument("--cluster", default=None, help="live cluster file (TOML; default: the embedded cluster)")
     pr.add_argument("--out", required=True, help="output directory (colocation.csv, solo.csv)")
     return p
 
@@ -188,7 +195,7 @@ def _cmd_finetune_live(args: argparse.Namespace) -> int:
             tasks_per_episode=args.tasks,
             eval_tasks=args.eval_tasks,
         )
-        r = finetune_live(args.source, args.out, cfg)
+        r = finetune_live(args.source, args.out, cfg, _live_cluster(args.cluster))
     except (ValueError, RuntimeError) as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
@@ -256,6 +263,14 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live_cluster(path: str | None) -> LiveClusterSpec:
+    """The live cluster of ``--cluster PATH``, or the embedded default."""
+    from runtime.config import default_live_cluster
+    from runtime.config_io import load_live_cluster
+
+    return default_live_cluster() if path is None else load_live_cluster(path)
+
+
 def _cmd_live_demo(args: argparse.Namespace) -> int:
     from experiments.live_demo import LIVE_SCHEDULERS, LiveDemoConfig, main_demo
     from runtime.workload import LiveWorkload
@@ -271,6 +286,7 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
         seeds=tuple(range(2 if args.seeds is None else args.seeds)),
         workload=LiveWorkload(streams=args.streams, tasks=args.tasks, rate_per_s=rate / 60.0),
         backend=args.backend,
+        cluster=_live_cluster(args.cluster),
         progress=sys.stderr.isatty(),
     )
     try:
@@ -324,7 +340,6 @@ def _cmd_interference(args: argparse.Namespace) -> int:
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
-    from runtime.config import default_live_cluster
     from runtime.profiler import LiveProfiler, profile_to_csv
 
     apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
@@ -332,7 +347,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     try:
         if not 0.0 < args.fraction <= 1.0:
             raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
-        with LiveProfiler(default_live_cluster(), args.backend, apps) as prof:
+        with LiveProfiler(_live_cluster(args.cluster), args.backend, apps) as prof:
             colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed)
             out = {
                 "colocation": str(colo),

@@ -160,13 +160,17 @@ def _write_rows(path: Path, data: ColocationData) -> None:
 
 
 def finetune_live(
-    source: str | Path, out: str | Path, cfg: LiveFinetuneConfig = LiveFinetuneConfig()
+    source: str | Path,
+    out: str | Path,
+    cfg: LiveFinetuneConfig = LiveFinetuneConfig(),
+    cluster: LiveClusterSpec | None = None,
 ) -> dict:
     """Both transfers of the module docstring; returns (and writes) the report.
 
     :param source: checkpoint directory of the simulator-trained network.
     :param out: output directory.
     :param cfg: the run's settings.
+    :param cluster: the live cluster (default: the embedded one).
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -174,7 +178,7 @@ def finetune_live(
     np.random.seed(cfg.seed)
     torch.set_num_threads(1)
     net, meta = scorer_from_checkpoint(source)
-    spec = default_live_cluster()
+    spec = cluster or default_live_cluster()
     interference, _ = transfer_interference(spec, cfg, out)
     make = cluster_factory(spec, cfg)
     zero_shot = evaluate_live(GreedySelector(net), spec, cfg, make)

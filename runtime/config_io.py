@@ -1,0 +1,145 @@
+"""Live cluster files (TOML): the machines a live run uses, for ``--cluster PATH``.
+
+```toml
+device_concurrency = 2        # emulated GPUs: kernels at once (optional, default 2)
+min_streams_per_gpu = 1       # stream feedback bounds (optional)
+max_streams_per_gpu = 8
+
+[[nodes]]
+name = "box"                  # unique; with count > 1, "box-0", "box-1", ...
+count = 1                     # optional
+cpu_cores = 2                 # CPU lanes (optional, default 2)
+host_mem_gib = 16             # optional
+streams_per_gpu = 4           # initial streams per GPU (optional)
+
+[[nodes.gpus]]
+model = "V100M16"             # catalog name (rlsched.hardware)
+index = 0                     # CUDA ordinal on the cupy backend (optional, default: position)
+mem_mib = 4096                # memory the runtime may use (optional: the datasheet's)
+speed = 15.7                  # emulated relative speed (optional: the datasheet FP32 TFLOP/s)
+```
+
+A bad file raises :class:`rlsched.scenario_io.ScenarioError` naming the file and the field, so the
+command line prints one line and exits 2, as for scenario files.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rlsched.hardware import gpu_model
+from rlsched.scenario_io import ScenarioError
+from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
+
+_TOP = ("device_concurrency", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
+_NODE = ("name", "count", "cpu_cores", "host_mem_gib", "streams_per_gpu", "gpus")
+_GPU = ("model", "index", "mem_mib", "speed")
+
+
+class _Reader:
+    """Typed access to one file's tables, with errors that name the field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def keys(self, table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                raise ScenarioError(
+                    self.path, f"{where}{key}", f"one of the keys ({', '.join(allowed)})", key
+                )
+
+    def integer(self, table: dict[str, Any], where: str, key: str, default: int | None, ge: int) -> int:
+        v = table.get(key, default)
+        if v is None:
+            raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge} (this key is required)")
+        if not isinstance(v, int) or isinstance(v, bool) or v < ge:
+            raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge}", v)
+        return v
+
+    def number(self, table: dict[str, Any], where: str, key: str) -> float | None:
+        v = table.get(key)
+        if v is None:
+            return None
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
+            raise ScenarioError(self.path, f"{where}{key}", "a number > 0", v)
+        return float(v)
+
+    def text(self, table: dict[str, Any], where: str, key: str) -> str:
+        v = table.get(key)
+        if not isinstance(v, str) or not v:
+            raise ScenarioError(self.path, f"{where}{key}", "a non-empty string", v)
+        return v
+
+    def tables(self, table: dict[str, Any], where: str, key: str) -> list[dict[str, Any]]:
+        v = table.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
+            raise ScenarioError(self.path, f"{where}{key}", "an array of tables ([[...]])", v)
+        return v
+
+
+def load_live_cluster(path: str | Path) -> LiveClusterSpec:
+    """Read a live cluster file.
+
+    :param path: the TOML file.
+    :raises ScenarioError: naming the file and the field that is wrong.
+    """
+    shown = str(path)
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except OSError as e:
+        raise ScenarioError(shown, "<file>", "a readable live cluster file", str(e)) from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise ScenarioError(shown, "<syntax>", f"valid TOML: {e}") from None
+    r = _Reader(shown)
+    r.keys(doc, "", _TOP)
+    groups = r.tables(doc, "", "nodes")
+    if not groups:
+        raise ScenarioError(shown, "nodes", "at least one [[nodes]] table")
+    nodes = [n for i, g in enumerate(groups) for n in _nodes(r, g, f"nodes[{i}].")]
+    names = [n.name for n in nodes]
+    dup = sorted({x for x in names if names.count(x) > 1})
+    if dup:
+        raise ScenarioError(shown, "nodes", "unique node names", dup)
+    lo = r.integer(doc, "", "min_streams_per_gpu", 1, ge=1)
+    hi = r.integer(doc, "", "max_streams_per_gpu", 8, ge=lo)
+    return LiveClusterSpec(
+        nodes=tuple(nodes),
+        max_streams_per_gpu=hi,
+        min_streams_per_gpu=lo,
+        device_concurrency=r.integer(doc, "", "device_concurrency", 2, ge=0),
+    )
+
+
+def _nodes(r: _Reader, g: dict[str, Any], where: str) -> list[LiveNode]:
+    r.keys(g, where, _NODE)
+    name = r.text(g, where, "name")
+    count = r.integer(g, where, "count", 1, ge=1)
+    cores = r.integer(g, where, "cpu_cores", 2, ge=0)
+    streams = r.integer(g, where, "streams_per_gpu", 4, ge=1)
+    mem = r.number(g, where, "host_mem_gib") or 16.0
+    gpus = tuple(_gpu(r, t, f"{where}gpus[{j}].", j) for j, t in enumerate(r.tables(g, where, "gpus")))
+    if cores == 0 and not gpus:
+        raise ScenarioError(r.path, f"{where}cpu_cores", "at least one core on a node without GPUs", 0)
+    names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
+    return [LiveNode(n, cores, gpus, streams, mem) for n in names]
+
+
+def _gpu(r: _Reader, t: dict[str, Any], where: str, position: int) -> LiveGpu:
+    r.keys(t, where, _GPU)
+    model = r.text(t, where, "model")
+    try:
+        gpu_model(model)
+    except KeyError:
+        raise ScenarioError(
+            r.path, f"{where}model", "a GPU model of the catalog (rlsched.hardware)", model
+        ) from None
+    return LiveGpu(
+        model,
+        index=r.integer(t, where, "index", position, ge=0),
+        mem_mib=r.number(t, where, "mem_mib"),
+        speed=r.number(t, where, "speed"),
+    )
