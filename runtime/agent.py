@@ -106,6 +106,8 @@ class _Run:
     handbacks: int = 0
     error: str | None = None
     units: list[int] = field(default_factory=list)
+    gpu_nominal: list[float] = field(default_factory=list)
+    cpu_nominal: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -201,8 +203,11 @@ class NodeAgent:
             )
             self.runs[task.id] = run
             v.tasks_on_node[n] += 1
-            v.backlog_gpu_s[n] += sum(self._gpu_nominal(s) for s in task.graph.subtasks)
-            v.backlog_cpu_s[n] += sum(self._cpu_nominal(s) for s in task.graph.subtasks)
+            # Nominal seconds per subtask, computed once: completions read them on the hot path.
+            run.gpu_nominal = [self._gpu_nominal(s) for s in task.graph.subtasks]
+            run.cpu_nominal = [self._cpu_nominal(s) for s in task.graph.subtasks]
+            v.backlog_gpu_s[n] += sum(run.gpu_nominal)
+            v.backlog_cpu_s[n] += sum(run.cpu_nominal)
             for s in task.graph.subtasks:
                 if not s.parents:
                     self._ready(run, s)
@@ -372,8 +377,8 @@ class NodeAgent:
         self._release_unit(job, secs, measured=max(secs, 1e-9))
         self._store_outputs(job, out)
         run.units[sub.index] = job.unit
-        v.backlog_gpu_s[n] -= self._gpu_nominal(sub)
-        v.backlog_cpu_s[n] -= self._cpu_nominal(sub)
+        v.backlog_gpu_s[n] -= run.gpu_nominal[sub.index]
+        v.backlog_cpu_s[n] -= run.cpu_nominal[sub.index]
         run.done += 1
         self.subtasks_done += 1
         for c in run.task.graph.children[sub.index]:
@@ -399,7 +404,7 @@ class NodeAgent:
         v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
         # Stream feedback compares GPUs, so their work is counted in one unit: seconds on the
         # node's mean datasheet GPU (each GPU's own datasheet would make every GPU look alike).
-        self.pools[g].release(job.lane, self._gpu_nominal(sub) if secs > 0 else 0.0)
+        self.pools[g].release(job.lane, job.run.gpu_nominal[sub.index] if secs > 0 else 0.0)
         if self.observe is not None and speed > 0 and job.version == self.gpu_version[g]:
             self.observe(self.nspec.gpus[g].model, sub.kind.name, job.partners, speed)
         self.gpu_version[g] += 1

@@ -82,6 +82,7 @@ class DeviceMemory:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._working = 0
         self._cached = 0
+        self._evictable = 0  # bytes of ready entries nobody pins (kept incrementally: read per event)
         self._hits = self._misses = self._evictions = 0
         self._loaded = self._saved = 0
         self._peak = 0
@@ -131,6 +132,8 @@ class DeviceMemory:
                 entry = self._insert(data_id, nbytes)
                 loader = True
             else:
+                if self._is_evictable(entry):
+                    self._evictable -= entry.nbytes
                 entry.pins += 1
                 self._entries.move_to_end(data_id)
                 loader = False
@@ -152,6 +155,8 @@ class DeviceMemory:
             if entry is None or entry.pins <= 0:
                 raise KeyError(f"{self._label()}{data_id!r} is not pinned")
             entry.pins -= 1
+            if self._is_evictable(entry):
+                self._evictable += entry.nbytes
             if entry.pins == 0 and entry.drop_on_unpin:
                 self._remove(data_id)
 
@@ -183,6 +188,11 @@ class DeviceMemory:
         with self._lock:
             return self.capacity_bytes - self._working - self._cached
 
+    def held_bytes(self) -> int:
+        """Working memory plus inputs in use or loading: what cannot be had right now."""
+        with self._lock:
+            return self._working + self._cached - self._evictable
+
     def stats(self) -> MemoryStats:
         """A consistent snapshot of the counters."""
         with self._lock:
@@ -190,9 +200,7 @@ class DeviceMemory:
                 capacity_bytes=self.capacity_bytes,
                 used_bytes=self._working + self._cached,
                 cached_bytes=self._cached,
-                evictable_bytes=sum(
-                    e.nbytes for e in self._entries.values() if e.pins == 0 and e.ready.is_set()
-                ),
+                evictable_bytes=self._evictable,
                 hits=self._hits,
                 misses=self._misses,
                 evictions=self._evictions,
@@ -238,6 +246,12 @@ class DeviceMemory:
     def _remove(self, data_id: str) -> None:
         entry = self._entries.pop(data_id)
         self._cached -= entry.nbytes
+        if self._is_evictable(entry):
+            self._evictable -= entry.nbytes
+
+    @staticmethod
+    def _is_evictable(entry: _Entry) -> bool:
+        return entry.pins == 0 and entry.ready.is_set()
 
     def _count_hit(self, entry: _Entry) -> None:
         self._hits += 1

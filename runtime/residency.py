@@ -140,4 +140,4 @@ class Residency:
     def held_mb(self, g: int) -> float:
         """Memory of GPU ``g`` that placers must treat as taken: unused cached inputs are evicted
         on demand, so they count as free."""
-        return self.memory[g].stats().held_bytes / MIB
+        return self.memory[g].held_bytes() / MIB

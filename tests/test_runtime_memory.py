@@ -318,3 +318,41 @@ def test_monitor_samples_and_fills_a_view(node: Callable[..., NodeSpec]) -> None
     assert view.extra["gpu_util"][1].tolist() == [0.0, 0.75]
     with pytest.raises(RuntimeError, match="closed"):
         mon.sample()
+
+
+def test_evictable_bytes_track_the_entries_through_any_sequence() -> None:
+    """The incremental count of unpinned inputs equals a recount after every operation."""
+    import random
+
+    from runtime.backends.base import DeviceFull
+    from runtime.memory import DeviceMemory
+
+    rng = random.Random(7)
+    mem = DeviceMemory(1000, "t")
+    pins: dict[str, int] = {}
+    reserved: list[int] = []
+    for _ in range(3000):
+        op = rng.choice(("cached", "cached", "unpin", "drop", "reserve", "release"))
+        key = f"k{rng.randrange(12)}"
+        try:
+            if op == "cached":
+                mem.cached(key, rng.randrange(1, 200), lambda: object())
+                pins[key] = pins.get(key, 0) + 1
+            elif op == "unpin" and pins.get(key):
+                mem.unpin(key)
+                pins[key] -= 1
+            elif op == "drop":
+                mem.drop(key)
+            elif op == "reserve":
+                n = rng.randrange(1, 300)
+                mem.reserve(n)
+                reserved.append(n)
+            elif op == "release" and reserved:
+                mem.release(reserved.pop())
+        except DeviceFull:
+            pass
+        entries = mem._entries  # a recount from the manager's own table
+        recount = sum(e.nbytes for e in entries.values() if e.pins == 0 and e.ready.is_set())
+        st = mem.stats()
+        assert st.evictable_bytes == recount
+        assert mem.held_bytes() == st.used_bytes - recount
