@@ -15,6 +15,7 @@ import numpy as np
 from envs.kind_profiler import profile_kinds
 from rlsched.hardware import GpuModel
 from rlsched.profiles import ProfileSamples
+from rlsched.profiling import colocation_survey
 from rlsched.tasks import Device, KindSpec
 
 if TYPE_CHECKING:
@@ -76,26 +77,7 @@ class SimulatedProfiler:
         return float(f * np.exp(rng.normal(0.0, self.noise)))
 
     def colocation(self, fraction: float, seed: int) -> ColocationData:
-        from rlsched.interference import ColocationData  # brings in torch; only IAWP needs it
-
-        if not 0.0 < fraction <= 1.0:
-            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 0xC0C0]))
-        dev: list[str] = []
-        kind: list[str] = []
-        partner: list[str] = []
-        y: list[float] = []
-        for d in self._models:
-            for k in self._kinds:
-                chosen = [p for p in self._kinds if rng.random() < fraction]
-                if not chosen:  # every (device, kind) gets at least one measured partner
-                    chosen = [self._kinds[int(rng.integers(len(self._kinds)))]]
-                for p in chosen:
-                    dev.append(d)
-                    kind.append(k.name)
-                    partner.append(p.name)
-                    y.append(self.measure(d, k, p, rng))
-        return ColocationData(dev, kind, partner, np.array(y, dtype=np.float64))
+        return colocation_survey(list(self._models), self._kinds, fraction, seed, self.measure)
 
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9F0F]))

@@ -28,9 +28,8 @@ import torch
 
 from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
-from experiments.train import GreedySelector, TrainConfig
+from experiments.train import GreedySelector, TrainConfig, build_dqn
 from models.checkpoint import save_checkpoint
-from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from rlsched.interference import ColocationData, evaluate, fit_interference
 from rlsched.policies.base import NodeSelector, TwoStageScheduler
@@ -185,24 +184,16 @@ def finetune_live(
     mct = evaluate_live(MctSelector(), spec, cfg, make)
     workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     env = LiveSchedulingEnv(spec, make, workload, placer=cfg.placer)
-    tc = TrainConfig(net_arch=tuple(meta["net_arch"]))
-    model = MaskedDQN(
-        MaskedDQNPolicy,
-        env,
-        learning_rate=tc.learning_rate,
+    # Live steps are real tasks: a small buffer and an early start, the rest as in simulation.
+    tc = TrainConfig(
+        net_arch=tuple(meta["net_arch"]),
+        seed=cfg.seed,
         buffer_size=10_000,
         batch_size=32,
-        gamma=tc.gamma,
         learning_starts=min(50, max(cfg.steps // 4, 1)),
         target_update_interval=100,
-        train_freq=4,
-        exploration_fraction=tc.exploration_fraction,
-        exploration_initial_eps=tc.exploration_initial_eps,
-        exploration_final_eps=tc.exploration_final_eps,
-        policy_kwargs={"net_arch": list(tc.net_arch)},
-        seed=cfg.seed,
-        verbose=0,
     )
+    model = build_dqn(env, tc)
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
     scorer.load_state_dict(net.state_dict())
     model.q_net_target.scorer.load_state_dict(net.state_dict())  # type: ignore[union-attr]

@@ -69,9 +69,10 @@ def run_demo(cfg: LiveDemoConfig) -> dict[str, list[LiveResult]]:
     return {spec: [run_one(spec, s, cfg) for s in cfg.seeds] for spec in cfg.schedulers}
 
 
-def _ms(values: Sequence[float]) -> str:
+def mean_std(values: Sequence[float], fmt: str = ".2f") -> str:
+    """``mean ± std`` (population std: the runs are all there is); the value alone for one."""
     a = np.asarray(values, dtype=np.float64)
-    return f"{a.mean():.2f} ± {a.std():.2f}" if len(a) > 1 else f"{a.mean():.2f}"
+    return f"{a.mean():{fmt}} ± {a.std():{fmt}}" if len(a) > 1 else f"{a.mean():{fmt}}"
 
 
 def format_demo(results: dict[str, list[LiveResult]]) -> str:
@@ -85,11 +86,11 @@ def format_demo(results: dict[str, list[LiveResult]]) -> str:
             sum(d.hits for d in r.devices) / max(sum(d.hits + d.misses for d in r.devices), 1) for r in runs
         ]
         lines.append(
-            f"| {spec} | {_ms([r.metrics.throughput for r in runs])} "
-            f"| {_ms([r.metrics.latency_p50_s for r in runs])} "
-            f"| {_ms([r.metrics.latency_p95_s for r in runs])} "
-            f"| {_ms([r.metrics.gpu_util for r in runs])} | {_ms(hit)} "
-            f"| {sum(r.metrics.tasks_lost for r in runs)} | {_ms([r.stream_moves for r in runs])} |"
+            f"| {spec} | {mean_std([r.metrics.throughput for r in runs])} "
+            f"| {mean_std([r.metrics.latency_p50_s for r in runs])} "
+            f"| {mean_std([r.metrics.latency_p95_s for r in runs])} "
+            f"| {mean_std([r.metrics.gpu_util for r in runs])} | {mean_std(hit)} "
+            f"| {sum(r.metrics.tasks_lost for r in runs)} | {mean_std([r.stream_moves for r in runs])} |"
         )
     for spec, runs in results.items():
         lines += ["", f"{spec}, seed run 1 of {len(runs)} — per device:", "", device_table(runs[0].devices)]

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from stable_baselines3.common.callbacks import BaseCallback
@@ -241,6 +242,33 @@ class _Progress(BaseCallback):
             self.bar.close()
 
 
+def build_dqn(env: gym.Env, cfg: TrainConfig, tensorboard_log: str | None = None) -> MaskedDQN:
+    """The masked DQN of ``cfg`` on ``env`` (a simulated or a live scheduling environment).
+
+    :param env: the environment.
+    :param cfg: hyper-parameters and seed.
+    :param tensorboard_log: TensorBoard folder, or ``None``.
+    """
+    return MaskedDQN(
+        MaskedDQNPolicy,
+        env,
+        learning_rate=cfg.learning_rate,
+        buffer_size=cfg.buffer_size,
+        batch_size=cfg.batch_size,
+        gamma=cfg.gamma,
+        learning_starts=cfg.learning_starts,
+        target_update_interval=cfg.target_update_interval,
+        train_freq=cfg.train_freq,
+        exploration_fraction=cfg.exploration_fraction,
+        exploration_initial_eps=cfg.exploration_initial_eps,
+        exploration_final_eps=cfg.exploration_final_eps,
+        policy_kwargs={"net_arch": list(cfg.net_arch)},
+        seed=cfg.seed,
+        verbose=0,
+        tensorboard_log=tensorboard_log,
+    )
+
+
 def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -> dict[str, Any]:
     """Run a full training; return a summary (evaluations before and after DQN).
 
@@ -258,24 +286,7 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     torch.set_num_threads(cfg.threads)
     scenario = load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)
     env = ClusterSchedulingEnv(scenario, placer=cfg.placer)
-    model = MaskedDQN(
-        MaskedDQNPolicy,
-        env,
-        learning_rate=cfg.learning_rate,
-        buffer_size=cfg.buffer_size,
-        batch_size=cfg.batch_size,
-        gamma=cfg.gamma,
-        learning_starts=cfg.learning_starts,
-        target_update_interval=cfg.target_update_interval,
-        train_freq=cfg.train_freq,
-        exploration_fraction=cfg.exploration_fraction,
-        exploration_initial_eps=cfg.exploration_initial_eps,
-        exploration_final_eps=cfg.exploration_final_eps,
-        policy_kwargs={"net_arch": list(cfg.net_arch)},
-        seed=cfg.seed,
-        verbose=0,
-        tensorboard_log=str(out / "tb"),
-    )
+    model = build_dqn(env, cfg, tensorboard_log=str(out / "tb"))
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
     bc_acc = None
     if resume is not None:

@@ -10,8 +10,10 @@ sees only measurements, never the parameters behind them.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
 
 from rlsched.tasks import KindSpec
 
@@ -60,3 +62,51 @@ class ObservingPlacer(Protocol):
         :param speed: measured speed, nominal over measured run time (as ``ClusterView.speed_gpu``).
         """
         ...
+
+
+#: Seed salt of the triples a co-location survey picks (shared by every instrument, so the
+#: simulator's and the live profiler's surveys pick the same triples for one seed).
+SURVEY_SALT = 0xC0C0
+
+
+def colocation_survey(
+    devices: Sequence[str],
+    kinds: Sequence[KindSpec],
+    fraction: float,
+    seed: int,
+    measure: Callable[[str, KindSpec, KindSpec, np.random.Generator], float],
+) -> ColocationData:
+    """Measure a random ``fraction`` of (device, kind, partner) triples, at least one partner per
+    device and kind, as every :class:`ProfilingInstrument` does.
+
+    Each partner is kept with probability ``fraction`` (one drawn at random when none is). The
+    generator is handed to ``measure`` too, and an instrument's own draws (measurement noise)
+    come from it in the same order for every instrument, so surveys stay in step.
+
+    :param devices: GPU model names.
+    :param kinds: GPU-capable kinds.
+    :param fraction: share of triples, in (0, 1].
+    :param seed: selection seed.
+    :param measure: normalised throughput of a kind next to a partner on a device (0 = cannot share).
+    :raises ValueError: for a fraction outside (0, 1].
+    """
+    from rlsched.interference import ColocationData  # brings in torch; only IAWP needs it
+
+    if not 0.0 < fraction <= 1.0:
+        raise ValueError(f"fraction must be in (0, 1], got {fraction}")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, SURVEY_SALT]))
+    dev: list[str] = []
+    kind: list[str] = []
+    partner: list[str] = []
+    y: list[float] = []
+    for d in devices:
+        for k in kinds:
+            chosen = [p for p in kinds if rng.random() < fraction]
+            if not chosen:
+                chosen = [kinds[int(rng.integers(len(kinds)))]]
+            for p in chosen:
+                dev.append(d)
+                kind.append(k.name)
+                partner.append(p.name)
+                y.append(measure(d, k, p, rng))
+    return ColocationData(dev, kind, partner, np.array(y, dtype=np.float64))

@@ -363,10 +363,10 @@ class NodeAgent:
         if not self.alive:
             return
         if self.runs.get(run.task.id) is not run:  # the task already failed: only free the unit
-            self._release_unit(job, 0.0, measured=0.0)
+            self._release_unit(job, measured=0.0)
             return
         if err is not None or result is None:
-            self._release_unit(job, 0.0, measured=0.0)
+            self._release_unit(job, measured=0.0)
             if isinstance(err, DeviceFull):
                 self._hand_back(job)
                 return
@@ -374,7 +374,7 @@ class NodeAgent:
             self._finish_task(run)
             return
         out, secs = result
-        self._release_unit(job, secs, measured=max(secs, 1e-9))
+        self._release_unit(job, measured=max(secs, 1e-9))
         self._store_outputs(job, out)
         run.units[sub.index] = job.unit
         v.backlog_gpu_s[n] -= run.gpu_nominal[sub.index]
@@ -388,14 +388,14 @@ class NodeAgent:
         if run.done == len(run.task.graph):
             self._finish_task(run)
 
-    def _release_unit(self, job: _Job, secs: float, measured: float) -> float:
-        """Free the job's unit and account its measured speed; return its nominal seconds."""
+    def _release_unit(self, job: _Job, measured: float) -> None:
+        """Free the job's unit and account its measured seconds (0: it did not run to the end)."""
         v, n, sub = self.view, self.node, job.sub
         if job.unit == CPU:
-            nominal = subtask_cpu_seconds(sub, v.fast.cpu_gflops[n])
+            nominal = job.run.cpu_nominal[sub.index]
             v.cpu_finished(n, nominal / measured if measured > 0 else 0.0, SPEED_EMA)
             self.free_cores.append(job.lane)
-            return nominal
+            return
         g = job.unit
         f = v.fast
         self._gpu_tick(g, self.clock())
@@ -404,12 +404,11 @@ class NodeAgent:
         v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
         # Stream feedback compares GPUs, so their work is counted in one unit: seconds on the
         # node's mean datasheet GPU (each GPU's own datasheet would make every GPU look alike).
-        self.pools[g].release(job.lane, job.run.gpu_nominal[sub.index] if secs > 0 else 0.0)
+        self.pools[g].release(job.lane, job.run.gpu_nominal[sub.index] if measured > 0 else 0.0)
         if self.observe is not None and speed > 0 and job.version == self.gpu_version[g]:
             self.observe(self.nspec.gpus[g].model, sub.kind.name, job.partners, speed)
         self.gpu_version[g] += 1
         self._sync_memory(g)
-        return nominal
 
     def _gpu_tick(self, g: int, now: float) -> None:
         """Integrate the time GPU ``g`` had at least one subtask running."""

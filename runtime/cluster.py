@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from rlsched.policies.base import SubtaskPlacer
+from rlsched.policies.registry import make_placer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.agent import DeviceReport, NodeAgent, TaskOutcome
@@ -90,7 +91,7 @@ class LocalCluster:
         return time.perf_counter() - self._t0
 
     def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None = None) -> None:
-        placer = _placer(placer_spec)
+        placer = make_placer(placer_spec)
         assert self.backend is not None
         self._t0 = time.perf_counter()
         self.agents = [
@@ -125,16 +126,6 @@ class LocalCluster:
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None
-
-
-def _placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
-    if not isinstance(spec, str):
-        return spec
-    from rlsched.policies.registry import PLACERS
-
-    if spec not in PLACERS:
-        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
-    return PLACERS[spec]()
 
 
 def merge_utilisation(

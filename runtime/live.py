@@ -312,9 +312,3 @@ def device_table(devices: list[DeviceReport]) -> str:
             f"| {d.evictions} | {d.h2d_bytes_loaded / 1e6:.1f} | {d.h2d_bytes_saved / 1e6:.1f} |"
         )
     return "\n".join(lines)
-
-
-def mean_std(values: Sequence[float]) -> str:
-    """``mean ± std`` of a few seeds."""
-    a = np.asarray(values, dtype=np.float64)
-    return f"{a.mean():.2f} ± {a.std():.2f}"

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rlsched.profiles import METRICS, REFERENCE_GPU, ProfileSamples
+from rlsched.profiling import colocation_survey
 from rlsched.scenario_io import SOLO_COLUMNS
 from rlsched.tasks import Device as Where
 from rlsched.tasks import KindSpec
@@ -67,9 +68,6 @@ NORM_MAX = 1.5
 NORM_MIN = 1e-3
 #: Seconds to wait for the partner thread's first kernel before timing anyway.
 _PARTNER_START_S = 10.0
-#: Seed salt of the pair selection: the simulator's instrument uses the same, so both pick the
-#: same triples for one seed.
-_SELECT_SALT = 0xC0C0
 
 
 @dataclass(frozen=True)
@@ -199,39 +197,21 @@ class LiveProfiler:
         """Co-run a random ``fraction`` of (device, kind, partner) triples, at least one partner
         per device and kind, and return their normalised throughputs (0 = cannot share).
 
-        The selection is the simulator instrument's: each partner is kept with probability
-        ``fraction``, one drawn at random when none is, and the random stream advances as it does
-        there, so both instruments pick the same triples for one seed (exactly so when the
-        simulator has no co-location CSV). Triples measured before are not measured again.
+        The selection is :func:`rlsched.profiling.colocation_survey`'s, as for the simulator's
+        instrument: both pick the same triples for one seed. Triples measured before are not
+        measured again.
 
         :param fraction: share of triples to measure, in (0, 1].
         :param seed: selection seed.
         :raises ValueError: for a fraction outside (0, 1].
         """
-        from rlsched.interference import ColocationData  # brings in torch; only IAWP needs it
+        return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, self._survey_measure)
 
-        if not 0.0 < fraction <= 1.0:
-            raise ValueError(f"fraction must be in (0, 1], got {fraction}")
-        rng = np.random.default_rng(np.random.SeedSequence([seed, _SELECT_SALT]))
-        kinds = self.kinds()
-        dev: list[str] = []
-        kind: list[str] = []
-        partner: list[str] = []
-        y: list[float] = []
-        for d in self._gpus:
-            for k in kinds:
-                chosen = [p for p in kinds if rng.random() < fraction]
-                if not chosen:
-                    chosen = [kinds[int(rng.integers(len(kinds)))]]
-                for p in chosen:
-                    # The simulator draws its measurement noise here; drawing alike keeps the
-                    # two selections in step.
-                    rng.normal()
-                    dev.append(d)
-                    kind.append(k.name)
-                    partner.append(p.name)
-                    y.append(self.corun(d, k, p))
-        return ColocationData(dev, kind, partner, np.array(y, dtype=np.float64))
+    def _survey_measure(
+        self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator
+    ) -> float:
+        rng.normal()  # the simulator's instrument draws its noise here: drawing alike keeps surveys in step
+        return self.corun(device, kind, partner)
 
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
         """The GPU/CPU ``speedup`` of every kind, measured; no other metric.

@@ -22,6 +22,7 @@ import time
 from typing import Any
 
 from rlsched.policies.base import SubtaskPlacer
+from rlsched.policies.registry import make_placer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.agent import NodeAgent, TaskOutcome
@@ -125,7 +126,7 @@ class NodeActor:
         self.view = spec.view()
         self.lock = threading.RLock()
         self.backend = choose_backend(backend, max_speed=spec.max_speed)
-        placer = _build_placer(placer_spec)
+        placer = make_placer(placer_spec)
         if isinstance(placer_spec, str):
             placer.reset(self.view, seed)  # an object was reset by the driver's scheduler
         self._t0 = time.perf_counter()
@@ -216,13 +217,3 @@ class NodeActor:
                 box.append((TaskOutcome(task, self.node, now, math.nan, now, {}, AGENT_SHUT_DOWN), {}))
                 done.set()
         return left
-
-
-def _build_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
-    if not isinstance(spec, str):
-        return spec
-    from rlsched.policies.registry import PLACERS
-
-    if spec not in PLACERS:
-        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
-    return PLACERS[spec]()

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from rlsched.policies.base import SubtaskPlacer
+from rlsched.policies.registry import make_placer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
 from runtime.agent import TaskOutcome
@@ -51,7 +52,6 @@ from runtime.ray_actor import (
     CONTROL_GROUP,
     NodeActor,
     Snapshot,
-    _build_placer,
     _ray,
     apply_node_snapshot,
     node_snapshot,
@@ -206,7 +206,7 @@ class RayCluster:
     def _check_placer(self, placer_spec: str | SubtaskPlacer) -> None:
         """Fail in the driver on a placer the actors could not build or receive."""
         if isinstance(placer_spec, str):
-            _build_placer(placer_spec)  # fail here, in the driver, on an unknown name
+            make_placer(placer_spec)  # fail here, in the driver, on an unknown name
             return
         try:  # fail here with a clear message rather than inside Ray's argument packing
             self._r.cloudpickle.dumps(placer_spec)

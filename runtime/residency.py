@@ -20,7 +20,7 @@ from rlsched.policies.base import CPU
 from runtime.backends.base import DeviceFull, Stream
 from runtime.kernels import TaskData
 from runtime.memory import DeviceMemory
-from runtime.workload import input_id, is_shared_input
+from runtime.workload import input_id
 
 MIB = float(1 << 20)
 
@@ -133,8 +133,9 @@ class Residency:
         for g, nbytes in ta.reserved:
             self.memory[g].release(nbytes)
         ta.reserved.clear()
+        shared = ta.data.shared_ids()
         for g, data_id in ta.cached:
-            if not is_shared_input(ta.data, data_id):
+            if data_id not in shared:
                 self.memory[g].drop(data_id)
 
     def held_mb(self, g: int) -> float:

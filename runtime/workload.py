@@ -30,17 +30,6 @@ def input_id(task_id: int, data: TaskData, name: str) -> str:
     return data.input_ids.get(name) or f"task{task_id}/{name}"
 
 
-def is_shared_input(data: TaskData, data_id: str) -> bool:
-    """Whether an input id is shared with other tasks of the stream (kept cached after the task)."""
-    return data_id in shared_ids(data)
-
-
-def shared_ids(data: TaskData) -> frozenset[str]:
-    """Input ids of ``data`` that the stream's other chunks use too."""
-    own = f"/{data.stream}/{data.chunk}/"  # per-chunk ids name the chunk (runtime.kernels.tasks)
-    return frozenset(i for i in data.input_ids.values() if own not in i)
-
-
 @functools.cache
 def stage_mem_mb(app: str, scale: str) -> tuple[float, ...]:
     """Measured MB each stage of ``app`` reads and writes (reference run of chunk 0)."""

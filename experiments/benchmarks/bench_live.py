@@ -58,6 +58,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from experiments.live_demo import mean_std
 from experiments.plot import line_chart
 from rlsched.policies.registry import parse_scheduler
 from rlsched.tasks import Device as Where
@@ -233,12 +234,6 @@ def run_session(
     return session.finish(), session.t0
 
 
-def mean_std(values: Sequence[float], fmt: str = ".1f") -> str:
-    """``mean ± std`` (population std: the repeats are all there is); the value alone for one."""
-    a = np.asarray(values, dtype=np.float64)
-    return f"{a.mean():{fmt}} ± {a.std():{fmt}}" if len(a) > 1 else f"{a.mean():{fmt}}"
-
-
 def gpu_name() -> str:
     """CUDA device 0's name, or why there is none."""
     reason = cupy_unavailable_reason()
@@ -298,7 +293,7 @@ def tiny_data(app: str, chunk: int, rng: np.random.Generator) -> TaskData:
         raise ValueError(f"no tiny task for {app!r}")
     base = f"tiny-{app}/0"
     ids = {n: f"{base}/{n}" if n in shared else f"{base}/{chunk}/{n}" for n in inputs}
-    return TaskData(app, 0, chunk, inputs, ids, mb)
+    return TaskData(app, 0, chunk, inputs, ids, mb, shared=frozenset(shared))
 
 
 def tiny_work(app: str, tasks: int, seed: int, batch: int) -> list[tuple[Task, TaskData]]:
@@ -405,7 +400,7 @@ def section_dispatch(sz: Sizes, backend: str) -> dict[str, float]:
             all_at_0 = batch >= tasks
 
             def cell(values: list[float], show: bool = True) -> str:
-                return mean_std(values) if show else "-"
+                return mean_std(values, ".1f") if show else "-"
 
             cells = [
                 backend,
@@ -598,7 +593,7 @@ def section_streams(sz: Sizes, backend: str, out_dir: Path) -> dict[str, float]:
         rt, ru = float(np.mean(tput)) / base_t, float(np.mean(util)) / base_u
         ratios[f"tput_x_{c}"] = rt
         print(
-            f"| {c} | {mean_std(tput)} | {rt:.2f} | {mean_std(util, '.2f')} | {ru:.2f} "
+            f"| {c} | {mean_std(tput, '.1f')} | {rt:.2f} | {mean_std(util, '.2f')} | {ru:.2f} "
             f"| {mean_std(p50, '.2f')} | {lost} |"
         )
     series = {

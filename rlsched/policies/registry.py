@@ -60,6 +60,18 @@ def register_placer(name: str, factory: Callable[[], SubtaskPlacer]) -> None:
     PLACERS[name] = factory
 
 
+def make_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
+    """A stage-2 policy by name (a placer object is returned as it is).
+
+    :raises ValueError: naming the unknown placer and listing the known names.
+    """
+    if not isinstance(spec, str):
+        return spec
+    if spec not in PLACERS:
+        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
+    return PLACERS[spec]()
+
+
 def parse_scheduler(spec: str) -> TwoStageScheduler:
     """Build a scheduler from ``SELECTOR`` or ``SELECTOR+PLACER``.
 

@@ -83,6 +83,8 @@ class TaskData:
     :param input_mb: nominal input size for ``rlsched.workloads.build_graph``, MB.
     :param truth: what :func:`check_result` needs beyond the inputs.
     :param scale: ``"small"`` or ``"medium"``.
+    :param shared: names of the inputs every chunk of the stream shares (weights, background...):
+        a device cache keeps them after the task; the others are the task's own.
     """
 
     app: str
@@ -93,6 +95,11 @@ class TaskData:
     input_mb: float
     truth: dict[str, np.ndarray] = field(default_factory=dict)
     scale: str = "small"
+    shared: frozenset[str] = frozenset()
+
+    def shared_ids(self) -> frozenset[str]:
+        """Cache ids of the inputs the stream's other chunks use too."""
+        return frozenset(self.input_ids[n] for n in self.shared if n in self.input_ids)
 
     @property
     def input_bytes(self) -> int:
@@ -108,7 +115,9 @@ def _stream_seed(seed: int, app: str, stream: int) -> int:
     return int(np.random.SeedSequence([seed, zlib.crc32(app.encode()), stream]).generate_state(1)[0])
 
 
-def _ids(app: str, seed: int, stream: int, chunk: int, shared: set[str], names: list[str]) -> dict[str, str]:
+def _ids(
+    app: str, seed: int, stream: int, chunk: int, shared: frozenset[str], names: list[str]
+) -> dict[str, str]:
     base = f"{app}/s{seed}/{stream}"
     return {n: f"{base}/{n}" if n in shared else f"{base}/{chunk}/{n}" for n in names}
 
@@ -119,8 +128,9 @@ def _video(app: str, stream: int, chunk: int, seed: int, scale: str) -> TaskData
     v = generate_video(_stream_seed(seed, app, stream), t, h, w, n, start_frame=chunk * t, duty=duty)
     inputs = {"frames": v.frames, "background": v.background}
     truth = {"trajectories": v.trajectories, "visible": v.visible, "object_ids": v.object_ids}
-    ids = _ids(app, seed, stream, chunk, {"background"}, list(inputs))
-    return TaskData(app, stream, chunk, inputs, ids, t * h * w / PX_PER_MB, truth, scale)
+    shared = frozenset({"background"})
+    ids = _ids(app, seed, stream, chunk, shared, list(inputs))
+    return TaskData(app, stream, chunk, inputs, ids, t * h * w / PX_PER_MB, truth, scale, shared)
 
 
 def _frozen(*arrays: np.ndarray) -> None:
@@ -142,11 +152,12 @@ def _faces(app: str, stream: int, chunk: int, seed: int, scale: str) -> TaskData
     chunk_seed = _stream_seed(seed, app, stream) ^ (chunk * 0x9E3779B1)
     frames, truth = generate_keyframes(fs, chunk_seed, n, h, w, per_frame)
     inputs = {"keyframes": frames, "face_template": fs.template, "encoder": fs.encoder, "gallery": fs.gallery}
-    ids = _ids(app, seed, stream, chunk, {"face_template", "encoder", "gallery"}, list(inputs))
+    shared = frozenset({"face_template", "encoder", "gallery"})
+    ids = _ids(app, seed, stream, chunk, shared, list(inputs))
     # FFT correlation (three 2-D FFTs) plus box sums and the max filter, per keyframe.
     gflop = n * (7.5 * h * w * math.log2(h * w) + 60.0 * h * w) / 1e9
     mb = gflop / KINDS["face_locations"].gflop_per_mb
-    return TaskData(app, stream, chunk, inputs, ids, mb, {"faces": truth}, scale)
+    return TaskData(app, stream, chunk, inputs, ids, mb, {"faces": truth}, scale, shared)
 
 
 @functools.lru_cache(maxsize=8)
@@ -164,8 +175,9 @@ def _matmul(app: str, stream: int, chunk: int, seed: int, scale: str) -> TaskDat
     x = _rng(seed, app, stream, chunk).standard_normal((rows, d), dtype=np.float32)
     inputs = {"rows": x, "weights": ws}
     gflop = 2.0 * rows * d * d * layers / 1e9
-    ids = _ids(app, seed, stream, chunk, {"weights"}, list(inputs))
-    return TaskData(app, stream, chunk, inputs, ids, gflop / KINDS["matmul"].gflop_per_mb, {}, scale)
+    shared = frozenset({"weights"})
+    ids = _ids(app, seed, stream, chunk, shared, list(inputs))
+    return TaskData(app, stream, chunk, inputs, ids, gflop / KINDS["matmul"].gflop_per_mb, {}, scale, shared)
 
 
 @functools.lru_cache(maxsize=8)
@@ -191,9 +203,10 @@ def _fft(app: str, stream: int, chunk: int, seed: int, scale: str) -> TaskData:
     sig = _rng(seed, app, stream, chunk).standard_normal((segs, n), dtype=np.float32)
     inputs = {"signal": sig, "filter_spectra": spectra}
     gflop = segs * filters * 2.5 * nfft * math.log2(nfft) / 1e9
-    ids = _ids(app, seed, stream, chunk, {"filter_spectra"}, list(inputs))
+    shared = frozenset({"filter_spectra"})
+    ids = _ids(app, seed, stream, chunk, shared, list(inputs))
     return TaskData(
-        app, stream, chunk, inputs, ids, gflop / KINDS["ifft"].gflop_per_mb, {"filters": h}, scale
+        app, stream, chunk, inputs, ids, gflop / KINDS["ifft"].gflop_per_mb, {"filters": h}, scale, shared
     )
 
 
@@ -213,8 +226,11 @@ def _kmeans(app: str, stream: int, chunk: int, seed: int, scale: str) -> TaskDat
     pts = cen[owners] + KMEANS_SPREAD * rng.standard_normal((points, d), dtype=np.float32)
     inputs = {"points_0": pts[: points // 2].copy(), "points_1": pts[points // 2 :].copy(), "centroids": cen}
     gflop = 2.0 * (points // 2) * k * d / 1e9
-    ids = _ids(app, seed, stream, chunk, {"centroids"}, list(inputs))
-    return TaskData(app, stream, chunk, inputs, ids, gflop / KINDS["kmeans_assign"].gflop_per_mb, {}, scale)
+    shared = frozenset({"centroids"})
+    ids = _ids(app, seed, stream, chunk, shared, list(inputs))
+    return TaskData(
+        app, stream, chunk, inputs, ids, gflop / KINDS["kmeans_assign"].gflop_per_mb, {}, scale, shared
+    )
 
 
 _MAKERS: dict[str, Callable[[str, int, int, int, str], TaskData]] = {
