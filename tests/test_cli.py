@@ -124,6 +124,13 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
     assert "±" in rows[2] and "seeds [0, 1]" in r.stdout
 
 
+def test_demo_runs_another_scenario_at_its_own_rate(small: Path) -> None:
+    """Only the default ``paper`` demo is pinned to 60 tasks/min; a given scenario keeps its rate."""
+    r = rlsched("demo", "--scenario", str(small), "--seeds", "1", "--schedulers", "mct")
+    assert r.returncode == 0, r.stderr
+    assert "## small at 30 tasks/min" in r.stdout
+
+
 @pytest.mark.parametrize("name", ["paper", "dynamic", "interference", "interference-gavel", "alibaba"])
 def test_every_builtin_runs_to_completion(name: str, capsys: pytest.CaptureFixture[str]) -> None:
     if name in ("interference-gavel", "alibaba") and find_data_dir(Path.cwd()) is None:

@@ -16,7 +16,13 @@ from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.hardware import CATALOG
 from rlsched.policies.base import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
-from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
+from rlsched.policies.placers import (
+    FirstFreePlacer,
+    LeastLoadedPlacer,
+    MlsmPlacer,
+    SpeedupPlacer,
+    cpu_seconds,
+)
 from rlsched.policies.registry import DEFAULT_PLACER, PLACERS, SELECTORS, parse_scheduler
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario, WorkloadSpec
@@ -295,3 +301,27 @@ def test_speedup_placer_sends_cpu_friendly_work_to_a_free_core() -> None:
     resync(view)
     assert SpeedupPlacer().place(task, landmarks, 0, view) == CPU
     assert FirstFreePlacer().place(task, landmarks, 0, view) == 0
+
+
+def test_speedup_placer_counts_every_busy_stream_when_it_predicts_the_wait_for_a_gpu() -> None:
+    """With every stream busy, a GPU drains its queue at streams x measured speed: a GPU-heavy
+    subtask waits for a stream unless the queue ahead is longer than the core's run time.
+
+    Counting one stream per GPU overstated the wait eightfold here and sent matmul to cores,
+    where it ran ~100x slower (the collapse of ``speedup`` on ``interference-saturated``).
+    """
+    spec = ClusterSpec((NodeSpec("n", 8, 64, (CATALOG["V100M16"],), streams_per_gpu=8),))
+    view = ClusterView.from_spec(spec)
+    task = Task(0, "matmul", 100.0, 0.0, build_graph("matmul", 100.0))
+    sub = task.graph.subtasks[0]
+    view.gpu_running[0, 0] = 8
+    view.speed_gpu[0, 0] = 0.5  # co-runners halve each stream's speed
+    resync(view)
+    placer = SpeedupPlacer()
+    t_cpu = cpu_seconds(sub, 0, view)
+    drain = 8 * 0.5  # nominal GPU seconds finished per second
+    # Queued work the eight streams finish in half the core's run time (one stream: in four).
+    view.backlog_gpu_s[0] = 0.5 * t_cpu * drain
+    assert placer.place(task, sub, 0, view) is None, "waits: a stream frees long before a core finishes"
+    view.backlog_gpu_s[0] = 2.0 * t_cpu * drain
+    assert placer.place(task, sub, 0, view) == CPU, "a queue longer than the core's run time: take the core"

@@ -99,10 +99,10 @@ def test_tasks_run_on_both_ray_nodes(ray_cluster: tuple[Any, Any]) -> None:
 def test_dead_node_tasks_are_placed_again(ray_cluster: tuple[Any, Any]) -> None:
     cluster, _ = ray_cluster
     doomed = cluster.add_node(num_cpus=1, object_store_memory=80 * MB)
-    # The doomed node's GPU is 40x slower: a task there runs for seconds, so tasks are surely
+    # The doomed node's GPU is 400x slower: a task there runs for seconds, so tasks are surely
     # in flight on it when it dies, and must come back and finish on the head node.
     rc = RayCluster(
-        two_nodes(worker_speed=gpu_model("T4").fp32_tflops / 40),
+        two_nodes(worker_speed=gpu_model("T4").fp32_tflops / 400),
         node_ids=[cluster.head_node.node_id, doomed.node_id],
         runtime_env=ACTOR_ENV,
     )

@@ -148,12 +148,14 @@ class SpeedupPlacer(MlsmPlacer):
             g = self._choose(gpus, node, view)
             t_gpu = self._gpu_time(sub, node, g, view) * (1 + view.fast.gpu_running[node][g])
             return CPU if t_cpu < t_gpu else g
-        # No GPU now: expected wait is the node's queued GPU work spread over its GPUs.
+        # No GPU now: expected wait is the node's queued GPU work over the rate its GPUs drain it.
+        # Each stream runs at its GPU's measured speed (interference included), so a GPU drains
+        # streams × speed nominal seconds per second, not speed.
         valid = ever_fits(task, sub, node, view)
         if not valid.any():
             return CPU  # no GPU of this node could ever take it
-        speed = float(np.mean(view.speed_gpu[node][valid]))
-        wait = float(view.backlog_gpu_s[node]) / (int(valid.sum()) * max(speed, 1e-3))
+        drain = float((view.gpu_streams[node][valid] * view.speed_gpu[node][valid]).sum())
+        wait = float(view.backlog_gpu_s[node]) / max(drain, 1e-3)
         g = int(np.flatnonzero(valid)[0])
         return CPU if t_cpu < wait + self._gpu_time(sub, node, g, view) else None
 
