@@ -533,4 +533,6 @@ class NodeAgent:
             p.close()
         for lane in self.cores:
             lane.stop(wait=False)
+        for d in self.devices:
+            d.close()  # CuPy: returns the pool's free blocks; NumPy: releases the BLAS limit
         return left

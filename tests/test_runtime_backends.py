@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -168,6 +170,33 @@ def test_closed_device_refuses_new_streams() -> None:
     device.close()
     with pytest.raises(RuntimeError, match="closed"):
         device.new_stream()
+
+
+_BLAS_CHECK = """
+from threadpoolctl import threadpool_info, threadpool_limits
+from runtime.backends.base import DeviceConfig
+from runtime.backends.numpy_backend import NumpyBackend
+
+def blas():
+    return sorted({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+
+threadpool_limits(limits=2, user_api="blas")
+cfg = DeviceConfig(index=0, model="T4", mem_bytes=1 << 20, speed=1.0)
+a, b = NumpyBackend().open(cfg), NumpyBackend().open(cfg)
+print(blas())
+a.close(); a.close()
+print(blas())
+b.close()
+print(blas())
+"""
+
+
+def test_blas_is_single_threaded_while_emulated_devices_are_open() -> None:
+    """One lane is one stream: BLAS threads inside lanes would oversubscribe the host's cores.
+    The limit holds until the last device closes (closing twice counts once), then is undone."""
+    r = subprocess.run([sys.executable, "-c", _BLAS_CHECK], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:3] == ["[1]", "[1]", "[2]"]
 
 
 # ---- backend choice ------------------------------------------------------------------------------

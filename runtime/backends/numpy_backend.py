@@ -5,6 +5,10 @@ runs the kernel in that thread. Emulated devices carry a relative speed; a kerne
 speed ``s`` keeps its lane busy ``max_speed / s`` times its native run time, the extra time spent
 sleeping (sleep releases the GIL, so other lanes run meanwhile). That makes a heterogeneous
 cluster observable on one CPU: schedulers see slower devices finish later, exactly as on real GPUs.
+
+While any emulated device is open, BLAS runs one thread per call: a lane is one stream (or core),
+and multi-threaded BLAS inside each lane would oversubscribe the host's cores, so that a second
+stream bought almost nothing (measured in BENCHMARKS.md, "Streams per GPU").
 """
 
 from __future__ import annotations
@@ -18,10 +22,36 @@ from types import ModuleType
 from typing import Any, TypeVar
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from runtime.backends.base import DeviceConfig, TransferCounters
 
 T = TypeVar("T")
+
+
+class _SingleThreadBlas:
+    """Hold BLAS at one thread while any emulated device is open; restore it after the last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._users = 0
+        self._limits: threadpool_limits | None = None
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._limits = threadpool_limits(limits=1, user_api="blas")
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._limits is not None:
+                self._limits.restore_original_limits()
+                self._limits = None
+
+
+_BLAS = _SingleThreadBlas()
 
 
 class FairEngines:
@@ -124,6 +154,7 @@ class NumpyDevice(TransferCounters):
         self._streams: list[NumpyStream] = []
         self._closed = False
         self._engines = FairEngines(config.concurrency) if config.concurrency > 0 else None
+        _BLAS.acquire()
 
     @property
     def streams(self) -> list[NumpyStream]:
@@ -149,10 +180,12 @@ class NumpyDevice(TransferCounters):
             return stream
 
     def close(self) -> None:
-        """Forget the streams; later :meth:`new_stream` calls fail."""
+        """Forget the streams; later :meth:`new_stream` calls fail. Idempotent."""
         with self._lock:
-            self._closed = True
+            was_open, self._closed = not self._closed, True
             self._streams.clear()
+        if was_open:
+            _BLAS.release()
 
 
 class NumpyBackend:
