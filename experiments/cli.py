@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from models.checkpoint import CheckpointError
@@ -28,6 +30,37 @@ DEMO_SCHEDULERS = (
 )
 
 
+def _int_at_least(low: int) -> Callable[[str], int]:
+    """argparse type: an integer >= ``low`` (argparse names the flag in its error)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+_SEED = _int_at_least(0)
+_COUNT = _int_at_least(1)
+_STEPS = _int_at_least(0)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlsched", description="Learning scheduler for heterogeneous GPU clusters."
@@ -42,9 +75,9 @@ def _parser() -> argparse.ArgumentParser:
         "--scheduler", default="mct", help="SELECTOR[+PLACER], e.g. mct+mlsm; a bare selector uses 'speedup'"
     )
     s.add_argument(
-        "--seed", type=int, default=None, help="seed for tasks and drift (default: the scenario's)"
+        "--seed", type=_SEED, default=None, help="seed for tasks and drift (default: the scenario's)"
     )
-    s.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks per minute")
+    s.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     s.add_argument(
         "--model", default=None, help="checkpoint directory for the ldwp selector (default: shipped)"
@@ -53,10 +86,13 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train the LDWP Q-network: behaviour cloning, then masked DQN")
     t.add_argument("--scenario", default="paper")
     t.add_argument(
-        "--rate", type=float, default=None, help="arrival rate override, tasks/min (default: the scenario's)"
+        "--rate",
+        type=_positive_float,
+        default=None,
+        help="arrival rate override, tasks/min (default: the scenario's)",
     )
-    t.add_argument("--steps", type=int, default=20_000, help="DQN environment steps (default: 20000)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--steps", type=_STEPS, default=20_000, help="DQN environment steps (default: 20000)")
+    t.add_argument("--seed", type=_SEED, default=0)
     t.add_argument("--pretrain", default="mct", help="teacher selector for behaviour cloning, or 'none'")
     t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
     t.add_argument("--resume", default=None, help="checkpoint directory to start from (skips cloning)")
@@ -68,11 +104,13 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--scenario", default=DEMO_SCENARIO, help="simulated scenario (default: paper)")
     d.add_argument(
         "--rate",
-        type=float,
+        type=_positive_float,
         default=None,
         help="arrival rate, tasks per minute (default: 60 on paper, the scenario's own elsewhere; 2400 live)",
     )
-    d.add_argument("--seeds", type=int, default=None, help="number of seeds (default: 3 simulated, 2 live)")
+    d.add_argument(
+        "--seeds", type=_COUNT, default=None, help="number of seeds (default: 3 simulated, 2 live)"
+    )
     d.add_argument(
         "--schedulers",
         default=None,
@@ -83,8 +121,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--backend", choices=("numpy", "cupy"), default=None, help="live backend (default: automatic)"
     )
-    d.add_argument("--tasks", type=int, default=300, help="live: tasks per run (default: 300)")
-    d.add_argument("--streams", type=int, default=6, help="live: video streams (default: 6)")
+    d.add_argument("--tasks", type=_COUNT, default=300, help="live: tasks per run (default: 300)")
+    d.add_argument("--streams", type=_COUNT, default=6, help="live: video streams (default: 6)")
     d.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
     f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
@@ -92,14 +130,14 @@ def _parser() -> argparse.ArgumentParser:
     f.add_argument(
         "--scenario", default=None, help="target scenario (built-in name or path); not with --live"
     )
-    f.add_argument("--rate", type=float, default=None, help="arrival rate override, tasks/min")
+    f.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
     f.add_argument(
         "--steps",
-        type=int,
+        type=_STEPS,
         default=None,
         help="DQN steps on the target (default: 10000 simulated, 300 live)",
     )
-    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--seed", type=_SEED, default=0)
     f.add_argument("--out", required=True, help="output directory (checkpoints, transfer.json)")
     f.add_argument("--live", action="store_true", help="fine-tune on real executions of the live runtime")
     f.add_argument(
@@ -111,9 +149,9 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="live device backend (default: automatic)",
     )
-    f.add_argument("--tasks", type=int, default=60, help="live: tasks per training episode (default: 60)")
+    f.add_argument("--tasks", type=_COUNT, default=60, help="live: tasks per training episode (default: 60)")
     f.add_argument(
-        "--eval-tasks", type=int, default=120, help="live: tasks per evaluation run (default: 120)"
+        "--eval-tasks", type=_COUNT, default=120, help="live: tasks per evaluation run (default: 120)"
     )
     f.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
@@ -126,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
         "--data", action="append", required=True, help="device,kind,partner,norm_throughput CSV (repeatable)"
     )
     fi.add_argument("--method", choices=("ncf", "svd", "mean"), default="ncf", help="model (default: ncf)")
-    fi.add_argument("--seed", type=int, default=0)
+    fi.add_argument("--seed", type=_SEED, default=0)
     fi.add_argument("--out", required=True, help="checkpoint directory to write")
     ev = isub.add_parser("evaluate", help="error of a saved model on a co-location CSV")
     ev.add_argument("--model", required=True, help="checkpoint directory written by 'interference fit'")
@@ -147,7 +185,7 @@ def _parser() -> argparse.ArgumentParser:
     pr.add_argument(
         "--fraction", type=float, default=1.0, help="share of (device, kind, partner) triples (default: 1)"
     )
-    pr.add_argument("--seed", type=int, default=0, help="seed choosing the measured triples")
+    pr.add_argument("--seed", type=_SEED, default=0, help="seed choosing the measured triples")
     pr.add_argument("--cluster", default=None, help="live cluster file (TOML; default: the embedded cluster)")
     pr.add_argument("--out", required=True, help="output directory (colocation.csv, solo.csv)")
     return p
@@ -279,10 +317,7 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
 
     _use_model(None)
     specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
-    rate = 2400.0 if args.rate is None else args.rate
-    if rate <= 0 or args.tasks < 1 or args.streams < 1:
-        print("rlsched: error: --rate, --tasks and --streams must be positive", file=sys.stderr)
-        return 2
+    rate = 2400.0 if args.rate is None else args.rate  # the parser checked it and the counts
     cfg = LiveDemoConfig(
         schedulers=specs,
         seeds=tuple(range(2 if args.seeds is None else args.seeds)),
@@ -373,6 +408,28 @@ def _cmd_profile(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlsched`` console script."""
     args = _parser().parse_args(argv)
+    out = getattr(args, "out", None)
+    if out is None:
+        return _dispatch(args)
+    # Made before any work, so that a bad folder never throws a training run or measurements
+    # away; removed again if the command fails before writing anything into it.
+    made = Path(out)
+    created = not made.exists()
+    try:
+        made.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        print(f"rlsched: error: --out: cannot create {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
+    rc = 1
+    try:
+        rc = _dispatch(args)
+        return rc
+    finally:
+        if rc != 0 and created and made.is_dir() and not any(made.iterdir()):
+            made.rmdir()
+
+
+def _dispatch(args: argparse.Namespace) -> int:
     try:
         if args.command == "simulate":
             return _cmd_simulate(args)

@@ -76,8 +76,15 @@ class LiveFinetuneConfig:
     def __post_init__(self) -> None:
         if self.cluster_backend not in ("local", "ray"):
             raise ValueError(f"backend must be 'local' or 'ray', got {self.cluster_backend!r}")
-        if self.steps < 0 or self.tasks_per_episode < 1 or self.eval_tasks < 1 or self.rate_per_s <= 0:
-            raise ValueError("steps must be >= 0; tasks_per_episode, eval_tasks and rate_per_s positive")
+        for name, ok in (
+            ("steps", self.steps >= 0),
+            ("tasks_per_episode", self.tasks_per_episode >= 1),
+            ("eval_tasks", self.eval_tasks >= 1),
+            ("rate_per_s", self.rate_per_s > 0),
+        ):
+            if not ok:
+                limit = ">= 0" if name == "steps" else "positive"
+                raise ValueError(f"{name} must be {limit}, got {getattr(self, name)!r}")
         if self.placer not in PLACERS:
             raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(sorted(PLACERS))}")
 

@@ -124,6 +124,23 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
     assert "±" in rows[2] and "seeds [0, 1]" in r.stdout
 
 
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["demo", "--seeds", "0"], "argument --seeds: expected an integer >= 1, got 0"),
+        (["demo", "--live", "--streams", "0"], "argument --streams: expected an integer >= 1, got 0"),
+        (["train", "--steps", "-5", "--out", "x"], "argument --steps: expected an integer >= 0, got -5"),
+        (["simulate", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
+        (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
+        (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
+        (["train", "--steps", "1", "--out", "/proc/no/such"], "--out: cannot create /proc/no/such"),
+    ],
+)
+def test_bad_numbers_are_refused_naming_the_flag(args: list[str], message: str) -> None:
+    r = rlsched(*args)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr
+
+
 def test_demo_runs_another_scenario_at_its_own_rate(small: Path) -> None:
     """Only the default ``paper`` demo is pinned to 60 tasks/min; a given scenario keeps its rate."""
     r = rlsched("demo", "--scenario", str(small), "--seeds", "1", "--schedulers", "mct")

@@ -22,8 +22,10 @@ def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_live_demo_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--live", "--tasks", "0"]) == 2
-    assert "must be positive" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        main(["demo", "--live", "--tasks", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --tasks: expected an integer >= 1, got 0" in capsys.readouterr().err
     assert main(["demo", "--live", "--tasks", "4", "--schedulers", "mct+nope"]) == 2
     assert "unknown placer 'nope'" in capsys.readouterr().err
 
