@@ -451,6 +451,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     except (FileNotFoundError, CheckpointError) as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as e:
+        saved = getattr(e, "saved", None)  # training saved its weights first
+        resume = f"; continue with --resume {saved}" if saved else ""
+        print(f"rlsched: {e or 'interrupted'}{resume}", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -242,6 +242,18 @@ class _Progress(BaseCallback):
             self.bar.close()
 
 
+class TrainingInterrupted(KeyboardInterrupt):
+    """Training stopped by the user (Ctrl-C); the current weights were saved first.
+
+    :param saved: the checkpoint directory holding them.
+    :param steps: DQN steps done.
+    """
+
+    def __init__(self, saved: Path, steps: int) -> None:
+        super().__init__(f"interrupted after {steps} DQN steps; weights saved in {saved}")
+        self.saved, self.steps = saved, steps
+
+
 def build_dqn(env: gym.Env, cfg: TrainConfig, tensorboard_log: str | None = None) -> MaskedDQN:
     """The masked DQN of ``cfg`` on ``env`` (a simulated or a live scheduling environment).
 
@@ -301,7 +313,14 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     start = cb.evaluate_and_save()  # step 0: the cloned (or resumed) network competes for best/
     save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
     if cfg.steps > 0:
-        model.learn(total_timesteps=cfg.steps, callback=cb)
+        try:
+            model.learn(total_timesteps=cfg.steps, callback=cb)
+        except KeyboardInterrupt:
+            # Keep what was learnt since the last evaluation: last/ gets the current weights
+            # (not evaluated), best/ and history.json stay as the evaluations left them.
+            meta = checkpoint_meta(cfg, model.num_timesteps, None, bc_acc)
+            save_checkpoint(out / "last", scorer.state_dict(), meta)
+            raise TrainingInterrupted(out / "last", model.num_timesteps) from None
     last = cb.history[-1]
     final = last if last["step"] == model.num_timesteps else cb.evaluate_and_save()
     summary = {"before_dqn": start, "after_dqn": final, "bc_accuracy": bc_acc, "best": cb.history}

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -133,3 +138,26 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Pat
     for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
         assert report[key]["throughput_per_min"] > 0
     assert json.loads((tmp_path / "ft" / "transfer.json").read_text())["target_nodes"] == 7
+
+
+def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> None:
+    """SIGINT during DQN: exit 130, last/ holds the current (unevaluated) weights, and the
+    message says how to resume from them."""
+    out = tmp_path / "run"
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    cmd = [exe, "train", "--scenario", str(tiny), "--steps", "1000000", "--out", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "pretrained" / "meta.json").is_file():  # cloning done, DQN starting
+            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
+            time.sleep(0.2)
+        time.sleep(3.0)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130, err
+    assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
+    _, meta = load_checkpoint(out / "last", FEATURE_VERSION)
+    assert meta["dqn_steps"] > 0 and meta["evaluation"] is None
