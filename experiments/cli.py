@@ -454,7 +454,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as e:
         saved = getattr(e, "saved", None)  # training saved its weights first
         resume = f"; continue with --resume {saved}" if saved else ""
-        print(f"rlsched: {e or 'interrupted'}{resume}", file=sys.stderr)
+        print(f"rlsched: {str(e) or 'interrupted'}{resume}", file=sys.stderr)
         return 130
 
 

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -50,3 +55,22 @@ def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert "--scenario does not apply" in capsys.readouterr().err
     assert main(args) == 2
     assert "needs --scenario" in capsys.readouterr().err
+
+
+def test_ctrl_c_stops_a_live_demo_promptly() -> None:
+    """Lanes are daemon threads: an interrupted live run exits at once with 130, no traceback."""
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    proc = subprocess.Popen(
+        [exe, "demo", "--live", "--tasks", "3000", "--seeds", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(10.0)  # imports, data generation, agents running (the run itself takes minutes)
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "rlsched: interrupted" in err and "Traceback" not in err
