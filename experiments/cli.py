@@ -234,6 +234,7 @@ def _cmd_finetune_live(args: argparse.Namespace) -> int:
             device_backend=args.device_backend,
             tasks_per_episode=args.tasks,
             eval_tasks=args.eval_tasks,
+            progress=sys.stderr.isatty(),
         )
         r = finetune_live(args.source, args.out, cfg, _live_cluster(args.cluster))
     except (ValueError, RuntimeError) as e:
@@ -388,7 +389,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
         if not 0.0 < args.fraction <= 1.0:
             raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
         with LiveProfiler(_live_cluster(args.cluster), args.backend, apps) as prof:
-            colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed)
+            colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
             out = {
                 "colocation": str(colo),
                 "solo": str(solo),

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from stable_baselines3.common.callbacks import BaseCallback
+from tqdm import tqdm
 
 from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
@@ -60,6 +62,7 @@ class LiveFinetuneConfig:
     :param eval_tasks: tasks per evaluation run.
     :param placer: stage 2 during training and evaluation.
     :param profile_fraction: share of (device, kind, partner) triples the live profiler measures.
+    :param progress: show progress bars (profiling, every live run, DQN steps).
     """
 
     steps: int = 300
@@ -72,6 +75,7 @@ class LiveFinetuneConfig:
     eval_tasks: int = 120
     placer: str = "mlsm"
     profile_fraction: float = 1.0
+    progress: bool = False
 
     def __post_init__(self) -> None:
         if self.cluster_backend not in ("local", "ray"):
@@ -112,7 +116,8 @@ def evaluate_live(
     thr, p95, lost = [], [], 0
     for s in cfg.eval_seeds:
         work = build_work(LiveWorkload(tasks=cfg.eval_tasks, rate_per_s=cfg.rate_per_s, seed=s))
-        res = run_live(make(), TwoStageScheduler(selector, PLACERS[cfg.placer]()), work, LiveOptions(seed=s))
+        opts = LiveOptions(seed=s, progress=cfg.progress)
+        res = run_live(make(), TwoStageScheduler(selector, PLACERS[cfg.placer]()), work, opts)
         thr.append(res.metrics.throughput)
         p95.append(res.metrics.latency_p95_s)
         lost += res.metrics.tasks_lost
@@ -139,7 +144,7 @@ def transfer_interference(
     sim_data = _sim_profiler(spec).colocation(0.5, cfg.seed)
     model = fit_interference(sim_data, "ncf", cfg.seed)
     prof = LiveProfiler(spec, cfg.device_backend)
-    live = prof.colocation(cfg.profile_fraction, cfg.seed)
+    live = prof.colocation(cfg.profile_fraction, cfg.seed, cfg.progress)
     rng = np.random.default_rng(cfg.seed)
     idx = rng.permutation(len(live))
     tune, held = live.take(idx[: len(idx) // 2]), live.take(idx[len(idx) // 2 :])
@@ -157,6 +162,21 @@ def transfer_interference(
         "sim_pretrained_then_live_update": after,
         "live_only_fit": live_only,
     }, prof
+
+
+class _StepBar(BaseCallback):
+    """tqdm bar over DQN steps (each a real task decision on the live cluster)."""
+
+    def __init__(self, total: int) -> None:
+        super().__init__()
+        self.bar = tqdm(total=total, desc="live DQN", unit="step", disable=None)
+
+    def _on_step(self) -> bool:
+        self.bar.update(1)
+        return True
+
+    def _on_training_end(self) -> None:
+        self.bar.close()
 
 
 def _write_rows(path: Path, data: ColocationData) -> None:
@@ -205,7 +225,7 @@ def finetune_live(
     scorer.load_state_dict(net.state_dict())
     model.q_net_target.scorer.load_state_dict(net.state_dict())  # type: ignore[union-attr]
     if cfg.steps > 0:
-        model.learn(total_timesteps=cfg.steps)
+        model.learn(total_timesteps=cfg.steps, callback=_StepBar(cfg.steps) if cfg.progress else None)
     env.close()
     scorer.eval()
     tuned = evaluate_live(GreedySelector(scorer), spec, cfg, make)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from tqdm import tqdm
 
 from rlsched.profiles import METRICS, REFERENCE_GPU, ProfileSamples
 from rlsched.profiling import colocation_survey
@@ -193,7 +194,7 @@ class LiveProfiler:
             hit = self._pairs[key] = self._measure_pair(device, a, b)
         return hit
 
-    def colocation(self, fraction: float, seed: int) -> ColocationData:
+    def colocation(self, fraction: float, seed: int, progress: bool = False) -> ColocationData:
         """Co-run a random ``fraction`` of (device, kind, partner) triples, at least one partner
         per device and kind, and return their normalised throughputs (0 = cannot share).
 
@@ -203,9 +204,19 @@ class LiveProfiler:
 
         :param fraction: share of triples to measure, in (0, 1].
         :param seed: selection seed.
+        :param progress: show a bar of measured triples (on a terminal).
         :raises ValueError: for a fraction outside (0, 1].
         """
-        return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, self._survey_measure)
+        if not progress:
+            return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, self._survey_measure)
+        with tqdm(desc="profile", unit="pair", disable=None) as bar:
+
+            def measure(device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
+                value = self._survey_measure(device, kind, partner, rng)
+                bar.update(1)
+                return value
+
+            return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, measure)
 
     def _survey_measure(
         self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator
@@ -408,7 +419,11 @@ def write_solo_csv(path: str | Path, rows: Sequence[tuple[str, str, float]]) -> 
 
 
 def profile_to_csv(
-    profiler: LiveProfiler, out_dir: str | Path, fraction: float = 1.0, seed: int = 0
+    profiler: LiveProfiler,
+    out_dir: str | Path,
+    fraction: float = 1.0,
+    seed: int = 0,
+    progress: bool = False,
 ) -> tuple[Path, Path]:
     """Profile and write ``colocation.csv`` and ``solo.csv`` into ``out_dir`` (created if needed).
 
@@ -416,6 +431,7 @@ def profile_to_csv(
     :param out_dir: output directory.
     :param fraction: share of (device, kind, partner) triples to co-run, in (0, 1].
     :param seed: pair selection seed.
+    :param progress: show a bar of measured triples (on a terminal).
     :return: the paths of the co-location CSV and of the solo CSV.
     :raises ValueError: for a fraction outside (0, 1].
     """
@@ -423,7 +439,7 @@ def profile_to_csv(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    data = profiler.colocation(fraction, seed)
+    data = profiler.colocation(fraction, seed, progress)
     colo, solo = out / "colocation.csv", out / "solo.csv"
     write_colocation_csv(colo, data)
     write_solo_csv(solo, profiler.solo_table())
