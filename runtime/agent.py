@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.hardware import gpu_model
 from rlsched.policies.base import CPU, SubtaskPlacer
 from rlsched.tasks import Device as Where
 from rlsched.tasks import Subtask, Task
@@ -46,6 +47,12 @@ SPEED_EMA = 0.2
 MAX_HANDBACKS = 8
 #: Hand-backs after which a task fails with an error naming the subtask (never silently lost).
 GIVE_UP_HANDBACKS = 256
+
+
+def _datasheet(model: str) -> tuple[float, float]:
+    """(FP32 TFLOP/s, memory GB/s) of a catalog GPU model."""
+    g = gpu_model(model)
+    return g.fp32_tflops, g.mem_bw_gbs
 
 
 @dataclass
@@ -170,6 +177,9 @@ class NodeAgent:
         self.copy_streams = [d.new_stream() for d in self.devices]
         self.residency = Residency(self.memory, self.copy_streams, lock)
         self.cores = [Lane(f"{self.nspec.name}-c{i}") for i in range(self.nspec.cpu_cores)]
+        fastest = spec.fastest_gpu if spec.emulate_core_speed and backend.name == "numpy" else None
+        #: (TFLOP/s, GB/s) of the GPU emulated at native speed, when cores are stretched to match.
+        self._native_gpu = None if fastest is None else _datasheet(fastest.model)
         self.free_cores = list(range(self.nspec.cpu_cores))
         self.feedback = StreamFeedback(spec.min_streams_per_gpu, spec.max_streams_per_gpu)
         self.waiting: list[tuple[tuple, _Run, Subtask]] = []
@@ -332,6 +342,9 @@ class NodeAgent:
             inputs = {name: self.residency.on_host(job.run.arrays, name) for name in plan.reads}
             t0 = time.perf_counter()
             out = plan.spec.fn(np, inputs, plan.params)
+            stretch = self._core_stretch(job.sub)
+            if stretch > 1.0:
+                time.sleep((time.perf_counter() - t0) * (stretch - 1.0))
             return out, time.perf_counter() - t0
         g = job.unit
         stream = self.pools[g].streams[job.lane]
@@ -339,6 +352,15 @@ class NodeAgent:
         inputs = {name: self.residency.on_device(ta, name, g, stream, job.pinned) for name in plan.reads}
         out, secs = stream.run(plan.spec.fn, inputs, plan.params)
         return out, secs
+
+    def _core_stretch(self, sub: Subtask) -> float:
+        """How much longer a core takes than the native-speed emulated GPU (1 when not emulated)."""
+        if self._native_gpu is None or sub.kind.device is not Where.BOTH:
+            return 1.0
+        tflops, bw = self._native_gpu
+        gpu_s = subtask_gpu_seconds(sub, tflops, bw)
+        cpu_s = subtask_cpu_seconds(sub, float(self.view.cpu_gflops[self.node]))
+        return cpu_s / gpu_s if gpu_s > 0 else 1.0
 
     # ---- completion (lane thread) ---------------------------------------------------------
     def _finished(

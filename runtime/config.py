@@ -83,12 +83,17 @@ class LiveClusterSpec:
     :param min_streams_per_gpu: lower bound stream feedback leaves on one GPU.
     :param device_concurrency: emulated GPUs run at most this many kernels at once (a real GPU
         overlaps only a few streams' kernels; more streams queue).
+    :param emulate_core_speed: NumPy backend: a GPU-capable subtask on a CPU core is stretched to
+        the cost model's core / GPU time ratio against the fastest emulated GPU. Without it a core
+        runs such a kernel at native host speed, i.e. as fast as the fastest emulated GPU, where
+        real cores are 10-100x slower. CPU-only kinds always run at native speed.
     """
 
     nodes: tuple[LiveNode, ...]
     max_streams_per_gpu: int = 8
     min_streams_per_gpu: int = 1
     device_concurrency: int = 2
+    emulate_core_speed: bool = False
     extra: dict = field(default_factory=dict, compare=False)
 
     def to_cluster_spec(self) -> ClusterSpec:
@@ -120,6 +125,11 @@ class LiveClusterSpec:
     @property
     def max_speed(self) -> float:
         return max((g.rel_speed for n in self.nodes for g in n.gpus), default=1.0)
+
+    @property
+    def fastest_gpu(self) -> LiveGpu | None:
+        """The GPU that runs at native speed when emulated (``None`` without GPUs)."""
+        return max((g for n in self.nodes for g in n.gpus), key=lambda g: g.rel_speed, default=None)
 
 
 def fold_ordinals(spec: LiveClusterSpec, count: int) -> LiveClusterSpec:

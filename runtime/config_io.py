@@ -2,6 +2,7 @@
 
 ```toml
 device_concurrency = 2        # emulated GPUs: kernels at once (optional, default 2)
+emulate_core_speed = false    # emulated: GPU-capable kernels on cores at the cost model's speed
 min_streams_per_gpu = 1       # stream feedback bounds (optional)
 max_streams_per_gpu = 8
 
@@ -34,7 +35,7 @@ from rlsched.hardware import gpu_model
 from rlsched.scenario_io import ScenarioError
 from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
 
-_TOP = ("device_concurrency", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
+_TOP = ("device_concurrency", "emulate_core_speed", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
 _NODE = ("name", "count", "cpu_cores", "host_mem_gib", "streams_per_gpu", "gpus")
 _GPU = ("model", "index", "mem_mib", "speed")
 
@@ -58,6 +59,12 @@ class _Reader:
             raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge} (this key is required)")
         if not isinstance(v, int) or isinstance(v, bool) or v < ge:
             raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge}", v)
+        return v
+
+    def boolean(self, table: dict[str, Any], where: str, key: str, default: bool) -> bool:
+        v = table.get(key, default)
+        if not isinstance(v, bool):
+            raise ScenarioError(self.path, f"{where}{key}", "true or false", v)
         return v
 
     def number(self, table: dict[str, Any], where: str, key: str) -> float | None:
@@ -111,6 +118,7 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
         max_streams_per_gpu=hi,
         min_streams_per_gpu=lo,
         device_concurrency=r.integer(doc, "", "device_concurrency", 2, ge=0),
+        emulate_core_speed=r.boolean(doc, "", "emulate_core_speed", False),
     )
 
 

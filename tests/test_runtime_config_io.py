@@ -13,6 +13,7 @@ from runtime.config_io import load_live_cluster
 GOOD = """
 device_concurrency = 1
 max_streams_per_gpu = 6
+emulate_core_speed = true
 
 [[nodes]]
 name = "box"
@@ -44,6 +45,7 @@ def test_a_file_builds_the_cluster(tmp_path: Path) -> None:
     assert [g.model for g in box.gpus] == ["V100M16", "P4"] and [g.index for g in box.gpus] == [0, 1]
     assert box.gpus[0].mem_bytes == 256 << 20 and box.gpus[1].rel_speed == 2.0
     assert spec.device_concurrency == 1 and spec.max_streams_per_gpu == 6 and spec.nodes[2].gpus == ()
+    assert spec.emulate_core_speed and spec.fastest_gpu == box.gpus[0]
     assert spec.view().gpu_mem_mb[0, 0] == 256.0  # placers see the runtime's capacity
 
 
@@ -57,6 +59,7 @@ def test_a_file_builds_the_cluster(tmp_path: Path) -> None:
         ("[[nodes]]\nname = 'a'\n[[nodes]]\nname = 'a'\n", "nodes"),
         ("[[nodes]]\nname = 'a'\ncpu_cores = 0\n", "nodes[0].cpu_cores"),
         ("device_concurrency = 1\n", "nodes"),
+        ("emulate_core_speed = 'yes'\n[[nodes]]\nname = 'a'\n", "emulate_core_speed"),
         ("nodes = [\n", "<syntax>"),
     ],
 )

@@ -6,8 +6,12 @@ import dataclasses
 
 import pytest
 
-from rlsched.policies.base import CPU
+from rlsched.policies.base import CPU, TwoStageScheduler
+from rlsched.policies.placers import core_free, fitting_gpus
 from rlsched.policies.registry import parse_scheduler
+from rlsched.policies.selectors import MctSelector
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
 from runtime.cluster import LocalCluster
 from runtime.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster
 from runtime.kernels import check_result
@@ -134,3 +138,38 @@ def test_the_same_workload_is_right_on_real_gpus() -> None:
     data = {t.id: d for t, d in work}
     for tid, out in res.outcomes.items():
         check_result(data[tid], out.outputs)
+
+
+class _CoresFirst:
+    """Stage 2 that puts every CPU-capable subtask on a free core (to time cores)."""
+
+    name = "cores-first"
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        """Stateless."""
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        if sub.kind.device is not Device.GPU and core_free(node, view):
+            return CPU
+        gpus = fitting_gpus(task, sub, node, view)
+        return gpus[0] if gpus else None
+
+
+def _core_seconds(emulate: bool) -> float:
+    spec = LiveClusterSpec(
+        nodes=(LiveNode("n", cpu_cores=1, gpus=(LiveGpu("V100M16"),)),), emulate_core_speed=emulate
+    )
+    work = build_work(LiveWorkload(apps={"matmul": 1.0}, streams=1, tasks=1, rate_per_s=100.0))
+    sched = TwoStageScheduler(MctSelector(), _CoresFirst())
+    res = run_live(LocalCluster(spec, "numpy"), sched, work, LiveOptions())
+    (out,) = res.outcomes.values()
+    assert out.units == [CPU] and out.error is None
+    check_result(work[0][1], out.outputs)
+    return out.done_s - out.first_start_s
+
+
+def test_emulated_cores_run_gpu_capable_kernels_at_the_cost_models_speed() -> None:
+    """Without emulate_core_speed a core runs matmul at native host speed (as fast as the
+    emulated V100); with it, the cost model's core/V100 ratio (~100x) stretches the run."""
+    native, emulated = _core_seconds(False), _core_seconds(True)
+    assert emulated > 20 * native, (native, emulated)
