@@ -56,6 +56,14 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _fraction(text: str) -> float:
+    """argparse type: a share in (0, 1]."""
+    value = _positive_float(text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {text}")
+    return value
+
+
 _SEED = _int_at_least(0)
 _COUNT = _int_at_least(1)
 _STEPS = _int_at_least(0)
@@ -183,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
         help="comma-separated apps whose GPU kinds are measured (default: the two video apps)",
     )
     pr.add_argument(
-        "--fraction", type=float, default=1.0, help="share of (device, kind, partner) triples (default: 1)"
+        "--fraction", type=_fraction, default=1.0, help="share of (device, kind, partner) triples (default 1)"
     )
     pr.add_argument("--seed", type=_SEED, default=0, help="seed choosing the measured triples")
     pr.add_argument("--cluster", default=None, help="live cluster file (TOML; default: the embedded cluster)")
@@ -386,8 +394,6 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
     t0 = time.perf_counter()
     try:
-        if not 0.0 < args.fraction <= 1.0:
-            raise ValueError(f"--fraction must be in (0, 1], got {args.fraction}")
         with LiveProfiler(_live_cluster(args.cluster), args.backend, apps) as prof:
             colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
             out = {
@@ -399,7 +405,7 @@ def _cmd_profile(args: argparse.Namespace) -> int:
                 "rows": prof.measured_pairs,
                 "solo_rows": len(prof.solo_table()),
             }
-    except (ValueError, RuntimeError) as e:  # bad app or fraction; a backend that cannot run here
+    except (ValueError, RuntimeError) as e:  # a bad app; a backend that cannot run here
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 2)}))

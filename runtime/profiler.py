@@ -207,9 +207,7 @@ class LiveProfiler:
         :param progress: show a bar of measured triples (on a terminal).
         :raises ValueError: for a fraction outside (0, 1].
         """
-        if not progress:
-            return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, self._survey_measure)
-        with tqdm(desc="profile", unit="pair", disable=None) as bar:
+        with tqdm(desc="profile", unit="pair", disable=None if progress else True) as bar:
 
             def measure(device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
                 value = self._survey_measure(device, kind, partner, rng)

@@ -133,6 +133,7 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
         (["simulate", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
         (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
         (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
+        (["profile", "--fraction", "2", "--out", "x"], "argument --fraction: expected a share in (0, 1]"),
         (["train", "--steps", "1", "--out", "/proc/no/such"], "--out: cannot create /proc/no/such"),
     ],
 )
