@@ -170,6 +170,45 @@ class GroundTruth:
             out.append(1.0 / (max(1.0, load) * over))
         return out
 
+    def factor_ceiling(
+        self,
+        kind: KindSpec,
+        share: float,
+        partners: Sequence[tuple[KindSpec, float]],
+        k: int,
+        model: GpuModel,
+    ) -> float:
+        """An upper bound on the factor of ``kind`` among ``k`` co-runners drawn from ``partners``.
+
+        Used by the capacity bound where enumerating every mix is too costly. For the contention
+        model the load of a runner is its self-load plus one term per co-runner, each at least the
+        smallest over the possible partners; for measured pairs the slowdown is a sum of one term
+        per co-runner, each at least the smallest. Exact when one partner kind minimises it.
+
+        :param kind: the runner's kind; ``share``: its GPU share.
+        :param partners: every (kind, share) that may share the GPU (``kind`` itself included).
+        :param k: how many subtasks run on the GPU in all (``k >= 1``).
+        :param model: the GPU's model.
+        """
+        if k <= 1:
+            return 1.0
+        if self.pairs is not None:
+            dev = self.csv_device(model)
+            terms = []
+            for pk, _ in partners:
+                norm = self.pairs.get((dev, kind.name, pk.name), 1.0 / 1.2)
+                norm = norm if norm > 0 else 1.0 / (1.2 * 2)
+                terms.append(1.0 / norm - 1.0)
+            return 1.0 / max(1e-9, 1.0 + (k - 1) * min(terms))
+        d = [x * share for x in self._truth(kind).demand]
+        sd = sum(d)
+        self_load = sum(x * x for x in d) / sd
+        cross = min(
+            sum(a * b * s for a, b in zip(d, self._truth(pk).demand, strict=True)) / sd for pk, s in partners
+        )
+        load = self_load + (k - 1) * cross
+        return 1.0 / (max(1.0, load) * (1.0 + CO_RUN_OVERHEAD * (k - 1)))
+
     # ---- drift -----------------------------------------------------------------------------
     def step_drift(self) -> None:
         """Advance every GPU's speed factor by one drift interval."""
