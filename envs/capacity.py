@@ -367,11 +367,13 @@ def task_latency_bounds(scenario: Scenario, tasks: list[Task]) -> np.ndarray:
     return out
 
 
-def capacity_bound(scenario: Scenario, tasks: list[Task]) -> CapacityBound:
+def capacity_bound(scenario: Scenario, tasks: list[Task], latency: bool = True) -> CapacityBound:
     """The capacity, makespan, throughput and latency bounds of a scenario's task set.
 
     :param scenario: the scenario (cluster, interference source, drift).
     :param tasks: its tasks for one seed (``rlsched.taskgen.generate_tasks``).
+    :param latency: also compute the run's makespan, throughput and latency bounds; without it
+        only the capacity and offered load are filled (the rest NaN).
     """
     t0 = time.perf_counter()
     m = _Model(scenario, tasks)
@@ -384,6 +386,27 @@ def capacity_bound(scenario: Scenario, tasks: list[Task]) -> CapacityBound:
     arr = np.array([t.arrival_s for t in m.tasks])
     first = float(arr.min())
     fluid = lp.seconds(total)
+    total_net = float(m.view.net_mbps.sum())
+    net_term = max(sum(t.input_mb for t in m.tasks), sum(t.output_mb for t in m.tasks)) / total_net
+    span = float(arr.max()) - first
+    rate = n / span * 60.0 if span > 0 else math.inf
+    capacity = n / max(fluid, net_term) * 60.0
+    if not latency:
+        nan = math.nan
+        return CapacityBound(
+            n,
+            capacity,
+            rate,
+            rate / capacity,
+            nan,
+            nan,
+            nan,
+            nan,
+            nan,
+            "–",
+            lp.method,
+            time.perf_counter() - t0,
+        )
     order = np.argsort(arr, kind="stable")
     cap_term = fluid
     for q in CUTS[1:]:
@@ -393,14 +416,9 @@ def capacity_bound(scenario: Scenario, tasks: list[Task]) -> CapacityBound:
     best, net = _best_times(m)
     lat = np.array([_task_latency(t, c, best, net) for t, c in zip(m.tasks, m.cls_of, strict=True)])
     arrivals_term = float((arr + lat).max()) - first
-    total_net = float(m.view.net_mbps.sum())
-    net_term = max(sum(t.input_mb for t in m.tasks), sum(t.output_mb for t in m.tasks)) / total_net
     terms = {"capacity": cap_term, "arrivals": arrivals_term, "network": net_term}
     binding = max(terms, key=lambda k: terms[k])
     makespan = terms[binding]
-    span = float(arr.max()) - first
-    rate = n / span * 60.0 if span > 0 else math.inf
-    capacity = n / max(fluid, net_term) * 60.0
     return CapacityBound(
         tasks=n,
         capacity_per_min=capacity,

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 
@@ -163,7 +164,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
-    sub.add_parser("scenarios", help="list the built-in scenarios")
+    sub.add_parser("scenarios", help="list the built-in scenarios with their offered load")
+
+    e = sub.add_parser(
+        "evaluate",
+        help="compare schedulers over scenarios and seeds against the capacity bound; write a report",
+    )
+    e.add_argument("--suite", choices=SUITE_NAMES, default=None, help="a prepared evaluation (see README)")
+    e.add_argument("--scenarios", default=None, help="comma-separated built-in names or scenario files")
+    e.add_argument("--schedulers", default=None, help="comma-separated SELECTOR[+PLACER] specs")
+    e.add_argument("--seeds", type=_COUNT, default=None, help="number of seeds (default 3)")
+    e.add_argument(
+        "--first-seed",
+        type=_SEED,
+        default=None,
+        help=f"first seed (default {TEST_SEED_BASE}: the test set, disjoint from training and validation)",
+    )
+    e.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
+    e.add_argument("--model", default=None, help="LDWP checkpoint for ldwp (default: shipped)")
+    e.add_argument("--jobs", type=_COUNT, default=None, help="worker processes (default: the cores)")
+    e.add_argument(
+        "--timeout", type=_positive_float, default=600.0, help="seconds one run may take (default 600)"
+    )
+    e.add_argument(
+        "--runs",
+        action="append",
+        default=[],
+        help="NAME=DIR of a training run whose curves to plot (repeatable)",
+    )
+    e.add_argument("--out", required=True, help="output folder (report.md, report.html, results.*, img/)")
 
     i = sub.add_parser("interference", help="co-location interference model: fit, evaluate")
     isub = i.add_subparsers(dest="action", required=True)
@@ -412,9 +441,31 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_scenarios() -> int:
+    from experiments.suites import scenario_table
+
+    print(scenario_table(list_scenarios()))
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from experiments.evaluate import EvaluateError, evaluate
+    from experiments.suites import build_config
+
+    try:
+        cfg = build_config(args, args.argv)
+        summary = evaluate(cfg, args.out, progress=True)
+    except EvaluateError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(summary))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlsched`` console script."""
     args = _parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # reports print the exact command
     out = getattr(args, "out", None)
     if out is None:
         return _dispatch(args)
@@ -450,8 +501,9 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cmd_interference(args)
         if args.command == "profile":
             return _cmd_profile(args)
-        print("\n".join(list_scenarios()))
-        return 0
+        if args.command == "evaluate":
+            return _cmd_evaluate(args)
+        return _cmd_scenarios()
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2

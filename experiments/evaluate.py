@@ -1,0 +1,309 @@
+"""``rlsched evaluate``: schedulers over scenarios and seeds, with capacity bounds, as a report.
+
+Validates everything first (scenarios, schedulers, the LDWP model, the output folder), then runs
+the grid in parallel (``experiments.evaluation``) and writes ``results.csv``, ``results.json``,
+``report.md``, ``report.html`` and ``img/`` (``experiments.report_writer``). Runs finished so far
+are appended to ``runs.jsonl`` as they arrive, so an interrupted evaluation keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from experiments import report_plots as plots
+from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
+from experiments.report_stats import Summary, summarise
+from experiments.report_writer import (
+    RUN_HEAD,
+    Block,
+    Meta,
+    build_rows,
+    headroom_blocks,
+    meta_blocks,
+    render_html,
+    render_md,
+    run_rows,
+    scenario_blocks,
+    write_results,
+)
+
+
+class EvaluateError(ValueError):
+    """Bad input to ``rlsched evaluate``, found before any work starts."""
+
+
+@dataclass
+class EvalConfig:
+    """An evaluation.
+
+    :param scenarios: built-in names or scenario files.
+    :param schedulers: ``SELECTOR[+PLACER]`` specs.
+    :param seeds: the seeds every scheduler runs.
+    :param rate: arrival-rate override, tasks/min (``None``: each scenario's own).
+    :param model: LDWP checkpoint for ``ldwp`` (``None``: shipped weights).
+    :param jobs: worker processes.
+    :param timeout_s: wall-time limit of one run.
+    :param runs: training or fine-tuning run folders (``history.json``) whose curves to plot.
+    :param title: the report's title.
+    :param command: the command line, printed in every report.
+    """
+
+    scenarios: list[str]
+    schedulers: list[str]
+    seeds: list[int]
+    rate: float | None = None
+    model: str | None = None
+    jobs: int = 1
+    timeout_s: float = 600.0
+    runs: dict[str, str] = field(default_factory=dict)
+    title: str = "rlsched evaluation"
+    command: str = "rlsched evaluate"
+
+
+def validate(cfg: EvalConfig, out: Path) -> None:
+    """Check every input before any run starts; raise :class:`EvaluateError` naming the bad one."""
+    from models.checkpoint import CheckpointError
+    from rlsched.scenario_io import ScenarioError
+
+    if not cfg.scenarios:
+        raise EvaluateError("--scenarios: no scenario given")
+    if not cfg.schedulers:
+        raise EvaluateError("--schedulers: no scheduler given")
+    from experiments.evaluation import load_entry
+
+    for sc in cfg.scenarios:
+        try:
+            load_entry(sc, cfg.rate)
+        except (ScenarioError, ValueError) as e:
+            raise EvaluateError(f"--scenarios: {e}") from None
+    if any(s.split("+")[0] == "ldwp" for s in cfg.schedulers) or cfg.model is not None:
+        try:
+            from rlsched.policies.ldwp import LdwpSelector
+
+            LdwpSelector(cfg.model)
+        except (CheckpointError, FileNotFoundError, ValueError) as e:
+            raise EvaluateError(f"--model: {e}") from None
+    from experiments.evaluation import _register
+    from rlsched.policies.registry import parse_scheduler
+
+    _register(cfg.model)
+    for s in cfg.schedulers:
+        try:
+            parse_scheduler(s)
+        except ValueError as e:
+            raise EvaluateError(f"--schedulers: {e}") from None
+    for name, d in cfg.runs.items():
+        if not Path(d, "history.json").is_file():
+            raise EvaluateError(f"--runs: {name}={d} has no history.json")
+    probe = out / ".rlsched-write-test"
+    try:
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise EvaluateError(f"--out: cannot write to {out}: {e.strerror or e}") from None
+
+
+def git_revision() -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown``."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        rev = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return rev + ("-dirty" if dirty else "")
+
+
+def _machine() -> str:
+    cores = os.cpu_count()
+    return f"{platform.system()} {platform.machine()}, {cores} cores, Python {platform.python_version()}"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "x"
+
+
+def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
+    """Run the evaluation and write its report into ``out``; returns a short summary.
+
+    :raises EvaluateError: bad input, before any run.
+    """
+    out = Path(out)
+    validate(cfg, out)
+    t0 = time.perf_counter()
+    cases = [
+        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s)
+        for sc in cfg.scenarios
+        for s in cfg.schedulers
+        for seed in cfg.seeds
+    ]
+    bounds = [BoundCase(sc, seed, cfg.rate) for sc in cfg.scenarios for seed in cfg.seeds]
+    partial = out / "runs.jsonl"
+    partial.write_text("")
+
+    def keep(r: CaseResult) -> None:
+        with open(partial, "a") as f:
+            f.write(json.dumps({**asdict(r.case), "status": r.status, "error": r.error, **r.metrics}) + "\n")
+
+    results, bound_out = run_grid(cases, bounds, cfg.jobs, progress, keep)
+    rows = build_rows(results, bound_out)
+    meta = Meta(
+        command=cfg.command,
+        seeds=list(cfg.seeds),
+        git_revision=git_revision(),
+        created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        machine=_machine(),
+        wall_s=time.perf_counter() - t0,
+    )
+    write_results(rows, meta, out)
+    write_report(rows, results, cfg, meta, out)
+    failed = sum(r["status"] != "ok" for r in rows)
+    over = sum(r["within_bound"] is False for r in rows)
+    return {
+        "out": str(out),
+        "runs": len(rows),
+        "failed": failed,
+        "above_bound": over,
+        "wall_s": round(meta.wall_s, 1),
+    }
+
+
+def write_report(rows: list[dict], results: list[CaseResult], cfg: EvalConfig, meta: Meta, out: Path) -> None:
+    """Figures, ``report.md`` and ``report.html`` from the rows and the runs' details."""
+    from experiments.report_writer import _group
+
+    img = out / "img"
+    img.mkdir(exist_ok=True)
+    grouped = _group(rows)
+    blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped)
+    for sc, runs in grouped.items():
+        blocks += scenario_blocks(sc, runs, _scenario_figures(sc, runs, results, cfg, out))
+    blocks += _curve_blocks(cfg, out)
+    blocks += [
+        Block("h2", "Every run"),
+        Block("p", "Throughput in tasks/min; `of bound` is the run's throughput over its seed's bound."),
+        Block("table", head=RUN_HEAD, rows=run_rows(rows)),
+    ]
+    (out / "report.md").write_text(render_md(blocks))
+    (out / "report.html").write_text(render_html(blocks, out))
+
+
+def _scenario_figures(
+    sc: str, runs: dict[str, list[dict]], results: list[CaseResult], cfg: EvalConfig, out: Path
+) -> list[tuple[str, str]]:
+    ok = {s: [r for r in rs if r["status"] == "ok"] for s, rs in runs.items()}
+    ok = {s: rs for s, rs in ok.items() if rs}
+    if not ok:
+        return []
+    slug = _slug(sc)
+    ub = summarise([r["bound_throughput_ub"] for rs in ok.values() for r in rs]).mean
+    figs = []
+    p = plots.bars_with_intervals(
+        out / "img" / f"{slug}-throughput.png",
+        f"{sc}: throughput and p95 latency (95 % intervals over seeds)",
+        [
+            (
+                "tasks/min",
+                {s: _summ(rs, "throughput", 60.0) for s, rs in ok.items()},
+                ub * 60.0 if ub == ub else None,
+            ),
+            ("p95 latency, s", {s: _summ(rs, "latency_p95_s") for s, rs in ok.items()}, None),
+        ],
+    )
+    figs.append((p.relative_to(out).as_posix(), f"{sc}: throughput and p95 latency"))
+    p = plots.bars_with_intervals(
+        out / "img" / f"{slug}-utilisation.png",
+        f"{sc}: GPU utilisation and load balance (95 % intervals over seeds)",
+        [
+            ("GPU utilisation", {s: _summ(rs, "gpu_util") for s, rs in ok.items()}, None),
+            ("load-balancing degree", {s: _summ(rs, "load_balance") for s, rs in ok.items()}, None),
+        ],
+    )
+    figs.append((p.relative_to(out).as_posix(), f"{sc}: GPU utilisation and load balance"))
+    mine = [r for r in results if r.case.scenario == sc and r.status == "ok"]
+    lat = {s: [x for r in mine if r.case.scheduler == s for x in r.latencies] for s in ok}
+    lb = _latency_lower_bounds(sc, cfg)
+    p = plots.latency_cdf(
+        out / "img" / f"{slug}-latency-cdf.png",
+        f"{sc}: task latency (all seeds)",
+        lat,
+        lb,
+        f"lower bound (seed {cfg.seeds[0]})",
+    )
+    figs.append((p.relative_to(out).as_posix(), f"{sc}: latency CDF"))
+    first = cfg.seeds[0]
+    series = {r.case.scheduler: (r.util_t, r.util) for r in mine if r.case.seed == first}
+    p = plots.device_utilisation(
+        out / "img" / f"{slug}-devices.png", f"{sc}, seed {first}: GPUs busy over time", series
+    )
+    figs.append((p.relative_to(out).as_posix(), f"{sc}: per-GPU utilisation over time, seed {first}"))
+    return figs
+
+
+def _summ(rs: list[dict], key: str, scale: float = 1.0) -> Summary:
+    s = summarise([r[key] for r in rs])
+    return Summary(s.mean * scale, s.std * scale, s.ci95 * scale, s.n)
+
+
+def _latency_lower_bounds(sc: str, cfg: EvalConfig) -> list[float]:
+    try:
+        from envs.capacity import task_latency_bounds
+        from experiments.evaluation import load_entry
+        from rlsched.taskgen import generate_tasks
+
+        scenario = load_entry(sc, cfg.rate)
+        lb = task_latency_bounds(scenario, generate_tasks(scenario, cfg.seeds[0]))
+        return [float(x) for x in lb if x == x]
+    except Exception:  # the bound's own failure is reported in the scenario's text
+        return []
+
+
+def _curve_blocks(cfg: EvalConfig, out: Path) -> list[Block]:
+    runs = dict(cfg.runs)
+    if cfg.model is not None:
+        parent = Path(cfg.model).resolve().parent
+        if (parent / "history.json").is_file() and str(parent) not in {
+            str(Path(d).resolve()) for d in runs.values()
+        }:
+            runs[f"model's run ({parent.name})"] = str(parent)
+    if not runs:
+        return []
+    series = {}
+    for name, d in runs.items():
+        hist = json.loads(Path(d, "history.json").read_text())
+        kind = "transfer" if Path(d, "transfer.json").is_file() else "training"
+        series[f"{name} ({kind})"] = sorted({h["step"]: h["throughput_per_min"] for h in hist}.items())
+    p = plots.curves(
+        out / "img" / "learning-curves.png",
+        "Learning and transfer curves (evaluation throughput during DQN)",
+        "DQN steps",
+        "tasks/min (the run's evaluation seeds)",
+        series,
+    )
+    return [
+        Block("h2", "Learning curves"),
+        Block(
+            "p", "From each run's `history.json`: the greedy network's evaluation after each DQN interval."
+        ),
+        Block("img", text=p.relative_to(out).as_posix(), head=("learning and transfer curves",)),
+    ]

@@ -1,0 +1,243 @@
+"""Run a grid of scenario x scheduler x seed in the simulator, in parallel, with capacity bounds.
+
+Each case runs in a worker process; a scheduler that raises or passes its time limit comes back as
+a failed row with its error, never as a missing one. The capacity bound of each (scenario, seed)
+is computed once, in a worker of its own. The grid's rows feed ``experiments.report_writer``.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from rlsched.scenario import Scenario
+
+#: Samples of per-device busy state kept per run (for the utilisation-over-time picture).
+UTIL_BINS = 60
+
+
+@dataclass(frozen=True)
+class Case:
+    """One simulation: a scenario, a scheduler, a seed.
+
+    :param scenario: built-in name or path of a scenario file.
+    :param scheduler: ``SELECTOR[+PLACER]``.
+    :param seed: the seed (tasks, drift; on trace scenarios the node sample and window too).
+    :param rate: arrival-rate override, tasks/min, or ``None``.
+    :param model: LDWP checkpoint directory for the ``ldwp`` selector (``None``: shipped).
+    :param timeout_s: wall-time limit of the run.
+    :param detail: keep per-task latencies and per-device busy samples.
+    """
+
+    scenario: str
+    scheduler: str
+    seed: int
+    rate: float | None = None
+    model: str | None = None
+    timeout_s: float = 600.0
+    detail: bool = True
+
+
+@dataclass
+class CaseResult:
+    """What one case produced: metrics (``simulate --json`` fields) or an error."""
+
+    case: Case
+    status: str  # "ok", "failed" or "timeout"
+    error: str = ""
+    metrics: dict[str, float | int | None] = field(default_factory=dict)
+    latencies: list[float] = field(default_factory=list)
+    util_t: list[float] = field(default_factory=list)
+    util: list[list[float]] = field(default_factory=list)  # devices x bins, share of samples busy
+    devices: list[str] = field(default_factory=list)
+
+
+class CaseTimeout(Exception):
+    """The run passed its wall-time limit."""
+
+
+def split_rate(entry: str, rate: float | None) -> tuple[str, float | None]:
+    """``paper@30`` -> (``paper``, 30.0): a scenario entry may carry its own rate, tasks/min."""
+    name, at, r = entry.rpartition("@")
+    if not at:
+        return entry, rate
+    try:
+        value = float(r)
+    except ValueError:
+        raise ValueError(f"scenario {entry!r}: the rate after '@' is not a number") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"scenario {entry!r}: the rate after '@' must be positive")
+    return name, value
+
+
+def load_entry(entry: str, rate: float | None) -> Scenario:
+    """The scenario a grid entry names (``NAME`` or ``NAME@RATE``)."""
+    from rlsched.scenario_io import load_scenario
+
+    name, r = split_rate(entry, rate)
+    return load_scenario(name, rate_per_min=r)
+
+
+def _register(model: str | None) -> None:
+    import envs  # noqa: F401  (registers the oracle reference)
+    from rlsched.policies.ldwp import LdwpSelector
+    from rlsched.policies.registry import register_selector
+
+    register_selector("ldwp", lambda: LdwpSelector(model))
+
+
+def run_case(case: Case) -> CaseResult:
+    """Run one case to completion (worker side); errors come back in the result."""
+    try:
+        return _run(case)
+    except CaseTimeout as e:
+        return CaseResult(case, "timeout", str(e))
+    except Exception as e:  # a failing scheduler is a result to report, not a crash
+        return CaseResult(case, "failed", f"{type(e).__name__}: {e}")
+
+
+def _run(case: Case) -> CaseResult:
+    from envs.simulator import Simulator
+    from rlsched.policies.registry import parse_scheduler
+    from rlsched.taskgen import generate_tasks
+
+    _register(case.model)
+    scenario = load_entry(case.scenario, case.rate)
+    tasks = generate_tasks(scenario, case.seed)
+    sched = parse_scheduler(case.scheduler)
+    sim = Simulator(scenario, tasks, sched.placer, seed=case.seed)
+    devices = [(n, g) for n, node in enumerate(scenario.cluster.nodes) for g in range(len(node.gpus))]
+    samples: list[tuple[float, list[int]]] = []
+    deadline = time.perf_counter() + case.timeout_s
+
+    def on_decision() -> None:
+        if case.detail:
+            f = sim.view.fast
+            samples.append((sim.now, [int(f.gpu_running[n][g] > 0) for n, g in devices]))
+        if time.perf_counter() > deadline:
+            raise CaseTimeout(f"passed its time limit of {case.timeout_s:g} s")
+
+    m = sim.run(sched, on_decision=on_decision)
+    res = CaseResult(case, "ok", metrics=m.to_dict())
+    if case.detail:
+        res.latencies = [r.done_s - r.arrival_s for r in sim.records if not math.isnan(r.done_s)]
+        res.devices = [
+            f"{scenario.cluster.nodes[n].name}/{scenario.cluster.nodes[n].gpus[g].name}#{g}"
+            for n, g in devices
+        ]
+        res.util_t, res.util = _bin_samples(samples, len(devices))
+    return res
+
+
+def _bin_samples(samples: list[tuple[float, list[int]]], n_dev: int) -> tuple[list[float], list[list[float]]]:
+    """Average busy samples into ``UTIL_BINS`` equal time bins (empty bins stay NaN)."""
+    if not samples or n_dev == 0:
+        return [], []
+    t = np.array([s[0] for s in samples])
+    busy = np.array([s[1] for s in samples], dtype=float)
+    edges = np.linspace(t.min(), t.max() + 1e-9, UTIL_BINS + 1)
+    idx = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, UTIL_BINS - 1)
+    sums = np.zeros((UTIL_BINS, n_dev))
+    np.add.at(sums, idx, busy)
+    counts = np.bincount(idx, minlength=UTIL_BINS)[:, None]
+    with np.errstate(invalid="ignore"):
+        mean = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    centres = ((edges[:-1] + edges[1:]) / 2).tolist()
+    return centres, mean.T.tolist()
+
+
+@dataclass(frozen=True)
+class BoundCase:
+    """The capacity bound of one scenario and seed."""
+
+    scenario: str
+    seed: int
+    rate: float | None = None
+
+
+def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str | bool] | str]:
+    """The bound's fields, or the error text (worker side)."""
+    try:
+        from envs.capacity import capacity_bound
+        from rlsched.taskgen import generate_tasks
+
+        scenario = load_entry(case.scenario, case.rate)
+        return case, capacity_bound(scenario, generate_tasks(scenario, case.seed)).to_dict()
+    except Exception as e:
+        return case, f"{type(e).__name__}: {e}"
+
+
+def _worker_init() -> None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def default_jobs() -> int:
+    """Worker processes by default: the cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def run_grid(
+    cases: Sequence[Case],
+    bounds: Sequence[BoundCase],
+    jobs: int,
+    progress: bool = True,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> tuple[list[CaseResult], dict[BoundCase, dict[str, float | int | str | bool] | str]]:
+    """Run every case and bound over ``jobs`` processes (in this process when ``jobs == 1``).
+
+    :param cases: the simulations.
+    :param bounds: the (scenario, seed) bounds to compute.
+    :param jobs: worker processes.
+    :param progress: show a progress bar on stderr.
+    :param on_result: called with each case's result as it arrives (partial results on disk).
+    """
+    results: dict[Case, CaseResult] = {}
+    bound_out: dict[BoundCase, dict[str, float | int | str | bool] | str] = {}
+    total = len(cases) + len(bounds)
+    bar = tqdm(total=total, desc="evaluate", unit="run", disable=None if progress else True)
+
+    def take_case(r: CaseResult) -> None:
+        results[r.case] = r
+        if on_result is not None:
+            on_result(r)
+        bar.set_postfix_str(f"{r.case.scenario} {r.case.scheduler} s{r.case.seed}: {r.status}", refresh=False)
+        bar.update()
+
+    try:
+        if jobs <= 1:
+            for b in bounds:
+                bc, out = run_bound(b)
+                bound_out[bc] = out
+                bar.update()
+            for c in cases:
+                take_case(run_case(c))
+        else:
+            # Spawned, not forked: a fork of a process that has started torch's or BLAS's thread
+            # pools can deadlock; one BLAS/torch thread per worker, as workers are one per core.
+            ctx = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
+                # Longest first: bounds are short, big scenarios long; the tail then stays short.
+                futs: list[Future] = [pool.submit(run_bound, b) for b in bounds]
+                futs += [pool.submit(run_case, c) for c in cases]
+                for fut in as_completed(futs):
+                    out = fut.result()
+                    if isinstance(out, CaseResult):
+                        take_case(out)
+                    else:
+                        bound_out[out[0]] = out[1]
+                        bar.update()
+    finally:
+        bar.close()
+    return [results[c] for c in cases], bound_out

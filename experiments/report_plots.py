@@ -1,0 +1,124 @@
+"""PNG figures of evaluation reports (matplotlib, no display needed)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on servers and CI
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from experiments.report_stats import Summary
+
+_DPI = 100
+
+
+def _save(fig: plt.Figure, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    plt.close(fig)
+    return path
+
+
+def bars_with_intervals(
+    path: Path,
+    title: str,
+    panels: Sequence[tuple[str, dict[str, Summary], float | None]],
+) -> Path:
+    """One bar panel per metric: mean per scheduler with its 95 % interval over seeds.
+
+    :param panels: (y label, scheduler -> summary, reference line or ``None``) per panel.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (label, by_sched, ref) in zip(axes[0], panels, strict=True):
+        names = list(by_sched)
+        mean = [by_sched[n].mean for n in names]
+        err = [0.0 if np.isnan(by_sched[n].ci95) else by_sched[n].ci95 for n in names]
+        ax.bar(range(len(names)), mean, yerr=err, capsize=4, color="#4878a8")
+        if ref is not None:
+            ax.axhline(ref, color="#c03030", linestyle="--", label="throughput bound")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+        ax.set_ylabel(label)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
+def latency_cdf(
+    path: Path, title: str, latencies: Mapping[str, Sequence[float]], bound: Sequence[float], bound_label: str
+) -> Path:
+    """Empirical CDF of task latency per scheduler (pooled over seeds), and of the lower bounds."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for name, lat in latencies.items():
+        if len(lat):
+            x = np.sort(np.asarray(lat))
+            ax.step(x, np.arange(1, len(x) + 1) / len(x), where="post", label=name)
+    if len(bound):
+        x = np.sort(np.asarray(bound))
+        ax.step(
+            x,
+            np.arange(1, len(x) + 1) / len(x),
+            where="post",
+            color="black",
+            linestyle=":",
+            label=bound_label,
+        )
+    ax.set_xscale("log")
+    ax.set_xlabel("task latency, s (log)")
+    ax.set_ylabel("share of tasks")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=11)
+    return _save(fig, path)
+
+
+def device_utilisation(
+    path: Path, title: str, series: Mapping[str, tuple[Sequence[float], Sequence[Sequence[float]]]]
+) -> Path:
+    """Per scheduler, a devices x time map of the share of samples each GPU was busy."""
+    names = [n for n, (t, u) in series.items() if len(t) and len(u)]
+    cols = min(3, max(1, len(names)))
+    rows = max(1, -(-len(names) // cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
+    for ax in axes.flat:
+        ax.set_visible(False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        t, u = series[name]
+        ax.set_visible(True)
+        im = ax.imshow(
+            np.asarray(u, dtype=float),
+            aspect="auto",
+            interpolation="nearest",
+            vmin=0,
+            vmax=1,
+            cmap="viridis",
+            extent=(float(t[0]), float(t[-1]), len(u) - 0.5, -0.5),
+        )
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel("simulated time, s", fontsize=8)
+        ax.set_ylabel("GPU", fontsize=8)
+        fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
+def curves(
+    path: Path, title: str, xlabel: str, ylabel: str, series: Mapping[str, Sequence[tuple[float, float]]]
+) -> Path:
+    """Line chart of (x, y) points per series (learning and transfer curves)."""
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for name, pts in series.items():
+        if pts:
+            x, y = zip(*pts, strict=True)
+            ax.plot(x, y, marker="o", markersize=3, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(title, fontsize=11)
+    return _save(fig, path)

@@ -1,0 +1,142 @@
+"""Prepared evaluations (``rlsched evaluate --suite``), the test seeds, and the scenario listing.
+
+Seeds: training episodes use ``seed * 1000 + episode`` (under 10,000 for training seeds under 10)
+and validation (model selection, ``best/``) seeds 10,001-10,003; reported figures use the test
+seeds from :data:`TEST_SEED_BASE` on, which neither touches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from experiments.evaluate import EvalConfig
+
+#: First test seed: evaluations report these, never training or validation seeds.
+TEST_SEED_BASE = 20_000
+SUITE_NAMES = ("default", "paper", "full")
+
+#: The main schedulers: the paper's baselines, the strongest heuristics, ours, the reference.
+MAIN_SCHEDULERS = (
+    "random+speedup",
+    "least-loaded+speedup",
+    "pats+speedup",
+    "mlsm+mlsm",
+    "mct+speedup",
+    "mct+mlsm",
+    "ldwp+speedup",
+    "oracle+speedup",
+)
+#: The TPDS paper's comparison: Random, ETC (``mct``) and PATS against the learned scheduler.
+PAPER_SCHEDULERS = (
+    "random+speedup",
+    "mct+speedup",
+    "pats+speedup",
+    "ldwp+speedup",
+    "ldwp+iawp",
+    "oracle+speedup",
+)
+PAPER_RATES = (10, 20, 30, 40, 50, 60)
+
+
+def available_scenarios() -> list[str]:
+    """Built-in scenarios that load here (trace scenarios need the sample data)."""
+    from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+
+    out = []
+    for name in list_scenarios():
+        try:
+            load_scenario(name)
+        except ScenarioError:
+            continue
+        out.append(name)
+    return out
+
+
+def _suite(name: str) -> tuple[list[str], list[str], int, str]:
+    """(scenarios, schedulers, seeds, title) of a suite."""
+    if name == "paper":
+        return (
+            [f"paper@{r}" for r in PAPER_RATES],
+            list(PAPER_SCHEDULERS),
+            3,
+            "The TPDS 2021 experiments on the paper's platform",
+        )
+    if name == "full":
+        import envs  # noqa: F401  (registers the oracle reference)
+        from rlsched.policies.registry import PLACERS, SELECTORS
+
+        scheds = [f"{s}+{p}" for s in sorted(SELECTORS) for p in sorted(PLACERS)]
+        return available_scenarios(), [*scheds, *(f"ldwp+{p}" for p in sorted(PLACERS))], 5, "Full evaluation"
+    return available_scenarios(), list(MAIN_SCHEDULERS), 3, "Default evaluation: every built-in scenario"
+
+
+def _split(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
+    """The evaluation an ``rlsched evaluate`` command line asks for (flags override the suite)."""
+    from experiments.evaluate import EvalConfig, EvaluateError
+    from experiments.evaluation import default_jobs
+
+    scenarios, schedulers, seeds, title = (
+        _suite(args.suite) if args.suite else ([], [], 3, "rlsched evaluation")
+    )
+    if args.scenarios is not None:
+        scenarios = _split(args.scenarios)
+    if args.schedulers is not None:
+        schedulers = _split(args.schedulers)
+    if not args.suite and (args.scenarios is None or args.schedulers is None):
+        raise EvaluateError("give --suite, or both --scenarios and --schedulers")
+    n = seeds if args.seeds is None else args.seeds
+    first = TEST_SEED_BASE if args.first_seed is None else args.first_seed
+    runs = {}
+    for spec in args.runs:
+        name, eq, d = spec.partition("=")
+        if not eq or not name or not d:
+            raise EvaluateError(f"--runs: expected NAME=DIR, got {spec!r}")
+        runs[name] = d
+    return EvalConfig(
+        scenarios=scenarios,
+        schedulers=schedulers,
+        seeds=list(range(first, first + n)),
+        rate=args.rate,
+        model=args.model,
+        jobs=args.jobs or default_jobs(),
+        timeout_s=args.timeout,
+        runs=runs,
+        title=title,
+        command=shlex.join(["rlsched", *argv]),
+    )
+
+
+def scenario_table(names: Sequence[str]) -> str:
+    """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
+    from envs.capacity import capacity_bound
+    from rlsched.scenario_io import ScenarioError, load_scenario
+    from rlsched.taskgen import generate_tasks
+
+    cols = f"{'nodes':>5} {'tasks':>6} {'arrivals/min':>12} {'capacity/min':>12} {'load':>6}"
+    head = f"{'scenario':<24} {cols}  regime"
+    lines = [head]
+    for name in names:
+        try:
+            sc = load_scenario(name)
+        except ScenarioError as e:
+            lines.append(f"{name:<24} (cannot load: {e})")
+            continue
+        b = capacity_bound(sc, generate_tasks(sc), latency=False)
+        regime = "arrival-bound" if b.arrival_bound else "has headroom"
+        lines.append(
+            f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} {b.arrival_rate_per_min:>12.1f} "
+            f"{b.capacity_per_min:>12.1f} {b.offered_load:>6.2f}  {regime}  {sc.description}"
+        )
+    lines.append(
+        "(load = arrival rate over the capacity bound, for the scenario's own seed; "
+        "under 0.8 a scenario is arrival-bound)"
+    )
+    return "\n".join(lines)

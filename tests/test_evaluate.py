@@ -1,0 +1,303 @@
+"""``rlsched evaluate``: the report a user opens agrees with the results it was made from."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from experiments.cli import main
+from experiments.report_stats import summarise
+from rlsched.policies.ldwp import PRETRAINED
+from rlsched.policies.registry import SELECTORS, register_selector
+
+TINY = """name = "tiny"
+seed = 1
+[[cluster.nodes]]
+name = "p4"
+count = 2
+cpu_cores = 4
+host_mem_gib = 32
+gpu_model = "P4"
+gpu_count = 1
+net_gbps = 10
+[[cluster.nodes]]
+name = "t4"
+cpu_cores = 4
+host_mem_gib = 32
+gpu_model = "T4"
+gpu_count = 2
+net_gbps = 10
+[workload]
+tasks = 40
+apps = { matmul = 1, fft = 1, kmeans = 1 }
+[workload.arrival]
+process = "poisson"
+rate_per_min = 600
+"""
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+class _Page(HTMLParser):
+    """Images and tables of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.images: list[str] = []
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "img":
+            self.images.append(dict(attrs).get("src") or "")
+        elif tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def _md_tables(text: str) -> list[list[list[str]]]:
+    tables: list[list[list[str]]] = []
+    prev = False
+    for line in text.splitlines():
+        row = line.startswith("| ")
+        if row and not prev:
+            tables.append([])
+        if row:
+            tables[-1].append([c.strip() for c in line.strip("|").split(" | ")])
+        elif line.startswith("|---"):
+            row = True
+        prev = row
+    return tables
+
+
+def _fmt(v: float | None, prec: int) -> str:
+    return "–" if v is None else f"{v:.{prec}f}"
+
+
+class Explodes:
+    """A stage-1 policy that fails on its third decision (a scheduler bug, as users will write)."""
+
+    name = "explodes"
+
+    def reset(self, view: object, seed: int) -> None:
+        self.n = 0
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        self.n += 1
+        if self.n == 3:
+            raise RuntimeError("boom on decision 3")
+        return int(np.flatnonzero(mask)[0])
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("eval")
+    (d / "tiny.toml").write_text(TINY)
+    register_selector("explodes", Explodes)
+    try:
+        rc = main(
+            [
+                "evaluate",
+                "--scenarios",
+                str(d / "tiny.toml"),
+                "--schedulers",
+                "mct+mlsm,random+speedup,oracle+speedup,explodes+speedup",
+                "--seeds",
+                "2",
+                "--jobs",
+                "1",
+                "--out",
+                str(d / "out"),
+            ]
+        )
+    finally:
+        SELECTORS.pop("explodes")
+    assert rc == 0
+    return d / "out"
+
+
+def test_every_file_is_written(report: Path) -> None:
+    for name in ("results.json", "results.csv", "report.md", "report.html", "runs.jsonl"):
+        assert (report / name).is_file(), name
+    rows = json.loads((report / "results.json").read_text())["rows"]
+    assert len(rows) == 4 * 2
+    assert len((report / "results.csv").read_text().splitlines()) == 1 + 8
+    assert len((report / "runs.jsonl").read_text().splitlines()) == 8
+
+
+def test_failed_scheduler_is_reported_not_dropped(report: Path) -> None:
+    rows = json.loads((report / "results.json").read_text())["rows"]
+    bad = [r for r in rows if r["scheduler"] == "explodes+speedup"]
+    assert [r["status"] for r in bad] == ["failed", "failed"]
+    assert all("boom on decision 3" in r["error"] and r["throughput"] is None for r in bad)
+    md = (report / "report.md").read_text()
+    line = next(x for x in md.splitlines() if x.startswith("| explodes+speedup | 0/2"))
+    assert "failed: RuntimeError: boom on decision 3" in line
+
+
+def test_html_images_exist_and_numbers_match_results(report: Path) -> None:
+    doc = json.loads((report / "results.json").read_text())
+    rows = doc["rows"]
+    page = _Page()
+    page.feed((report / "report.html").read_text())
+    assert len(page.images) >= 4
+    for src in page.images:
+        if src.startswith("data:image/png;base64,"):
+            assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+        else:
+            assert (report / src).read_bytes().startswith(PNG)
+    md = (report / "report.md").read_text()
+    for line in md.splitlines():
+        if line.startswith("!["):
+            assert (report / line.split("](")[1].rstrip(")")).read_bytes().startswith(PNG)
+    # The table of every run, in both documents, is a rounding of results.json.
+    html_runs = next(t for t in page.tables if t[0][:3] == ["scenario", "scheduler", "seed"])[1:]
+    md_runs = next(t for t in _md_tables(md) if t[0][:3] == ["scenario", "scheduler", "seed"])[1:]
+    assert html_runs == md_runs
+    assert len(html_runs) == len(rows)
+    for cells, r in zip(html_runs, rows, strict=True):
+        thr = None if r["throughput"] is None else r["throughput"] * 60
+        ub = None if r["bound_throughput_ub"] is None else r["bound_throughput_ub"] * 60
+        assert cells[1:5] == [r["scheduler"], str(r["seed"]), r["status"], _fmt(thr, 3)]
+        assert cells[5] == _fmt(r["latency_p95_s"], 3)
+        assert cells[8] == _fmt(ub, 3)
+        assert cells[9] == _fmt(r["frac_of_bound"], 4)
+    # The scheduler table's means are those of results.json.
+    table = next(t for t in page.tables if t[0][:2] == ["scheduler", "runs ok"])
+    for cells in table[1:]:
+        mine = [r for r in rows if r["scheduler"] == cells[0] and r["status"] == "ok"]
+        if mine:
+            s = summarise([r["throughput"] * 60 for r in mine])
+            assert cells[2].split(" ± ")[0] == f"{s.mean:.{3 if s.mean < 10 else 1}f}"
+
+
+def test_report_states_command_seeds_revision_and_bound(report: Path) -> None:
+    doc = json.loads((report / "results.json").read_text())
+    meta = doc["meta"]
+    assert meta["seeds"] == [20000, 20001]
+    assert meta["command"].startswith("rlsched evaluate --scenarios")
+    md = (report / "report.md").read_text()
+    assert meta["command"] in md and meta["git_revision"] in md and "[20000, 20001]" in md
+    assert "Offered load" in md
+    for r in doc["rows"]:
+        assert r["bound_throughput_ub"] > 0 and r["bound_offered_load"] > 0
+        if r["status"] == "ok":
+            assert r["within_bound"] is True
+
+
+def test_timeout_is_a_row(tmp_path: Path) -> None:
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    args = ["evaluate", "--scenarios", str(tmp_path / "tiny.toml"), "--schedulers", "mct"]
+    rc = main([*args, "--seeds", "1", "--jobs", "1", "--timeout", "1e-9", "--out", str(out)])
+    assert rc == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert rows[0]["status"] == "timeout" and "time limit" in rows[0]["error"]
+
+
+def rlsched(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    return subprocess.run([exe, *args], capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_parallel_workers_give_the_same_rows(tmp_path: Path, report: Path) -> None:
+    """Two worker processes (the real pool, as users run it) give the single-process numbers."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    r = rlsched(
+        "evaluate",
+        "--scenarios",
+        str(tmp_path / "tiny.toml"),
+        "--schedulers",
+        "mct+mlsm,random+speedup",
+        "--seeds",
+        "2",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 0, r.stderr
+    par = json.loads((out / "results.json").read_text())["rows"]
+    one = [
+        x
+        for x in json.loads((report / "results.json").read_text())["rows"]
+        if x["scheduler"] in ("mct+mlsm", "random+speedup")
+    ]
+    key = ("scheduler", "seed", "throughput", "latency_p95_s", "bound_throughput_ub")
+    assert [[x[k] for k in key] for x in par] == [[x[k] for k in key] for x in one]
+
+
+@pytest.fixture
+def other_version_model(tmp_path: Path) -> Path:
+    d = tmp_path / "model"
+    shutil.copytree(PRETRAINED, d)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["feature_version"] = int(meta["feature_version"]) + 99
+    (d / "meta.json").write_text(json.dumps(meta))
+    return d
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--scenarios", "nope", "--schedulers", "mct"], "nope"),
+        (["--scenarios", "paper", "--schedulers", "mct,bogus+x"], "'bogus'"),
+        (["--scenarios", "paper", "--schedulers", "mct+bogus"], "'bogus'"),
+        (["--scenarios", "paper", "--schedulers", "mct", "--seeds", "0"], "--seeds"),
+        (["--scenarios", "paper@x", "--schedulers", "mct"], "paper@x"),
+        (["--scenarios", "paper"], "--schedulers"),
+        (["--suite", "nope"], "--suite"),
+    ],
+)
+def test_bad_input_one_line_exit_2_before_work(tmp_path: Path, args: list[str], fragment: str) -> None:
+    out = tmp_path / "out"
+    r = rlsched("evaluate", *args, "--out", str(out))
+    assert r.returncode == 2, r.stderr
+    last = r.stderr.strip().splitlines()[-1]  # argparse's own errors come after its usage lines
+    assert "error" in last and fragment in last and "Traceback" not in r.stderr
+    assert not (out / "runs.jsonl").exists()
+
+
+def test_model_of_another_feature_version_is_refused(tmp_path: Path, other_version_model: Path) -> None:
+    out = tmp_path / "out"
+    r = rlsched(
+        "evaluate",
+        "--scenarios",
+        "paper",
+        "--schedulers",
+        "ldwp",
+        "--model",
+        str(other_version_model),
+        "--out",
+        str(out),
+    )
+    assert r.returncode == 2
+    assert "--model" in r.stderr and "feature version" in r.stderr and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unwritable_out_is_refused(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    r = rlsched("evaluate", "--scenarios", "paper", "--schedulers", "mct", "--out", str(blocker / "sub"))
+    assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
