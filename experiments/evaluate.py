@@ -113,22 +113,15 @@ def validate(cfg: EvalConfig, out: Path) -> None:
 
 def git_revision() -> str:
     """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown``."""
-    root = Path(__file__).resolve().parents[1]
+    root = str(Path(__file__).resolve().parents[1])
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10, check=True)
+        return done.stdout.strip()
+
     try:
-        rev = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
+        rev = git("rev-parse", "--short=12", "HEAD")
+        dirty = git("status", "--porcelain", "--untracked-files=no")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return rev + ("-dirty" if dirty else "")
