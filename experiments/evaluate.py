@@ -116,7 +116,8 @@ def git_revision() -> str:
     root = str(Path(__file__).resolve().parents[1])
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", root, *args], capture_output=True, text=True, timeout=10, check=True)
+        cmd = ["git", "-C", root, *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=True)
         return done.stdout.strip()
 
     try:
