@@ -7,7 +7,7 @@ produced them. Placers calibrate from it through :class:`rlsched.profiling.Profi
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -19,11 +19,24 @@ from rlsched.profiling import colocation_survey
 from rlsched.tasks import Device, KindSpec
 
 if TYPE_CHECKING:
+    from envs.ground_truth import GroundTruth
     from envs.simulator import Simulator
     from rlsched.interference import ColocationData
 
 #: Relative noise (log-normal sigma) of one co-location measurement.
 MEASUREMENT_NOISE = 0.02
+
+
+def _co_runner(truth: GroundTruth) -> Callable[[GpuModel, KindSpec, KindSpec], float]:
+    """The simulated hardware: the true factor of ``kind`` co-running with ``partner`` (0 = cannot)."""
+
+    def co_run(model: GpuModel, kind: KindSpec, partner: KindSpec) -> float:
+        pairs = truth.pairs
+        if pairs is not None and pairs.get((truth.csv_device(model), kind.name, partner.name)) == 0:
+            return 0.0  # the pair does not fit on the device together
+        return truth.factors([kind, partner], [1.0, 1.0], model)[0]
+
+    return co_run
 
 
 class SimulatedProfiler:
@@ -34,7 +47,8 @@ class SimulatedProfiler:
     """
 
     def __init__(self, sim: Simulator, noise: float = MEASUREMENT_NOISE) -> None:
-        self.truth = sim.truth
+        # Placers get this object: it keeps a measuring function, never the truth or the simulator.
+        self._co_run = _co_runner(sim.truth)
         self.noise = noise
         models: dict[str, GpuModel] = {}
         for node in sim.nodes:
@@ -69,12 +83,8 @@ class SimulatedProfiler:
 
     def measure(self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
         """Normalised throughput of ``kind`` while ``partner`` runs on the same GPU (0 = cannot share)."""
-        model = self._models[device]
-        pairs = self.truth.pairs
-        if pairs is not None and pairs.get((self.truth.csv_device(model), kind.name, partner.name)) == 0:
-            return 0.0  # the pair does not fit on the device together
-        f = self.truth.factors([kind, partner], [1.0, 1.0], model)[0]
-        return float(f * np.exp(rng.normal(0.0, self.noise)))
+        f = self._co_run(self._models[device], kind, partner)
+        return 0.0 if f == 0.0 else float(f * np.exp(rng.normal(0.0, self.noise)))
 
     def colocation(self, fraction: float, seed: int) -> ColocationData:
         return colocation_survey(list(self._models), self._kinds, fraction, seed, self.measure)

@@ -1,7 +1,7 @@
 """The simulator's ground truth: how fast subtasks really run, and how they interfere.
 
-This is the only module that knows true speeds. Schedulers never read it; the ``oracle`` bound
-does, to show how far from clairvoyance a policy is.
+This is the only module that knows true speeds. Schedulers never read it; the ``oracle`` reference
+(and the capacity bound, ``envs.capacity``) do, to show how far from clairvoyance a policy is.
 
 Model (documented in README, "Simulator ground truth"):
 

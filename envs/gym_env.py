@@ -67,7 +67,7 @@ class ClusterSchedulingEnv(gym.Env):
         n = len(scenario.cluster.nodes)
         self.observation_space = observation_space(n)
         self.action_space = spaces.Discrete(n)
-        self.sim: Simulator | None = None
+        self._sim: Simulator | None = None
         self._task: Task | None = None
         self._mask = np.zeros(n, dtype=bool)
 
@@ -79,15 +79,15 @@ class ClusterSchedulingEnv(gym.Env):
         if self.max_tasks is not None:
             tasks = tasks[: self.max_tasks]
         placer = PLACERS[self.placer_name]()
-        self.sim = Simulator(self.scenario, tasks, placer, seed=run_seed)
-        placer.reset(self.sim.view, run_seed)
-        self.sim.calibrate_placer()
+        self._sim = Simulator(self.scenario, tasks, placer, seed=run_seed)
+        placer.reset(self._sim.view, run_seed)
+        self._sim.calibrate_placer()
         self._area = self._completed = 0.0
         self._advance()
-        return self._obs(), {"time_s": self.sim.now}
+        return self._obs(), {"time_s": self._sim.now}
 
     def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
-        sim, task = self.sim, self._task
+        sim, task = self._sim, self._task
         if sim is None or task is None:
             raise RuntimeError("step() called before reset() or after the episode ended")
         node = int(action)
@@ -110,9 +110,9 @@ class ClusterSchedulingEnv(gym.Env):
     @property
     def view(self) -> ClusterView:
         """The observable cluster state behind the current observation."""
-        if self.sim is None:
+        if self._sim is None:
             raise RuntimeError("no episode yet: call reset() first")
-        return self.sim.view
+        return self._sim.view
 
     def action_masks(self) -> np.ndarray:
         """Feasible actions (the sb3-contrib convention)."""
@@ -121,7 +121,7 @@ class ClusterSchedulingEnv(gym.Env):
     # ---- internals -------------------------------------------------------------------------
     def _advance(self) -> bool:
         """Run the simulator to the next decision; True when the episode is over."""
-        sim = self.sim
+        sim = self._sim
         assert sim is not None
         self._task = sim.next_decision()
         if self._task is None:
@@ -131,7 +131,7 @@ class ClusterSchedulingEnv(gym.Env):
         return False
 
     def _reward(self) -> float:
-        sim = self.sim
+        sim = self._sim
         assert sim is not None
         if self.reward_kind == "latency":
             r = -(sim.area - self._area) / 60.0
@@ -142,7 +142,7 @@ class ClusterSchedulingEnv(gym.Env):
         return r
 
     def _obs(self) -> dict[str, np.ndarray]:
-        sim, task = self.sim, self._task
+        sim, task = self._sim, self._task
         assert sim is not None
         if task is None:  # terminal: any valid-looking observation; it is never acted on
             return terminal_observation(len(self._mask))

@@ -12,6 +12,14 @@ one CPU core of ``core_gflops`` over solo time on an undrifted ``reference_gpu``
 work of one MB of input (the ratio does not depend on the input size). The speedup is defined
 for every kind, also those declared for one device only: the ground truth can time any kind
 anywhere, as an offline profiler could run a kernel's reference implementation.
+
+**An oracle counter.** The SM, L2, DRAM and PCIe columns are the hidden demand vector of the
+contention model plus noise: they stand for hardware counters (Nsight Compute's achieved
+utilisation of each unit), which on the simulator's ground truth *are* that vector. A real
+counter reads what a kernel achieves, which is the same thing only in this model, so
+``iawp-cosine`` (the one consumer) sees more than a live profiler would give it: the live runtime
+measures only the speedup column (README, "Profiler"). Results of ``iawp-cosine`` in the
+simulator carry this caveat; ``iawp`` learns from timed co-runs only.
 """
 
 from __future__ import annotations

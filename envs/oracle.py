@@ -1,9 +1,14 @@
-"""The ``oracle`` node selector: clairvoyant minimum completion time, an upper bound only.
+"""The ``oracle`` node selector: clairvoyant greedy minimum completion time, a reference only.
 
 It reads the simulator's ground truth — true solo speeds, current drift, the true remaining work of
 every running and queued subtask — which no real scheduler can observe. Reports show it so a
 policy's distance from clairvoyance is visible; it must never be used as a teacher for a policy
 that claims to see only observable state.
+
+It is greedy: each task goes where it would finish first given what is already placed, with no
+regard for the tasks after it. It is therefore *not* an upper bound — a policy that keeps fast
+nodes free for the work that needs them can beat it (seen on a trace-derived case). The bound is
+``envs.capacity``.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ class OracleSelector:
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         if self.sim is None:
-            raise RuntimeError("the oracle bound needs a simulator (it reads ground truth); none is bound")
+            raise RuntimeError("the oracle needs a simulator (it reads ground truth); none is bound")
         etc = np.full(view.n_nodes, np.inf)
         for n in np.flatnonzero(mask):
             etc[n] = self._etc(task, int(n))

@@ -182,7 +182,7 @@ class Simulator:
         self.calibrate_placer()
         bind = getattr(scheduler.selector, "bind_simulator", None)
         if bind is not None:
-            bind(self)  # only the clairvoyant oracle bound has this hook
+            bind(self)  # only the clairvoyant oracle reference has this hook
         select = scheduler.selector.select
         t0 = time.perf_counter()
         decide_s = 0.0

@@ -21,6 +21,7 @@ import numpy as np
 
 import envs  # noqa: F401
 from envs.simulator import Simulator
+from experiments.report_stats import mean_pm
 from rlsched.arrivals import mean_rate_per_min
 from rlsched.policies.ldwp import LdwpSelector
 from rlsched.policies.registry import parse_scheduler, register_selector
@@ -119,9 +120,7 @@ def main() -> None:
             ok = ~np.isnan(s)
             miss = f" ({int((~ok).sum())} never)" if not ok.all() else ""
             if ok.any():
-                cells.append(
-                    f"{s[ok].mean():.0f} ± {s[ok].std():.0f}{miss} | {n[ok].mean():.0f} ± {n[ok].std():.0f}"
-                )
+                cells.append(f"{mean_pm(s[ok], '.0f')}{miss} | {mean_pm(n[ok], '.0f')}")
             else:
                 cells.append(f"never{miss} | –")
         print(f"| {spec} | " + " | ".join(cells) + " |")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -207,13 +208,23 @@ def run_grid(
     bound_out: dict[BoundCase, dict[str, float | int | str | bool] | str] = {}
     total = len(cases) + len(bounds)
     bar = tqdm(total=total, desc="evaluate", unit="run", disable=None if progress else True)
+    # Off a terminal (CI, a log file) the bar is silent: one plain line per run instead.
+    plain = progress and bar.disable
+    t0 = time.perf_counter()
 
     def take_case(r: CaseResult) -> None:
         results[r.case] = r
         if on_result is not None:
             on_result(r)
-        bar.set_postfix_str(f"{r.case.scenario} {r.case.scheduler} s{r.case.seed}: {r.status}", refresh=False)
+        what = f"{r.case.scenario} {r.case.scheduler} s{r.case.seed}: {r.status}"
+        bar.set_postfix_str(what, refresh=False)
         bar.update()
+        if plain:
+            done = len(results)
+            print(
+                f"evaluate: {done}/{len(cases)} runs, {time.perf_counter() - t0:.0f} s: {what}",
+                file=sys.stderr,
+            )
 
     try:
         if jobs <= 1:

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
+from experiments.report_stats import sample_std
 from experiments.train import GreedySelector, TrainConfig, build_dqn
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
@@ -123,7 +124,7 @@ def evaluate_live(
         lost += res.metrics.tasks_lost
     return {
         "throughput_per_s": float(np.mean(thr)),
-        "throughput_std": float(np.std(thr)),
+        "throughput_std": sample_std(thr),
         "latency_p95_s": float(np.mean(p95)),
         "tasks_lost": lost,
     }

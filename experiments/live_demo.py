@@ -13,8 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
+from experiments.report_stats import mean_pm
 from rlsched.policies.registry import parse_scheduler
 from runtime.cluster import LocalCluster
 from runtime.config import LiveClusterSpec, default_live_cluster
@@ -70,15 +69,14 @@ def run_demo(cfg: LiveDemoConfig) -> dict[str, list[LiveResult]]:
 
 
 def mean_std(values: Sequence[float], fmt: str = ".2f") -> str:
-    """``mean ± std`` (population std: the runs are all there is); the value alone for one."""
-    a = np.asarray(values, dtype=np.float64)
-    return f"{a.mean():{fmt}} ± {a.std():{fmt}}" if len(a) > 1 else f"{a.mean():{fmt}}"
+    """``mean ± sample std`` over seeds (ddof = 1, as every report); the value alone for one."""
+    return mean_pm(values, fmt)
 
 
 def format_demo(results: dict[str, list[LiveResult]]) -> str:
     """Comparison table over seeds, then the per-device table of each scheduler's first run."""
     lines = [
-        "| scheduler | tasks/s | p50 s | p95 s | GPU util | cache hit rate | lost | stream moves |",
+        "| scheduler | tasks/s | p50 s | p95 s | GPU util | cache hit rate | not completed | stream moves |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for spec, runs in results.items():
@@ -90,7 +88,7 @@ def format_demo(results: dict[str, list[LiveResult]]) -> str:
             f"| {mean_std([r.metrics.latency_p50_s for r in runs])} "
             f"| {mean_std([r.metrics.latency_p95_s for r in runs])} "
             f"| {mean_std([r.metrics.gpu_util for r in runs])} | {mean_std(hit)} "
-            f"| {sum(r.metrics.tasks_lost for r in runs)} | {mean_std([r.stream_moves for r in runs])} |"
+            f"| {sum(r.metrics.not_completed for r in runs)} | {mean_std([r.stream_moves for r in runs])} |"
         )
     for spec, runs in results.items():
         lines += ["", f"{spec}, seed run 1 of {len(runs)} — per device:", "", device_table(runs[0].devices)]

@@ -44,6 +44,20 @@ def summarise(values: Sequence[float | None]) -> Summary:
     return Summary(float(xs.mean()), sd, half, n)
 
 
+def sample_std(values: Sequence[float] | np.ndarray) -> float:
+    """Sample standard deviation over seeds (ddof = 1); 0 for fewer than two values."""
+    xs = np.asarray(values, dtype=float)
+    return float(xs.std(ddof=1)) if len(xs) > 1 else 0.0
+
+
+def mean_pm(values: Sequence[float] | np.ndarray, fmt: str = ".3f") -> str:
+    """``mean ± sample std`` over seeds; the value alone for one."""
+    xs = np.asarray(values, dtype=float)
+    if len(xs) < 2:
+        return f"{xs.mean():{fmt}}" if len(xs) else "–"
+    return f"{xs.mean():{fmt}} ± {sample_std(xs):{fmt}}"
+
+
 def not_completed(metrics: dict[str, float | int | None]) -> int:
     """Tasks that did not complete: lost + unschedulable (failed runs count every task)."""
     total = int(metrics.get("tasks_total") or 0)

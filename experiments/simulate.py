@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-import envs  # noqa: F401  (registers the oracle bound)
+import envs  # noqa: F401  (registers the oracle reference)
 from envs.simulator import Simulator
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import parse_scheduler
@@ -77,7 +77,7 @@ TABLE_METRICS: tuple[tuple[str, str, float], ...] = (
 
 def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> str:
     """Markdown table: mean ± std per metric, and throughput relative to ``baseline``."""
-    head = ["scheduler", *[h for _, h, _ in TABLE_METRICS]]
+    head = ["scheduler", *[h for _, h, _ in TABLE_METRICS], "not completed"]
     base = math.nan
     if baseline is not None and baseline in cmp.runs:
         head.append(f"thr. vs {baseline.split('+')[0]}")
@@ -90,6 +90,7 @@ def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> st
             m, sd = cmp.mean_std(s, key)
             prec = 3 if scale == 1.0 and m < 10 else 1
             cells.append(f"{m * scale:.{prec}f} ± {sd * scale:.{prec}f}")
+        cells.append(f"{sum(m.not_completed for m in cmp.runs[s])}")
         if has_base:
             cells.append(f"{cmp.mean_std(s, 'throughput')[0] / base:.3f}×")
         rows.append("| " + " | ".join(cells) + " |")

@@ -41,6 +41,14 @@ class RunMetrics:
     wall_s: float
     decisions_per_s: float
 
+    @property
+    def not_completed(self) -> int:
+        """Tasks that did not complete, whatever the reason: lost, unschedulable or failed.
+
+        Every report, simulated or live, shows this one count (``tasks_total - tasks_completed``).
+        """
+        return self.tasks_total - self.tasks_completed
+
     def to_dict(self) -> dict[str, float | int | None]:
         """Plain-JSON dictionary (NaN becomes ``None``)."""
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(self).items()}

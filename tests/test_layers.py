@@ -52,8 +52,9 @@ def test_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
 
 
 def test_only_simulator_and_oracle_import_ground_truth() -> None:
-    """Only the oracle bound may read the simulator's ground truth (policies in rlsched cannot
-    import envs at all, which the layer test checks)."""
+    """Only the simulator, the oracle reference, the capacity bound and the simulated instruments
+    may read the simulator's ground truth (policies in rlsched cannot import envs at all, which
+    the layer test checks)."""
     readers = []
     for pkg in ("envs", "experiments", "runtime"):
         for f in sorted((ROOT / pkg).rglob("*.py")):
@@ -66,9 +67,69 @@ def test_only_simulator_and_oracle_import_ground_truth() -> None:
                 if any(m.endswith("ground_truth") for m in mods) and f.name not in {
                     "simulator.py",
                     "oracle.py",
+                    "capacity.py",  # report-only, like the oracle
+                    # Closes a measuring function over the truth; placers get the function only.
+                    "colocation_profiler.py",
                     # The simulated world's measuring instrument (nsight/nvprof on a real machine):
                     # it hands schedulers sparse, noisy measurements, never the truth itself.
                     "kind_profiler.py",
                 }:
                     readers.append(str(f.relative_to(ROOT)))
     assert not readers, f"modules other than the simulator and the oracle import ground truth: {readers}"
+
+
+#: Names through which an object handed to a policy could reach the simulator or its truth.
+REACHING = {"truth", "_truth", "sim", "_sim", "simulator", "_co_run", "__closure__", "__globals__"}
+
+
+def reaching_names(f: Path) -> list[tuple[str, int]]:
+    """Attribute accesses (and ``getattr`` strings) in a file that name the simulator or its truth."""
+    out = []
+    for node in ast.walk(ast.parse(f.read_text())):
+        if isinstance(node, ast.Attribute) and node.attr in REACHING:
+            out.append((node.attr, node.lineno))
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "vars")
+            and any(isinstance(a, ast.Constant) and a.value in REACHING for a in node.args)
+        ):
+            out.append(("getattr", node.lineno))
+    return out
+
+
+@pytest.mark.parametrize("package", ["rlsched", "models"])
+def test_policies_never_reach_the_simulator_through_attributes(package: str) -> None:
+    """Imports are not the only way in: objects handed to policies (the profiling instrument, the
+    Gym env) must not be walked to the simulator or its ground truth either."""
+    bad = [
+        f"{f.relative_to(ROOT)}:{line} .{name}"
+        for f in sorted((ROOT / package).rglob("*.py"))
+        for name, line in reaching_names(f)
+    ]
+    assert not bad, "policy code reaching for the simulator or its truth:\n" + "\n".join(bad)
+
+
+def test_reaching_checker_sees_attribute_and_getattr(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("def f(p, env):\n    a = p.truth\n    b = getattr(env, 'sim')\n    return a, b\n")
+    assert sorted(reaching_names(f)) == [("getattr", 3), ("truth", 2)]
+
+
+def test_objects_handed_to_policies_hold_no_truth(small_scenario) -> None:
+    """The instrument a placer calibrates from and the Gym env hold no public simulator or truth."""
+    from envs.colocation_profiler import SimulatedProfiler
+    from envs.ground_truth import GroundTruth
+    from envs.gym_env import ClusterSchedulingEnv
+    from envs.simulator import Simulator
+    from rlsched.policies.placers import MlsmPlacer
+    from rlsched.taskgen import generate_tasks
+
+    sc = small_scenario(tasks=5)
+    sim = Simulator(sc, generate_tasks(sc), MlsmPlacer())
+    prof = SimulatedProfiler(sim)
+    assert not [k for k, v in vars(prof).items() if isinstance(v, GroundTruth | Simulator)]
+    env = ClusterSchedulingEnv(sc)
+    env.reset(seed=0)
+    public = {k: v for k, v in vars(env).items() if not k.startswith("_")}
+    assert not [k for k, v in public.items() if isinstance(v, GroundTruth | Simulator)]

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from experiments.report_stats import mean_pm
 from rlsched.interference import ColocationData, evaluate, fit_interference, read_colocation_csv
 from rlsched.scenario_io import find_data_dir
 
@@ -116,9 +117,7 @@ def main() -> None:
             r = [run_one(data, s, m, seed, args.dev) for seed in range(args.seeds)]
             col = {k: np.array([x[k] for x in r]) for k in ("mae", "rmse", "feasible_accuracy", "fit_s")}
             maes[s, m] = float(col["mae"].mean())
-            cells = [
-                f"{col[k].mean():.4f} ± {col[k].std():.4f}" for k in ("mae", "rmse", "feasible_accuracy")
-            ]
+            cells = [mean_pm(col[k], ".4f") for k in ("mae", "rmse", "feasible_accuracy")]
             print(f"| {s} | {m} | {' | '.join(cells)} | {col['fit_s'].mean():.1f} |", flush=True)
     print()
     for s in settings:

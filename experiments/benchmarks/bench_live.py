@@ -371,7 +371,7 @@ def dispatch_once(app: str, tasks: int, seed: int, backend: str, batch: int) -> 
         reference_overhead_us=(res.metrics.wall_s - ref_s) / n * 1e6,
         copy_us=copy_s / n * 1e6,
         placer_us=res.dispatch_us_per_subtask,
-        lost=res.metrics.tasks_lost + res.metrics.tasks_unschedulable,
+        lost=res.metrics.not_completed,
     )
 
 
@@ -387,7 +387,7 @@ def section_dispatch(sz: Sizes, backend: str) -> dict[str, float]:
     )
     print(
         "| backend | task | batch | subtasks | kernel us | overhead mean us | p50 us | p99 us "
-        "| whole-run us | vs reference kernels us | of which copies us | placer us | lost |"
+        "| whole-run us | vs reference kernels us | of which copies us | placer us | not completed |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     means: dict[str, float] = {}
@@ -441,7 +441,7 @@ def section_cache(sz: Sizes, backend: str) -> dict[str, float]:
         f"{w.rate_per_s:.0f}/s. saved share = saved / (loaded + saved). Target: >= 50 %.\n"
     )
     print(
-        "| device memory | tasks done | lost | hits | misses | hit rate | evictions | H2D MB loaded "
+        "| device memory | tasks done | not completed | hits | misses | hit rate | evictions | H2D MB loaded "
         "| H2D MB saved | saved share | all uploads MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -460,7 +460,7 @@ def section_cache(sz: Sizes, backend: str) -> dict[str, float]:
         evictions = sum(x.evictions for x in d)
         m = res.metrics
         print(
-            f"| {mem} MiB | {m.tasks_completed} | {m.tasks_lost + m.tasks_unschedulable} | {hits} | {misses} "
+            f"| {mem} MiB | {m.tasks_completed} | {m.not_completed} | {hits} | {misses} "
             f"| {hits / max(hits + misses, 1):.2f} | {evictions} | {loaded / 1e6:.1f} | {saved / 1e6:.1f} "
             f"| {100 * share:.0f} % | {sum(logged.log.upload_bytes) / 1e6:.1f} |",
             flush=True,
@@ -471,7 +471,7 @@ def section_cache(sz: Sizes, backend: str) -> dict[str, float]:
         tables.append((mem, device_table(d)))
         out[f"saved_share_{mem}"] = share
         out[f"evictions_{mem}"] = float(evictions)
-        out[f"lost_{mem}"] = float(m.tasks_lost + m.tasks_unschedulable)
+        out[f"lost_{mem}"] = float(m.not_completed)
     print(
         "\nH2D MB loaded / saved: task inputs through the MLSM cache (misses / hits); all uploads: "
         "every host-to-device copy, parent outputs moved between units included."
@@ -570,7 +570,7 @@ def section_streams(sz: Sizes, backend: str, out_dir: Path) -> dict[str, float]:
         f"engines; ignored by CuPy), scheduler {SCHEDULER}; {w0.tasks} tasks of matmul + "
         f"intrusion_detection at {w0.rate_per_s:.0f}/s; mean ± std over {sz.streams_seeds} seed(s).\n"
     )
-    print("| streams | tasks/s | x 1 stream | GPU util | x 1 stream | latency p50 s | lost |")
+    print("| streams | tasks/s | x 1 stream | GPU util | x 1 stream | latency p50 s | not completed |")
     print("|---|---|---|---|---|---|---|")
     rows: dict[int, tuple[list[float], list[float], list[float], int]] = {}
     for c in counts:
@@ -585,7 +585,7 @@ def section_streams(sz: Sizes, backend: str, out_dir: Path) -> dict[str, float]:
             tput.append(res.metrics.throughput)
             util.append(res.devices[0].util)
             p50.append(res.metrics.latency_p50_s)
-            lost += res.metrics.tasks_lost + res.metrics.tasks_unschedulable
+            lost += res.metrics.not_completed
         rows[c] = (tput, util, p50, lost)
     base_t, base_u = float(np.mean(rows[1][0])), float(np.mean(rows[1][1]))
     ratios: dict[str, float] = {}

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from envs.kind_profiler import profile_kinds, true_profiles
+from experiments.report_stats import mean_pm
 from models.profile_completion import NcfConfig, SvdConfig
 from rlsched.profiles import LOG_METRICS, METRICS, Method, ProfileSamples, complete_profiles
 from rlsched.tasks import KindSpec
@@ -174,7 +175,7 @@ def _show(method: str, config: object, err: float) -> float:
 
 
 def _ms(x: Sequence[float]) -> str:
-    return f"{np.mean(x):.3f} ± {np.std(x):.3f}"
+    return mean_pm(x)
 
 
 def print_tables(scores: dict[str, list[Score]]) -> None:

@@ -38,7 +38,7 @@ class IawpCosinePlacer(MlsmPlacer):
     def __init__(self, method: str = "ncf") -> None:
         self.method = method
         self._index: dict[str, int] = {}
-        self._sim = np.zeros((0, 0))
+        self._similarity = np.zeros((0, 0))
         self._speedup = np.zeros(0)
 
     def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None:
@@ -55,7 +55,7 @@ class IawpCosinePlacer(MlsmPlacer):
             prof = complete_profiles(samples, kinds, self.method, seed)  # type: ignore[arg-type]
             index = {k.name: i for i, k in enumerate(kinds)}
             hit = _CALIBRATED[key] = (index, cosine_similarity(prof), prof[:, METRICS.index("speedup")])
-        self._index, self._sim, self._speedup = hit
+        self._index, self._similarity, self._speedup = hit
 
     def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         dev = sub.kind.device
@@ -87,7 +87,7 @@ class IawpCosinePlacer(MlsmPlacer):
             if k is None or not idx:
                 priority = np.inf if not running else 1.0
             else:
-                mean = float(self._sim[k, idx].mean())
+                mean = float(self._similarity[k, idx].mean())
                 priority = 1.0 / mean if mean > 1e-9 else np.inf
             key = (priority, (streams[g] - run[g]) * tf[g] * sp[g])  # MLSM's spare power breaks ties
             if key > best_key:
