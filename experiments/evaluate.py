@@ -20,6 +20,7 @@ from pathlib import Path
 
 from experiments import report_plots as plots
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
+from experiments.paper_suite import convergence_note, paper_blocks
 from experiments.report_stats import Summary, summarise
 from experiments.report_writer import (
     RUN_HEAD,
@@ -54,6 +55,7 @@ class EvalConfig:
     :param runs: training or fine-tuning run folders (``history.json``) whose curves to plot.
     :param title: the report's title.
     :param command: the command line, printed in every report.
+    :param suite: the suite it came from, if any.
     """
 
     scenarios: list[str]
@@ -66,6 +68,7 @@ class EvalConfig:
     runs: dict[str, str] = field(default_factory=dict)
     title: str = "rlsched evaluation"
     command: str = "rlsched evaluate"
+    suite: str | None = None
 
 
 def validate(cfg: EvalConfig, out: Path) -> None:
@@ -192,6 +195,9 @@ def write_report(rows: list[dict], results: list[CaseResult], cfg: EvalConfig, m
     blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped)
     for sc, runs in grouped.items():
         blocks += scenario_blocks(sc, runs, _scenario_figures(sc, runs, results, cfg, out))
+    blocks += paper_blocks(rows, out)
+    if cfg.suite == "paper":
+        blocks += convergence_note(bool(cfg.runs) or cfg.model is not None)
     blocks += _curve_blocks(cfg, out)
     blocks += [
         Block("h2", "Every run"),
@@ -246,12 +252,44 @@ def _scenario_figures(
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: latency CDF"))
     first = cfg.seeds[0]
+    churn = _churn_figure(sc, [r for r in mine if r.case.seed == first], cfg, out, slug)
+    if churn:
+        figs.append(churn)
     series = {r.case.scheduler: (r.util_t, r.util) for r in mine if r.case.seed == first}
     p = plots.device_utilisation(
         out / "img" / f"{slug}-devices.png", f"{sc}, seed {first}: GPUs busy over time", series
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: per-GPU utilisation over time, seed {first}"))
     return figs
+
+
+#: Sliding window of the throughput-over-time figure (the cluster-change experiment's).
+CHURN_WINDOW_S = 120.0
+
+
+def _churn_figure(
+    sc: str, runs: list[CaseResult], cfg: EvalConfig, out: Path, slug: str
+) -> tuple[str, str] | None:
+    """Throughput over time around nodes joining and leaving (the paper's cluster change)."""
+    import numpy as np
+
+    from experiments.cluster_change import change_times, windowed_throughput
+    from experiments.evaluation import load_entry
+
+    changes = change_times(load_entry(sc, cfg.rate))
+    if not changes or not runs:
+        return None
+    end = max((r.done_s[-1] for r in runs if r.done_s), default=0.0)
+    t = np.arange(CHURN_WINDOW_S, end + 1e-9, 10.0)
+    series = {r.case.scheduler: (t, windowed_throughput(np.array(r.done_s), t, CHURN_WINDOW_S)) for r in runs}
+    seed = runs[0].case.seed
+    p = plots.throughput_over_time(
+        out / "img" / f"{slug}-cluster-change.png",
+        f"{sc}, seed {seed}: throughput ({CHURN_WINDOW_S:.0f} s window) as nodes join and leave",
+        series,
+        changes,
+    )
+    return p.relative_to(out).as_posix(), f"{sc}: throughput over time across cluster changes, seed {seed}"
 
 
 def _summ(rs: list[dict], key: str, scale: float = 1.0) -> Summary:

@@ -56,6 +56,7 @@ class CaseResult:
     error: str = ""
     metrics: dict[str, float | int | None] = field(default_factory=dict)
     latencies: list[float] = field(default_factory=list)
+    done_s: list[float] = field(default_factory=list)  # completion times, sorted
     util_t: list[float] = field(default_factory=list)
     util: list[list[float]] = field(default_factory=list)  # devices x bins, share of samples busy
     devices: list[str] = field(default_factory=list)
@@ -130,6 +131,7 @@ def _run(case: Case) -> CaseResult:
     res = CaseResult(case, "ok", metrics=m.to_dict())
     if case.detail:
         res.latencies = [r.done_s - r.arrival_s for r in sim.records if not math.isnan(r.done_s)]
+        res.done_s = sorted(r.done_s for r in sim.records if not math.isnan(r.done_s))
         res.devices = [
             f"{scenario.cluster.nodes[n].name}/{scenario.cluster.nodes[n].gpus[g].name}#{g}"
             for n, g in devices

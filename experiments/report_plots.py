@@ -122,3 +122,44 @@ def curves(
     ax.legend(fontsize=8)
     ax.set_title(title, fontsize=11)
     return _save(fig, path)
+
+
+def throughput_over_time(
+    path: Path,
+    title: str,
+    series: Mapping[str, tuple[np.ndarray, np.ndarray]],
+    changes: Sequence[float],
+) -> Path:
+    """Windowed throughput over simulated time per scheduler, with the cluster's changes marked."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for name, (t, thr) in series.items():
+        ax.plot(t, thr, label=name, linewidth=1.2)
+    for i, c in enumerate(changes):
+        ax.axvline(
+            c, color="grey", linestyle="--", linewidth=0.8, label="nodes join/leave" if i == 0 else None
+        )
+    ax.set_xlabel("simulated time, s")
+    ax.set_ylabel("tasks/min (sliding window)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=11)
+    return _save(fig, path)
+
+
+def versus_rate(
+    path: Path, title: str, panels: Sequence[tuple[str, Mapping[str, Sequence[tuple[float, Summary]]]]]
+) -> Path:
+    """One panel per metric: mean and 95 % interval against the arrival rate, per scheduler."""
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.8 * len(panels), 4.2), squeeze=False)
+    for ax, (label, by_sched) in zip(axes[0], panels, strict=True):
+        for name, pts in by_sched.items():
+            x = [r for r, _ in pts]
+            y = [s.mean for _, s in pts]
+            e = [0.0 if np.isnan(s.ci95) else s.ci95 for _, s in pts]
+            ax.errorbar(x, y, yerr=e, marker="o", markersize=3, capsize=3, label=name)
+        ax.set_xlabel("arrival rate, tasks/min")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)

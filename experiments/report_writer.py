@@ -208,6 +208,8 @@ SCHED_HEAD = (
     "GPU util",
     "load bal.",
     "not completed",
+    "decision µs",
+    "run wall s",
     "≤ bound",
     "errors",
 )
@@ -249,6 +251,8 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
                 summarise([r["gpu_util"] for r in ok]).cell(),
                 summarise([r["load_balance"] for r in ok]).cell(),
                 summarise([r["not_completed"] for r in ok]).cell(prec=1),
+                summarise([1e6 / r["decisions_per_s"] for r in ok if r["decisions_per_s"]]).cell(prec=1),
+                summarise([r["wall_s"] for r in ok]).cell(prec=2),
                 check,
                 "; ".join(errors) or "",
             )
@@ -261,7 +265,8 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
             "Means over seeds ± 95 % t-interval (sample std, ddof = 1). `of bound`: throughput over the "
             "run's throughput bound for the same seed (capacity, arrivals and network; 1 = nothing left to "
             "gain); `of oracle`: over the best `oracle` (clairvoyant greedy "
-            "reference, not a bound) of the same seed; `not completed`: lost + unschedulable tasks.",
+            "reference, not a bound) of the same seed; `not completed`: lost + unschedulable tasks; "
+            "`decision µs`: wall time per stage-1 decision; `run wall s`: the whole simulated run.",
         ),
         Block("table", head=SCHED_HEAD, rows=tuple(rows)),
     ]

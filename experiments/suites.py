@@ -60,7 +60,7 @@ def _suite(name: str) -> tuple[list[str], list[str], int, str]:
     """(scenarios, schedulers, seeds, title) of a suite."""
     if name == "paper":
         return (
-            [f"paper@{r}" for r in PAPER_RATES],
+            [*(f"paper@{r}" for r in PAPER_RATES), "dynamic"],
             list(PAPER_SCHEDULERS),
             3,
             "The TPDS 2021 experiments on the paper's platform",
@@ -111,6 +111,7 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
         runs=runs,
         title=title,
         command=shlex.join(["rlsched", *argv]),
+        suite=args.suite,
     )
 
 

@@ -301,3 +301,24 @@ def test_unwritable_out_is_refused(tmp_path: Path) -> None:
     blocker.write_text("")
     r = rlsched("evaluate", "--scenarios", "paper", "--schedulers", "mct", "--out", str(blocker / "sub"))
     assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> None:
+    """The paper's comparison: the measured gains in the claims table are those of results.json."""
+    out = tmp_path / "paper"
+    scheds = "random+speedup,mct+speedup,pats+speedup,ldwp+speedup"
+    args = ["evaluate", "--suite", "paper", "--scenarios", "paper@20,paper@40", "--schedulers", scheds]
+    assert main([*args, "--seeds", "2", "--jobs", "1", "--out", str(out)]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    md = (out / "report.md").read_text()
+    assert "The TPDS 2021 comparison" in md and "Speedup over Random" in md and "runs/scratch" in md
+    claims = next(t for t in _md_tables(md) if t[0][:2] == ["metric", "paper"])
+    for key, cells in zip(("throughput", "gpu_util"), claims[1:], strict=True):
+        gains = []
+        for rate in ("paper@20", "paper@40"):
+            mine = [r[key] for r in rows if r["scenario"] == rate and r["scheduler"] == "ldwp+speedup"]
+            for other in ("random+speedup", "mct+speedup", "pats+speedup"):
+                theirs = [r[key] for r in rows if r["scenario"] == rate and r["scheduler"] == other]
+                gains.append(np.mean(mine) / np.mean(theirs) - 1)
+        assert cells[2] == f"{np.mean(gains) * 100:+.1f} %"
+    assert (out / "img" / "paper-vs-rate.png").read_bytes().startswith(PNG)

@@ -22,6 +22,7 @@ from rlsched.traces import POD_COLUMNS, POD_TIME_COLUMNS
 POD_HEADER = ",".join((*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_TIME_COLUMNS))
 BUILTINS = (
     "alibaba",
+    "alibaba-full",
     "dynamic",
     "interference",
     "interference-gavel",
