@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: setup demo test test-all lint format type bench clean
+.PHONY: setup demo test test-all lint format type bench report-example clean
 
 setup: $(STAMP)
 
@@ -38,6 +38,13 @@ format: setup
 
 bench: setup
 	$(PY) -m experiments.benchmarks.bench_sim
+
+# The example report linked from the README (about a minute on 2 cores).
+report-example: setup
+	rm -rf docs/report-example
+	$(VENV)/bin/rlsched evaluate --scenarios transfer-4,interference-saturated#3000 \
+		--schedulers random+speedup,mct+speedup,mct+mlsm,ldwp+speedup,oracle+speedup --seeds 3 \
+		--out docs/report-example
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache

@@ -22,6 +22,7 @@ from envs.capacity import capacity_bound, task_latency_bounds
 from envs.simulator import Simulator
 from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
 from rlsched.scenario import ArrivalSpec, Scenario
+from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 from rlsched.taskgen import generate_tasks
 
 SATURATING = 1e5  # tasks per minute: every task arrives within a fraction of a second
@@ -102,3 +103,31 @@ def test_no_tasks(small_scenario, n: int) -> None:
     b = capacity_bound(sc, generate_tasks(sc, 0))
     assert b.tasks == 0 and b.throughput_ub == 0.0
     assert np.isnan(b.latency_lb_mean_s)
+
+
+BUILTIN_CAPS = {
+    "large": 2000,
+    "interference-gavel": 3000,
+    "interference": 3000,
+    "interference-saturated": 3000,
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(set(list_scenarios())))
+def test_every_builtin_stays_under_its_bound(name: str) -> None:
+    """On every built-in scenario (the largest cut to their first tasks), oracle and the main
+    heuristics stay under the bound."""
+    try:
+        sc = load_scenario(name)
+    except ScenarioError as e:
+        pytest.skip(f"cannot load here: {e}")
+    if name in BUILTIN_CAPS:
+        sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, tasks=BUILTIN_CAPS[name]))
+    tasks = generate_tasks(sc, 20_000)
+    bound = capacity_bound(sc, tasks)
+    for spec in ("oracle+speedup", "mct+mlsm", "least-loaded+speedup", "random+speedup"):
+        sched = parse_scheduler(spec)
+        m = Simulator(sc, tasks, sched.placer, 20_000).run(sched)
+        assert m.throughput <= bound.throughput_ub, (spec, m.throughput, bound)
+        assert m.latency_p95_s >= bound.latency_lb_p95_s * (1 - 1e-9), (spec, m.latency_p95_s, bound)
