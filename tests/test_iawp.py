@@ -134,7 +134,7 @@ def test_iawp_learns_online_from_observed_co_runs() -> None:
 def test_iawp_cosine_prefers_dissimilar_co_runners() -> None:
     placer = IawpCosinePlacer()
     placer._index = {"matmul": 0, "fft": 1, "kmeans_assign": 2}
-    placer._sim = np.array([[1.0, 0.2, 0.9], [0.2, 1.0, 0.3], [0.9, 0.3, 1.0]])
+    placer._similarity = np.array([[1.0, 0.2, 0.9], [0.2, 1.0, 0.3], [0.9, 0.3, 1.0]])
     placer._speedup = np.array([50.0, 3.0, 40.0])
     task, sub = _ready("matmul", "matmul")
     assert placer.place(task, sub, 0, _view_two_gpus((["kmeans_assign"], ["fft"]))) == 1  # fft: least like it
