@@ -203,9 +203,18 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
         return case, f"{type(e).__name__}: {e}"
 
 
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def _worker_init() -> None:
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
+    # The environment is read when a library starts its pool, and the worker imported numpy (its
+    # BLAS) while unpickling this function: limit the pools that have started, too.
+    from threadpoolctl import threadpool_limits
+
+    os.environ.update(_ONE_THREAD)
+    threadpool_limits(limits=1)
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(1)
 
 
 def default_jobs() -> int:
@@ -265,7 +274,7 @@ def run_grid(
             # Spawned, not forked: a fork of a process that has started torch's or BLAS's thread
             # pools can deadlock; one BLAS/torch thread per worker, as workers are one per core.
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init) as pool:
                 # Longest first: bounds are short, big scenarios long; the tail then stays short.
                 futs: list[Future] = [pool.submit(run_bound, b) for b in bounds]
                 futs += [pool.submit(run_case, c) for c in cases]

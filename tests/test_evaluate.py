@@ -322,3 +322,23 @@ def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> N
                 gains.append(np.mean(mine) / np.mean(theirs) - 1)
         assert cells[2] == f"{np.mean(gains) * 100:+.1f} %"
     assert (out / "img" / "paper-vs-rate.png").read_bytes().startswith(PNG)
+
+
+def _threads() -> tuple[int, list[int]]:
+    import torch
+    from threadpoolctl import threadpool_info
+
+    return torch.get_num_threads(), sorted({i["num_threads"] for i in threadpool_info()})
+
+
+def test_workers_run_torch_and_blas_on_one_thread() -> None:
+    """Workers are one per core: a worker with a BLAS pool per core oversubscribed them (ldwp ran
+    5x slower in the pool than alone, measured on 2 cores)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    from experiments.evaluation import _ONE_THREAD, _worker_init
+
+    ctx = __import__("multiprocessing").get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init) as pool:
+        assert pool.submit(_threads).result() == (1, [1])
+    assert set(_ONE_THREAD) == {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
