@@ -192,6 +192,12 @@ def _parser() -> argparse.ArgumentParser:
         default=[],
         help="NAME=DIR of a training run whose curves to plot (repeatable)",
     )
+    e.add_argument(
+        "--convergence-steps",
+        type=_STEPS,
+        default=20_000,
+        help="--suite paper without --runs: DQN steps of each convergence run (0 skips; default 20000)",
+    )
     e.add_argument("--out", required=True, help="output folder (report.md, report.html, results.*, img/)")
 
     i = sub.add_parser("interference", help="co-location interference model: fit, evaluate")
@@ -255,7 +261,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     )
     load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)  # fail fast on a bad scenario
     summary = train(cfg, args.out, resume=args.resume)
-    print(json.dumps({k: summary[k] for k in ("before_dqn", "after_dqn", "bc_accuracy")}))
+    print(json.dumps({k: summary[k] for k in ("seed_sets", "before_dqn", "after_dqn", "bc_accuracy")}))
     return 0
 
 

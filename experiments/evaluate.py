@@ -13,8 +13,9 @@ import os
 import platform
 import re
 import subprocess
+import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -56,6 +57,8 @@ class EvalConfig:
     :param title: the report's title.
     :param command: the command line, printed in every report.
     :param suite: the suite it came from, if any.
+    :param convergence_steps: with ``suite == "paper"`` and no ``runs``: DQN steps of each of the
+        two training runs (with and without pretraining) whose curves the report shows; 0 skips.
     """
 
     scenarios: list[str]
@@ -69,6 +72,7 @@ class EvalConfig:
     title: str = "rlsched evaluation"
     command: str = "rlsched evaluate"
     suite: str | None = None
+    convergence_steps: int = 20_000
 
 
 def validate(cfg: EvalConfig, out: Path) -> None:
@@ -163,6 +167,8 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
             f.write(json.dumps({**asdict(r.case), "status": r.status, "error": r.error, **r.metrics}) + "\n")
 
     results, bound_out = run_grid(cases, bounds, cfg.jobs, progress, keep)
+    if cfg.suite == "paper" and not cfg.runs and cfg.convergence_steps > 0:
+        cfg = replace(cfg, runs=train_convergence_runs(cfg.convergence_steps, out / "runs"))
     rows = build_rows(results, bound_out)
     meta = Meta(
         command=cfg.command,
@@ -183,6 +189,24 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         "above_bound": over,
         "wall_s": round(meta.wall_s, 1),
     }
+
+
+def train_convergence_runs(steps: int, folder: Path) -> dict[str, str]:
+    """The paper's convergence experiment: LDWP on ``paper`` at 50 tasks/min, trained with and
+    without pretraining (behaviour cloning of ``mct``) from the same seed; their folders by name.
+
+    :param steps: DQN steps of each run.
+    :param folder: where the two run folders go.
+    """
+    from experiments.train import TrainConfig, train
+
+    runs = {}
+    for name, teacher in (("pretrained", "mct"), ("from scratch", None)):
+        d = folder / ("pretrained" if teacher else "scratch")
+        print(f"evaluate: training LDWP {name} ({steps} DQN steps) into {d}", file=sys.stderr)
+        train(TrainConfig(scenario="paper", rate_per_min=50.0, steps=steps, pretrain=teacher), d)
+        runs[name] = str(d)
+    return runs
 
 
 def write_report(rows: list[dict], results: list[CaseResult], cfg: EvalConfig, meta: Meta, out: Path) -> None:
@@ -301,9 +325,9 @@ def _latency_lower_bounds(sc: str, cfg: EvalConfig) -> list[float]:
     try:
         from envs.capacity import task_latency_bounds
         from experiments.evaluation import load_entry
-        from rlsched.taskgen import generate_tasks
+        from rlsched.taskgen import generate_tasks, scenario_for_seed
 
-        scenario = load_entry(sc, cfg.rate)
+        scenario = scenario_for_seed(load_entry(sc, cfg.rate), cfg.seeds[0])
         lb = task_latency_bounds(scenario, generate_tasks(scenario, cfg.seeds[0]))
         return [float(x) for x in lb if x == x]
     except Exception:  # the bound's own failure is reported in the scenario's text
@@ -329,13 +353,15 @@ def _curve_blocks(cfg: EvalConfig, out: Path) -> list[Block]:
         out / "img" / "learning-curves.png",
         "Learning and transfer curves (evaluation throughput during DQN)",
         "DQN steps",
-        "tasks/min (the run's evaluation seeds)",
+        "tasks/min (the run's validation seeds)",
         series,
     )
     return [
         Block("h2", "Learning curves"),
         Block(
-            "p", "From each run's `history.json`: the greedy network's evaluation after each DQN interval."
+            "p",
+            "From each run's `history.json`: the greedy network's evaluation after each DQN interval, on "
+            "the run's validation seeds (the ones that choose `best/`; not test seeds).",
         ),
         Block("img", text=p.relative_to(out).as_posix(), head=("learning and transfer curves",)),
     ]

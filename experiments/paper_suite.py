@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from experiments import report_plots as plots
+from experiments.evaluation import parse_entry
 from experiments.report_stats import ARRIVAL_BOUND, Summary, summarise
 from experiments.report_writer import Block
 
@@ -26,9 +27,9 @@ BASE = "random+speedup"
 def _by_rate(rows: list[dict]) -> dict[float, dict[str, list[dict]]]:
     out: dict[float, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        name, at, rate = r["scenario"].rpartition("@")
-        if at and name == "paper" and r["status"] == "ok":
-            out[float(rate)][r["scheduler"]].append(r)
+        name, rate, _ = parse_entry(r["scenario"], None)
+        if rate is not None and name == "paper" and r["status"] == "ok":
+            out[rate][r["scheduler"]].append(r)
     return dict(sorted(out.items()))
 
 
@@ -157,7 +158,7 @@ def convergence_note(has_runs: bool) -> list[Block]:
         Block("h3", "Convergence with and without pretraining"),
         Block(
             "p",
-            "Not run by the suite (it trains two networks). To add the curves: "
+            "Skipped (`--convergence-steps 0`). To add the curves: "
             "`rlsched train --scenario paper --rate 50 --out runs/pre` (behaviour cloning of `mct`, "
             "then DQN), `rlsched train --scenario paper --rate 50 --pretrain none --out runs/scratch`, "
             "then this suite with "

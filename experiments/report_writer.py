@@ -19,6 +19,7 @@ from pathlib import Path
 from experiments.evaluation import BoundCase, CaseResult
 from experiments.report_stats import ARRIVAL_BOUND, Summary, not_completed, precision, summarise
 from rlsched.metrics import RunMetrics
+from rlsched.seeds import describe
 
 METRICS = [f.name for f in fields(RunMetrics)]
 BOUND_FIELDS = (
@@ -324,7 +325,7 @@ def meta_blocks(meta: Meta, title: str) -> list[Block]:
         Block("code", meta.command),
         Block(
             "p",
-            f"Seeds {meta.seeds} (test seeds unless the command says otherwise) · git revision "
+            f"Seeds {meta.seeds} ({describe(meta.seeds)} set: rlsched.seeds) · git revision "
             f"{meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall.",
         ),
     ]

@@ -1,8 +1,8 @@
 """Prepared evaluations (``rlsched evaluate --suite``), the test seeds, and the scenario listing.
 
-Seeds: training episodes use ``seed * 1000 + episode`` (under 10,000 for training seeds under 10)
-and validation (model selection, ``best/``) seeds 10,001-10,003; reported figures use the test
-seeds from :data:`TEST_SEED_BASE` on, which neither touches.
+Seeds (``rlsched.seeds``): training episodes use the training set (0-9,999), model selection
+(``best/``) the validation set (10,000-19,999); reported figures use the test seeds from
+:data:`TEST_SEED_BASE` on, which neither touches.
 """
 
 from __future__ import annotations
@@ -12,11 +12,13 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from rlsched.seeds import TEST
+
 if TYPE_CHECKING:
     from experiments.evaluate import EvalConfig
 
 #: First test seed: evaluations report these, never training or validation seeds.
-TEST_SEED_BASE = 20_000
+TEST_SEED_BASE = TEST.start
 SUITE_NAMES = ("default", "paper", "full")
 
 #: The main schedulers: the paper's baselines, the strongest heuristics, ours, the reference.
@@ -117,6 +119,7 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
         title=title,
         command=shlex.join(["rlsched", *argv]),
         suite=args.suite,
+        convergence_steps=args.convergence_steps,
     )
 
 

@@ -308,7 +308,7 @@ def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> N
     out = tmp_path / "paper"
     scheds = "random+speedup,mct+speedup,pats+speedup,ldwp+speedup"
     args = ["evaluate", "--suite", "paper", "--scenarios", "paper@20,paper@40", "--schedulers", scheds]
-    assert main([*args, "--seeds", "2", "--jobs", "1", "--out", str(out)]) == 0
+    assert main([*args, "--seeds", "2", "--jobs", "1", "--convergence-steps", "0", "--out", str(out)]) == 0
     rows = json.loads((out / "results.json").read_text())["rows"]
     md = (out / "report.md").read_text()
     assert "The TPDS 2021 comparison" in md and "Speedup over Random" in md and "runs/scratch" in md
@@ -322,6 +322,20 @@ def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> N
                 gains.append(np.mean(mine) / np.mean(theirs) - 1)
         assert cells[2] == f"{np.mean(gains) * 100:+.1f} %"
     assert (out / "img" / "paper-vs-rate.png").read_bytes().startswith(PNG)
+
+
+@pytest.mark.slow
+def test_paper_suite_trains_the_convergence_runs(tmp_path: Path) -> None:
+    """Without --runs the paper suite trains LDWP with and without pretraining and plots both."""
+    out = tmp_path / "paper"
+    args = ["evaluate", "--suite", "paper", "--scenarios", "paper@50#200", "--schedulers", "mct"]
+    assert main([*args, "--seeds", "1", "--jobs", "1", "--convergence-steps", "600", "--out", str(out)]) == 0
+    for d in ("pretrained", "scratch"):
+        hist = json.loads((out / "runs" / d / "history.json").read_text())
+        assert [h["step"] for h in hist][-1] == 600
+    md = (out / "report.md").read_text()
+    assert "## Learning curves" in md and "validation seeds" in md
+    assert (out / "img" / "learning-curves.png").read_bytes().startswith(PNG)
 
 
 def _threads() -> tuple[int, list[int]]:
