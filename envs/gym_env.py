@@ -26,7 +26,8 @@ from rlsched.policies.registry import PLACERS
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
-from rlsched.taskgen import generate_tasks
+from rlsched.seeds import TRAINING
+from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -74,12 +75,15 @@ class ClusterSchedulingEnv(gym.Env):
     # ---- gym API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
-        run_seed = int(self.np_random.integers(2**31 - 1)) if seed is None else int(seed)
-        tasks = generate_tasks(self.scenario, run_seed)
+        # Unseeded episodes are training episodes: drawn from the training set, never from the
+        # validation or test seeds (rlsched.seeds).
+        run_seed = int(self.np_random.integers(len(TRAINING))) if seed is None else int(seed)
+        scenario = scenario_for_seed(self.scenario, run_seed)
+        tasks = generate_tasks(scenario, run_seed)
         if self.max_tasks is not None:
             tasks = tasks[: self.max_tasks]
         placer = PLACERS[self.placer_name]()
-        self._sim = Simulator(self.scenario, tasks, placer, seed=run_seed)
+        self._sim = Simulator(scenario, tasks, placer, seed=run_seed)
         placer.reset(self._sim.view, run_seed)
         self._sim.calibrate_placer()
         self._area = self._completed = 0.0

@@ -14,7 +14,7 @@ from envs.simulator import Simulator
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import parse_scheduler
 from rlsched.scenario import Scenario
-from rlsched.taskgen import generate_tasks
+from rlsched.taskgen import generate_tasks, scenario_for_seed
 
 
 def simulate(
@@ -29,6 +29,7 @@ def simulate(
     """
     seed = scenario.seed if seed is None else seed
     sched = parse_scheduler(scheduler)
+    scenario = scenario_for_seed(scenario, seed)
     tasks = generate_tasks(scenario, seed)
     sim = Simulator(scenario, tasks, sched.placer, seed=seed)
     if not progress:

@@ -32,7 +32,8 @@ from rlsched.policies.ldwp import encode_batch
 from rlsched.policies.registry import PLACERS, SELECTORS
 from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
-from rlsched.taskgen import generate_tasks
+from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
+from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -50,7 +51,8 @@ class TrainConfig:
     :param bc_epochs: passes over the cloning data.
     :param net_arch: hidden sizes of the node scorer (the paper's 256, 128).
     :param placer: stage-2 policy inside the environment.
-    :param eval_seeds: held-out episode seeds for evaluation (never trained on).
+    :param eval_seeds: validation seeds: every evaluation during training, and so the choice of
+        ``best/``, uses these (never trained on, never reported as test figures; ``rlsched.seeds``).
     :param eval_every: DQN steps between evaluations.
     """
 
@@ -63,7 +65,7 @@ class TrainConfig:
     bc_epochs: int = 8
     net_arch: tuple[int, ...] = (256, 128)
     placer: str = "speedup"
-    eval_seeds: tuple[int, ...] = (10_001, 10_002, 10_003)
+    eval_seeds: tuple[int, ...] = DEFAULT_VALIDATION
     eval_every: int = 5_000
     # Conservative DQN settings: starting from a cloned teacher, larger learning rates or more
     # exploration undo the cloning (measured: lr 3e-5, gamma 0.8 fell from 55.9 to 47.9
@@ -96,8 +98,8 @@ def collect_teacher(cfg: TrainConfig, scenario: Scenario) -> dict[str, np.ndarra
     for ep in tqdm(
         range(cfg.pretrain_episodes), desc=f"teacher {teacher.name}", unit="episode", disable=None
     ):
-        obs, _ = env.reset(seed=cfg.seed * 1000 + ep)
-        teacher.reset(env.view, cfg.seed * 1000 + ep)
+        obs, _ = env.reset(seed=training_seed(cfg.seed, ep))
+        teacher.reset(env.view, training_seed(cfg.seed, ep))
         done = False
         while not done:
             task = env.task
@@ -151,10 +153,11 @@ class GreedySelector:
 
 
 def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
-    """Mean throughput (tasks/min) and p95 latency of a selector on the held-out seeds."""
+    """Mean throughput (tasks/min) and p95 latency of a selector on the validation seeds."""
     thr, p95 = [], []
     for seed in cfg.eval_seeds:
-        sim = Simulator(scenario, generate_tasks(scenario, seed), PLACERS[cfg.placer](), seed)
+        sc = scenario_for_seed(scenario, seed)
+        sim = Simulator(sc, generate_tasks(sc, seed), PLACERS[cfg.placer](), seed)
         m = sim.run(TwoStageScheduler(selector, PLACERS[cfg.placer]()))
         thr.append(m.throughput * 60.0)
         p95.append(m.latency_p95_s)
@@ -209,7 +212,7 @@ class _Progress(BaseCallback):
         if self.history:
             last = self.history[-1]
             self.bar.set_postfix(
-                thr=f"{last['throughput_per_min']:.1f}/min", p95=f"{last['latency_p95_s']:.0f}s"
+                val_thr=f"{last['throughput_per_min']:.1f}/min", val_p95=f"{last['latency_p95_s']:.0f}s"
             )
 
     def _on_step(self) -> bool:
@@ -233,7 +236,9 @@ class _Progress(BaseCallback):
             self.best = score(ev)
             save_checkpoint(self.out / "best", scorer.state_dict(), meta)
         if self.bar is not None:
-            self.bar.set_postfix(thr=f"{ev['throughput_per_min']:.1f}/min", p95=f"{ev['latency_p95_s']:.0f}s")
+            self.bar.set_postfix(
+                val_thr=f"{ev['throughput_per_min']:.1f}/min", val_p95=f"{ev['latency_p95_s']:.0f}s"
+            )
         (self.out / "history.json").write_text(json.dumps(self.history, indent=1))
         return ev
 
@@ -252,6 +257,27 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, saved: Path, steps: int) -> None:
         super().__init__(f"interrupted after {steps} DQN steps; weights saved in {saved}")
         self.saved, self.steps = saved, steps
+
+
+def check_seed_sets(cfg: TrainConfig) -> None:
+    """Refuse validation seeds outside the validation set (they would leak into a figure).
+
+    :raises ValueError: naming ``eval_seeds`` and the seeds that are not validation seeds.
+    """
+    bad = [s for s in cfg.eval_seeds if s not in VALIDATION]
+    if bad or not cfg.eval_seeds:
+        span = f"{VALIDATION.start}-{VALIDATION.stop - 1}"
+        raise ValueError(f"eval_seeds: expected validation seeds in {span}, got {bad or '[]'}")
+
+
+def seed_sets(cfg: TrainConfig) -> dict[str, str]:
+    """Where each figure of a training run comes from (printed and kept in ``summary.json``)."""
+    first, last = training_seed(cfg.seed, 0), training_seed(cfg.seed, cfg.pretrain_episodes - 1)
+    return {
+        "training": f"episodes on training seeds (behaviour cloning: {first}-{last}; DQN: drawn from 0-9999)",
+        "evaluations": f"{describe(cfg.eval_seeds)} seeds {', '.join(map(str, cfg.eval_seeds))} "
+        "(choose best/; not test figures: rlsched evaluate reports those)",
+    }
 
 
 def build_dqn(env: gym.Env, cfg: TrainConfig, tensorboard_log: str | None = None) -> MaskedDQN:
@@ -290,6 +316,7 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
         (TensorBoard: DQN loss, exploration rate, episode rewards, evaluations).
     :param resume: a checkpoint directory whose weights start this run (skips cloning).
     """
+    check_seed_sets(cfg)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)
@@ -323,6 +350,12 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
             raise TrainingInterrupted(out / "last", model.num_timesteps) from None
     last = cb.history[-1]
     final = last if last["step"] == model.num_timesteps else cb.evaluate_and_save()
-    summary = {"before_dqn": start, "after_dqn": final, "bc_accuracy": bc_acc, "best": cb.history}
+    summary = {
+        "seed_sets": seed_sets(cfg),
+        "before_dqn": start,
+        "after_dqn": final,
+        "bc_accuracy": bc_acc,
+        "best": cb.history,
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
     return summary

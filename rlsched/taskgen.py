@@ -7,6 +7,8 @@ leaves the others' draws unchanged, and comparisons between scenarios stay paire
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from rlsched.arrivals import arrival_times
@@ -18,10 +20,32 @@ from rlsched.workloads import PAPER_APPS, build_graph, default_input_mb, is_know
 HOST_MEM_BASE_MB = 256.0
 
 
+def scenario_for_seed(scenario: Scenario, seed: int) -> Scenario:
+    """``scenario`` as run with ``seed``: on a trace scenario the seed draws the node sample.
+
+    Generated clusters are fixed by the file, so other scenarios come back unchanged; so does a
+    trace scenario that takes every node. Node groups a trace scenario adds stay as they are.
+    Run a seed's tasks (:func:`generate_tasks`) on the scenario this returns for the same seed.
+
+    :param scenario: the loaded scenario (its cluster drawn with ``scenario.seed``).
+    :param seed: the run's seed.
+    """
+    ali = scenario.workload.alibaba
+    if ali is None or ali.nodes == 0 or seed == scenario.seed:
+        return scenario
+    from rlsched.traces import alibaba_cluster  # lazy, as in generate_tasks
+
+    sample = alibaba_cluster(ali, seed)
+    added = scenario.cluster.nodes[ali.nodes :]  # the file's own node groups follow the sample
+    cluster = replace(sample, nodes=sample.nodes + added, name=scenario.cluster.name)
+    return replace(scenario, cluster=cluster, seed=seed)
+
+
 def generate_tasks(scenario: Scenario, seed: int | None = None) -> list[Task]:
     """The tasks of ``scenario``'s workload, with dense ids 0..n-1 in arrival order.
 
-    With ``workload.alibaba`` set, tasks come from the Alibaba trace (``rlsched.traces``).
+    With ``workload.alibaba`` set, tasks come from the Alibaba trace (``rlsched.traces``): the
+    seed draws which window of the trace is replayed.
     Otherwise apps are drawn by their shares (the paper's three video apps in equal shares when
     none are given), input sizes uniformly from ``workload.input_mb`` or each app's default range,
     arrival times from the arrival process; tenants are assigned round-robin.

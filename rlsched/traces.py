@@ -12,7 +12,9 @@ How pods become tasks (:func:`alibaba_tasks`):
 
 * pods are replayed in ``creation_time`` order; ``Pending`` pods and pods that were never
   scheduled are skipped, since they never ran and have no duration;
-* arrival = (creation_time - first kept creation_time) x ``time_scale``;
+* a run replays a window of ``tasks`` consecutive pods whose start the run's seed draws (the
+  whole list when ``tasks`` covers it), so different seeds are different runs;
+* arrival = (creation_time - the window's first creation_time) x ``time_scale``;
 * duration = (deletion_time - scheduled_time) x ``time_scale``. For ``Running`` pods the
   deletion time is the snapshot's end, not a real completion; they are kept (most of the trace
   is such pods) and every duration is capped at the 99th percentile of the file's durations so a
@@ -30,8 +32,9 @@ How pods become tasks (:func:`alibaba_tasks`):
   ``gpu_models`` = the models listed in ``gpu_spec`` (``|``-separated, empty = any);
   ``host_mem_mb`` = ``memory_mib``; ``input_mb`` = 10.
 
-Nodes (:func:`alibaba_cluster`): a stratified sample that keeps each GPU model's share of the
-node list; ``G2``/``G3`` are undisclosed codes that the hardware catalog maps to assumed models.
+Nodes (:func:`alibaba_cluster`): a stratified sample, drawn by the run's seed, that keeps each GPU
+model's share of the node list; ``G2``/``G3`` are undisclosed codes that the hardware catalog
+maps to assumed models.
 """
 
 from __future__ import annotations
@@ -130,16 +133,17 @@ def alibaba_cluster(spec: AlibabaSpec, seed: int) -> ClusterSpec:
 
 
 def alibaba_tasks(spec: AlibabaSpec, max_tasks: int, seed: int) -> list[Task]:
-    """Replay the trace's pods as tasks (see the module docstring for the mapping).
+    """Replay a window of the trace's pods as tasks (see the module docstring for the mapping).
 
     :param spec: files and ``time_scale``.
-    :param max_tasks: keep at most this many (the earliest); ``0`` = all.
-    :param seed: unused: the replay is deterministic (kept for a uniform generator signature).
+    :param max_tasks: replay this many consecutive pods (``0`` = all of them).
+    :param seed: draws where the window starts (uniformly over the windows the file holds), so
+        seeds are different runs; arrivals count from the window's first pod. Replaying every
+        pod leaves nothing to draw.
     :returns: tasks with dense ids ``0..n-1`` in arrival order.
     :raises FileNotFoundError: naming the pod list when it does not exist.
     :raises ValueError: on a malformed file (naming the file and line).
     """
-    del seed
     rows = _read_rows(spec.pod_csv, POD_COLUMNS + POD_TIME_COLUMNS)
     pods = [(line, r) for line, r in rows if _ran(r)]
     # Stable sort: pods created in the same second keep the file's order.
@@ -148,14 +152,29 @@ def alibaba_tasks(spec: AlibabaSpec, max_tasks: int, seed: int) -> list[Task]:
         return []
     durations = [_raw_duration(spec.pod_csv, line, r) for line, r in pods]
     cap = float(np.percentile(durations, DURATION_CAP_PERCENTILE))
-    t0 = _int(spec.pod_csv, *pods[0], "creation_time")
-    keep = pods if max_tasks <= 0 else pods[:max_tasks]
+    start = trace_window_start(len(pods), max_tasks, seed)
+    stop = len(pods) if max_tasks <= 0 else start + max_tasks
+    keep, durations = pods[start:stop], durations[start:stop]
+    t0 = _int(spec.pod_csv, *keep[0], "creation_time")
     tasks = []
-    for i, ((line, r), raw) in enumerate(zip(keep, durations, strict=False)):
+    for i, ((line, r), raw) in enumerate(zip(keep, durations, strict=True)):
         arrival = (_int(spec.pod_csv, line, r, "creation_time") - t0) * spec.time_scale
         duration = max(MIN_DURATION_S, min(raw, cap)) * spec.time_scale
         tasks.append(_task(spec.pod_csv, line, r, i, arrival, duration))
     return tasks
+
+
+def trace_window_start(n_pods: int, max_tasks: int, seed: int) -> int:
+    """Index of the first pod of the window ``seed`` replays (0 when the window is the file).
+
+    :param n_pods: pods that ran, in creation order.
+    :param max_tasks: window length (``0`` = all).
+    :param seed: the run's seed.
+    """
+    if max_tasks <= 0 or max_tasks >= n_pods:
+        return 0
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7ACE]))
+    return int(rng.integers(0, n_pods - max_tasks + 1))
 
 
 # --- nodes -------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from rlsched.traces import (
     alibaba_cluster,
     alibaba_tasks,
     check_pod_csv,
+    trace_window_start,
 )
 
 POD_HEADER = ",".join((*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_TIME_COLUMNS))
@@ -103,10 +104,20 @@ def test_durations_capped_at_99th_percentile(pod_spec: AlibabaSpec) -> None:
     assert multi.gflop > 290 * 0.5 * ref
 
 
-def test_max_tasks_keeps_earliest(pod_spec: AlibabaSpec) -> None:
-    tasks = alibaba_tasks(pod_spec, 2, seed=0)
-    assert [t.id for t in tasks] == [0, 1]
-    assert [t.arrival_s for t in tasks] == [0.0, 25.0]
+def test_seed_draws_a_window_of_consecutive_pods(pod_spec: AlibabaSpec) -> None:
+    every = alibaba_tasks(pod_spec, 0, seed=0)  # kept pods in order: p1, p0, p3, p4
+    names = [t.tenant for t in every]
+    windows = {}
+    for seed in range(40):
+        tasks = alibaba_tasks(pod_spec, 2, seed=seed)
+        assert [t.id for t in tasks] == [0, 1]
+        assert tasks[0].arrival_s == 0.0  # counted from the window's first pod
+        start = trace_window_start(len(every), 2, seed)
+        assert [t.tenant for t in tasks] == names[start : start + 2]
+        windows[seed] = start
+    assert set(windows.values()) == {0, 1, 2}  # every window of 2 in 4 pods is drawn
+    assert alibaba_tasks(pod_spec, 2, seed=7) == alibaba_tasks(pod_spec, 2, seed=7)
+    assert [t.arrival_s for t in alibaba_tasks(pod_spec, 0, seed=5)] == [t.arrival_s for t in every]
 
 
 def test_pod_list_without_times_is_rejected(tmp_path: Path) -> None:
@@ -190,6 +201,23 @@ def test_real_cluster_keeps_model_proportions() -> None:
     got = Counter(n.gpus[0].name for n in sample.nodes if n.gpus)
     for model, count in share.items():
         assert abs(got[model] - 64 * count / len(full)) <= 1, model
+
+
+@needs_data
+def test_seeds_of_a_trace_scenario_are_different_runs() -> None:
+    """Each seed samples its own nodes (same count) and trace window; the file's seed is the file."""
+    from rlsched.scenario_io import load_scenario
+    from rlsched.taskgen import generate_tasks, scenario_for_seed
+
+    sc = load_scenario("alibaba")
+    assert scenario_for_seed(sc, sc.seed) is sc
+    a, b = scenario_for_seed(sc, 20_000), scenario_for_seed(sc, 20_001)
+    assert len(a.cluster.nodes) == len(b.cluster.nodes) == len(sc.cluster.nodes) == 64
+    assert {n.name for n in a.cluster.nodes} != {n.name for n in b.cluster.nodes}
+    assert a.cluster.name == sc.cluster.name
+    ta, tb = generate_tasks(a, 20_000), generate_tasks(b, 20_001)
+    assert len(ta) == len(tb) == 2000
+    assert [t.graph for t in ta] != [t.graph for t in tb]
 
 
 @needs_data

@@ -76,7 +76,7 @@ def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path
         bc_epochs=5,
         learning_starts=100,
         eval_every=200,
-        eval_seeds=(101,),
+        eval_seeds=(10_101,),
         net_arch=(32, 16),
     )
     summary = train(cfg, out)
@@ -126,7 +126,7 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Pat
             steps=0,
             pretrain_episodes=1,
             bc_epochs=5,
-            eval_seeds=(101,),
+            eval_seeds=(10_101,),
             net_arch=(32, 16),
         ),
         src,

@@ -1,0 +1,44 @@
+"""The three disjoint seed sets every experiment draws from.
+
+A seed fixes one run of a scenario: its tasks, drift, and on trace scenarios the node sample and
+the trace window. Learning uses the sets in the usual way:
+
+* **training** seeds generate the episodes a policy learns from (behaviour cloning and DQN);
+* **validation** seeds select among checkpoints (``best/``) and tune any constant;
+* **test** seeds are the only ones any reported figure uses (``rlsched evaluate`` by default).
+
+No seed is in two sets, so a figure on test seeds was never seen while a policy was trained or
+chosen. Seeds outside all three (``>= 30000``) are allowed for ad-hoc runs and reported as such.
+"""
+
+from __future__ import annotations
+
+TRAINING = range(0, 10_000)
+VALIDATION = range(10_000, 20_000)
+TEST = range(20_000, 30_000)
+
+#: Seeds of the default validation set (checkpoint selection in ``rlsched train``).
+DEFAULT_VALIDATION: tuple[int, ...] = (10_001, 10_002, 10_003)
+
+
+def seed_set(seed: int) -> str:
+    """``"training"``, ``"validation"``, ``"test"`` or ``"other"``: the set ``seed`` belongs to."""
+    for name, r in (("training", TRAINING), ("validation", VALIDATION), ("test", TEST)):
+        if seed in r:
+            return name
+    return "other"
+
+
+def describe(seeds: tuple[int, ...] | list[int]) -> str:
+    """Which sets a list of seeds comes from, for a figure's caption (e.g. ``"test"``)."""
+    names = sorted({seed_set(s) for s in seeds}, key=["training", "validation", "test", "other"].index)
+    return " + ".join(names) if names else "none"
+
+
+def training_seed(run_seed: int, episode: int) -> int:
+    """The seed of training episode ``episode`` of a run seeded ``run_seed`` (in :data:`TRAINING`).
+
+    :param run_seed: the training run's seed (``TrainConfig.seed``).
+    :param episode: episode index within the run.
+    """
+    return (run_seed * 1_000 + episode) % len(TRAINING)
