@@ -335,6 +335,7 @@ class Simulator:
         v.tasks_on_node[node] += 1
         self._on_node[node][task.id] = tr
         self._admit[node].append(tr)
+        v.host_mem_queue_changed(node, task.host_mem_mb)
         self._admit_tasks(node)
 
     def _admit_tasks(self, node: int) -> None:
@@ -345,6 +346,7 @@ class Simulator:
         while q and f.host_mem_used[node] + q[0].task.host_mem_mb <= f.host_mem[node]:
             tr = q.pop(0)
             self._util.advance_node(node, self.now)
+            v.host_mem_queue_changed(node, -tr.task.host_mem_mb)
             v.host_mem_changed(node, tr.task.host_mem_mb)
             end = self._down.reserve(node, self.now, tr.task.input_mb / self._net[node])
             self._push(end, _XFER, tr, tr.epoch)

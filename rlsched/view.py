@@ -148,6 +148,9 @@ class ClusterView:
     node_gpus_active: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     node_gpu_mem_used_mb: np.ndarray = field(default_factory=lambda: np.zeros(0))
     node_speed_gpu: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Host memory asked by tasks assigned to each node and waiting for it (admission is FIFO: a
+    #: task's input transfer starts once its host memory fits), MB. A node agent knows its queue.
+    host_mem_queued_mb: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
         n = len(self.node_names)
@@ -161,6 +164,8 @@ class ClusterView:
         self.node_tflops = (self.gpu_tflops * valid).sum(axis=1)
         self.node_tflops_mean = np.where(ng > 0, self.node_tflops / ngc, 0.0)
         self.node_bw_mean = np.where(ng > 0, (self.gpu_bw_gbs * valid).sum(axis=1) / ngc, 0.0)
+        if self.host_mem_queued_mb.shape != (n,):
+            self.host_mem_queued_mb = np.zeros(n)
         self.resync(aggregates=self.node_gpu_running.shape != (n,))
 
     def resync(self, aggregates: bool = True) -> None:
@@ -214,6 +219,11 @@ class ClusterView:
         f = self.fast
         f.host_mem_used[node] += delta_mb
         self.host_mem_used_mb[node] = f.host_mem_used[node]
+
+    def host_mem_queue_changed(self, node: int, delta_mb: float) -> None:
+        """Account host memory of tasks joining (positive) or leaving (negative) a node's
+        admission queue."""
+        self.host_mem_queued_mb[node] += delta_mb
 
     def gpu_started(self, node: int, gpu: int, mem_mb: float, kind: str) -> None:
         """Account a subtask that started on a GPU."""
@@ -290,6 +300,7 @@ class ClusterView:
             arr[node] = 0
         for arr in (self.backlog_gpu_s, self.backlog_cpu_s, self.node_gpu_mem_used_mb):
             arr[node] = 0.0
+        self.host_mem_queued_mb[node] = 0.0
         self.node_gpu_running[node] = 0
         self.node_gpus_active[node] = 0
         self.node_idle_streams[node] = self.node_streams[node]

@@ -12,7 +12,7 @@ from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
 from rlsched.interference import ColocationData, fit_interference
 from rlsched.policies.base import CPU, TwoStageScheduler
-from rlsched.policies.iawp import ONLINE_BATCH, IawpPlacer
+from rlsched.policies.iawp import ONLINE_BATCH, ColocGreedyPlacer, IawpPlacer
 from rlsched.policies.iawp_cosine import IawpCosinePlacer
 from rlsched.policies.registry import SELECTORS, parse_scheduler
 from rlsched.profiles import METRICS
@@ -116,6 +116,18 @@ def test_iawp_avoids_the_gpu_whose_co_runner_interferes(fitted: IawpPlacer) -> N
     assert fitted.place(task, sub, 0, _view_two_gpus((["kmeans_assign"], ["fft"]), busy_cores=2)) == 0
 
 
+def test_coloc_greedy_joins_the_co_runner_that_adds_most_progress(fitted: IawpPlacer) -> None:
+    placer = ColocGreedyPlacer(predictor=fitted.predictor)
+    placer._fill(["matmul", "fft", "kmeans_assign"], ["V100M16"])
+    task, sub = _ready("matmul", "matmul")
+    for pair, best in (((["fft"], ["kmeans_assign"]), 1), ((["kmeans_assign"], ["fft"]), 0)):
+        v = _view_two_gpus(pair, busy_cores=2)
+        assert placer._gain("matmul", 0, best, v) > placer._gain("matmul", 0, 1 - best, v)
+        assert placer.place(task, sub, 0, v) == best
+    # An empty GPU adds a whole subtask's progress: it beats joining anyone.
+    assert placer.place(task, sub, 0, _view_two_gpus(([], ["kmeans_assign"]), busy_cores=2)) == 0
+
+
 def test_iawp_learns_online_from_observed_co_runs() -> None:
     kinds = ["matmul", "fft"]
     data = _pair_data("kmeans_assign", "fft", kinds)  # fft with matmul profiled at 0.95
@@ -144,7 +156,7 @@ def test_iawp_cosine_prefers_dissimilar_co_runners() -> None:
     assert placer.place(t_fft, fft, 0, v) == CPU
 
 
-@pytest.mark.parametrize("placer", ["iawp", "iawp-cosine"])
+@pytest.mark.parametrize("placer", ["iawp", "iawp-cosine", "coloc-greedy"])
 def test_two_stage_runs_complete_every_task(placer: str) -> None:
     sc = small_scenario(
         nodes=(node("a", cores=4, gpus=("V100M16", "V100M16"), streams=4), node("b", gpus=("P100",))),
@@ -155,7 +167,7 @@ def test_two_stage_runs_complete_every_task(placer: str) -> None:
     sched = TwoStageScheduler(SELECTORS["mct"](), parse_scheduler(f"mct+{placer}").placer)
     m = Simulator(sc, generate_tasks(sc, 0), sched.placer, seed=0).run(sched)
     assert m.tasks_completed == 60 and m.tasks_lost == 0
-    if placer == "iawp":
+    if placer in ("iawp", "coloc-greedy"):
         assert sched.placer.predictor is not None  # type: ignore[attr-defined]
 
 

@@ -264,3 +264,44 @@ class IawpPlacer(MlsmPlacer):
             if cost < best_cost:
                 best, best_cost, best_t = g, cost, t
         return best, best_t
+
+
+class ColocGreedyPlacer(IawpPlacer):
+    """Co-location-aware greedy placement: the GPU where joining adds the most predicted progress.
+
+    For a ready GPU subtask, every fitting GPU is scored by the predicted change of its total
+    progress rate — each co-runner's rate relative to running alone, the newcomer's included
+    (:meth:`IawpPlacer._gain`) — from the same NCF model, calibration and online learning as
+    ``iawp``. The best gain wins, ties going to the faster solo time; a subtask that may also run
+    on a core takes a free core when its predicted GPU time is longer. It never holds a subtask
+    back, so it has no threshold to tune: a greedy baseline for learned placers to beat.
+    """
+
+    name = "coloc-greedy"
+
+    def __init__(self, predictor: InterferencePredictor | None = None, method: str = "ncf") -> None:
+        super().__init__(predictor=predictor, method=method, min_gain=0.0)
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        dev = sub.kind.device
+        if dev is Device.CPU:
+            return CPU if core_free(node, view) else None
+        gpus = fitting_gpus(task, sub, node, view)
+        cpu_ok = dev is Device.BOTH and core_free(node, view)
+        if not gpus:
+            return CPU if cpu_ok else None
+        f = view.fast
+        kind = sub.kind.name
+        best, best_key, best_t = gpus[0], (-np.inf, -np.inf), np.inf
+        for g in gpus:
+            device = view.model_names[f.gpu_model[node][g]]
+            solo = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g]) / max(
+                self._solo.get((device, kind), 1.0), 1e-3
+            )
+            own = sum(self._pair_slowdown(device, kind, p) for p in view.gpu_kinds[node][g])
+            key = (self._gain(kind, node, g, view), -solo)
+            if key > best_key:
+                best, best_key, best_t = g, key, solo * (1.0 + own)
+        if cpu_ok and cpu_seconds(sub, node, view) < best_t:
+            return CPU
+        return best

@@ -8,6 +8,7 @@ from rlsched.policies.base import NodeSelector, SubtaskPlacer, TwoStageScheduler
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
     LeastLoadedSelector,
+    MctMemSelector,
     MctSelector,
     MlsmSelector,
     PatsSelector,
@@ -20,6 +21,7 @@ SELECTORS: dict[str, Callable[[], NodeSelector]] = {
     "round-robin": RoundRobinSelector,
     "least-loaded": LeastLoadedSelector,
     "mct": MctSelector,
+    "mct-mem": MctMemSelector,
     "pats": PatsSelector,
     "mlsm": MlsmSelector,
 }
@@ -30,6 +32,12 @@ def _iawp() -> SubtaskPlacer:
     from rlsched.policies.iawp import IawpPlacer
 
     return IawpPlacer()
+
+
+def _coloc_greedy() -> SubtaskPlacer:
+    from rlsched.policies.iawp import ColocGreedyPlacer
+
+    return ColocGreedyPlacer()
 
 
 def _iawp_cosine() -> SubtaskPlacer:
@@ -45,6 +53,7 @@ PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
     "speedup": SpeedupPlacer,
     "iawp": _iawp,
     "iawp-cosine": _iawp_cosine,
+    "coloc-greedy": _coloc_greedy,
 }
 #: The placer a bare selector name gets.
 DEFAULT_PLACER = "speedup"
