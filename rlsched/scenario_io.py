@@ -563,31 +563,39 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
     )
 
 
+_GROUPS_EXPECTED = "one or more [[cluster.nodes]] groups (or a [workload.alibaba] section)"
+
+
 def _cluster(ctx: _Ctx, raw: object, ali: AlibabaSpec | None, seed: int, default_name: str) -> ClusterSpec:
     tbl = _table(ctx, raw, "cluster")
     _check_keys(ctx, tbl, "cluster", _CLUSTER_KEYS)
     name = _str(ctx, tbl, "cluster", "name", default_name)
     if ali is not None:
-        if "nodes" in tbl:
-            raise ctx.error(
-                "cluster.nodes", "no node groups with [workload.alibaba] (nodes come from the trace)"
-            )
-        return _alibaba_cluster(ctx, ali, seed, name)
-    expected = "one or more [[cluster.nodes]] groups (or a [workload.alibaba] section)"
+        # Node groups beside a trace add nodes the trace lacks (e.g. CPU-only nodes) after the
+        # sampled ones.
+        trace = _alibaba_cluster(ctx, ali, seed, name)
+        if "nodes" not in tbl:
+            return trace
+        extra = _groups(ctx, tbl["nodes"], {n.name for n in trace.nodes})
+        return replace(trace, nodes=trace.nodes + tuple(extra))
     if "nodes" not in tbl:
-        raise ctx.error("cluster.nodes", expected)
-    groups = tbl["nodes"]
+        raise ctx.error("cluster.nodes", _GROUPS_EXPECTED)
+    return ClusterSpec(nodes=tuple(_groups(ctx, tbl["nodes"], set())), name=name)
+
+
+def _groups(ctx: _Ctx, groups: object, taken: set[str]) -> list[NodeSpec]:
+    """The nodes of the ``[[cluster.nodes]]`` groups, names unique among themselves and ``taken``."""
     if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
-        raise ctx.error("cluster.nodes", expected, groups)
+        raise ctx.error("cluster.nodes", _GROUPS_EXPECTED, groups)
     nodes: list[NodeSpec] = []
-    seen: set[str] = set()
+    seen = set(taken)
     for i, g in enumerate(groups):
         for node in _group(ctx, g, f"cluster.nodes[{i}]"):
             if node.name in seen:
                 raise ctx.error(f"cluster.nodes[{i}].name", "node names unique across groups", node.name)
             seen.add(node.name)
             nodes.append(node)
-    return ClusterSpec(nodes=tuple(nodes), name=name)
+    return nodes
 
 
 def _alibaba_cluster(ctx: _Ctx, ali: AlibabaSpec, seed: int, name: str) -> ClusterSpec:

@@ -23,6 +23,7 @@ POD_HEADER = ",".join((*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_TIME_C
 BUILTINS = (
     "alibaba",
     "alibaba-full",
+    "alibaba-dense",
     "dynamic",
     "interference",
     "interference-gavel",
@@ -435,13 +436,29 @@ def test_alibaba_section(tmp_path: Path) -> None:
     assert s.workload.tasks == 3
 
 
+def test_alibaba_node_groups_add_nodes_after_the_sample(tmp_path: Path) -> None:
+    _trace(tmp_path)
+    extra = "[[cluster.nodes]]\nname = 'cpu'\ncount = 2\ncpu_cores = 64\nhost_mem_gib = 128\n"
+    s = load_scenario(str(_write(tmp_path, ALIBABA + extra)))
+    names = [n.name for n in s.cluster.nodes]
+    assert names[:2] == ["n0", "n1"] and len(names) == 4
+    assert all(not n.gpus and n.cpu_cores == 64 for n in s.cluster.nodes[2:])
+    nodes_csv = tmp_path / "trace" / "nodes.csv"
+    nodes_csv.write_text(nodes_csv.read_text().replace("n1,", "cpu-1,"))
+    err = _error(_write(tmp_path, ALIBABA + extra))
+    assert err.field == "cluster.nodes[0].name" and "cpu-1" in str(err)
+
+
 def test_alibaba_section_errors(tmp_path: Path) -> None:
     trace = _trace(tmp_path)
     path = _write(tmp_path, ALIBABA.replace("nodes = 2", "nodes = 3"))
     assert _error(path).field == "workload.alibaba.nodes"
     path = _write(tmp_path, ALIBABA.replace("tasks = 3", "tasks = 3\napps = { fft = 1 }"))
     assert _error(path).field == "workload.apps"
-    path = _write(tmp_path, ALIBABA + "[[cluster.nodes]]\nname = 'x'\ncpu_cores = 1\nhost_mem_gib = 1\n")
+    group = "[[cluster.nodes]]\nname = 'x'\ncpu_cores = 1\nhost_mem_gib = 1\n"
+    path = _write(tmp_path, ALIBABA + group + group)
+    assert _error(path).field == "cluster.nodes[1].name"
+    path = _write(tmp_path, ALIBABA + "[cluster]\nnodes = 3\n")
     assert _error(path).field == "cluster.nodes"
     path = _write(tmp_path, ALIBABA)
     assert _error(path, rate_per_min=30).field == "--rate"
