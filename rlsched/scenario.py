@@ -45,12 +45,16 @@ class AlibabaSpec:
     :param pod_csv: path of an ``openb_pod_list_*.csv``.
     :param nodes: how many nodes to sample from the node list (``0`` = all).
     :param time_scale: multiply trace times (arrivals and durations) by this.
+    :param arrival_speedup: divide the gaps between arrivals (after ``time_scale``) by this, so
+        pods arrive that many times faster than in the trace while running as long: the knob that
+        raises a trace's load (``1`` = the trace's own pace).
     """
 
     node_csv: str
     pod_csv: str
     nodes: int = 64
     time_scale: float = 1.0
+    arrival_speedup: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ _GROUP_KEYS = (
     "streams_per_gpu", "net_gbps", "cpu_core_gflops", "join_s", "leave_s",
 )  # fmt: skip
 _WORKLOAD_KEYS = ("tasks", "apps", "input_mb", "deadline_s", "tenants", "arrival", "alibaba")
-_ALIBABA_KEYS = ("node_csv", "pod_csv", "nodes", "time_scale")
+_ALIBABA_KEYS = ("node_csv", "pod_csv", "nodes", "time_scale", "arrival_speedup")
 _ARRIVAL_KEYS = {
     "poisson": ("process", "rate_per_min"),
     "bursty": ("process", "high_rate_per_min", "low_rate_per_min", "mean_high_s", "mean_low_s"),
@@ -560,6 +560,7 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
         pod_csv=files["pod_csv"],
         nodes=_int(ctx, tbl, where, "nodes", 64, ge=0),
         time_scale=_num(ctx, tbl, where, "time_scale", 1.0, gt=0),
+        arrival_speedup=_num(ctx, tbl, where, "arrival_speedup", 1.0, ge=1),
     )
 
 

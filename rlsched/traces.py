@@ -14,7 +14,8 @@ How pods become tasks (:func:`alibaba_tasks`):
   scheduled are skipped, since they never ran and have no duration;
 * a run replays a window of ``tasks`` consecutive pods whose start the run's seed draws (the
   whole list when ``tasks`` covers it), so different seeds are different runs;
-* arrival = (creation_time - the window's first creation_time) x ``time_scale``;
+* arrival = (creation_time - the window's first creation_time) x ``time_scale`` /
+  ``arrival_speedup`` (pods arrive faster than in the trace but run as long: a denser load);
 * duration = (deletion_time - scheduled_time) x ``time_scale``. For ``Running`` pods the
   deletion time is the snapshot's end, not a real completion; they are kept (most of the trace
   is such pods) and every duration is capped at the 99th percentile of the file's durations so a
@@ -158,7 +159,8 @@ def alibaba_tasks(spec: AlibabaSpec, max_tasks: int, seed: int) -> list[Task]:
     t0 = _int(spec.pod_csv, *keep[0], "creation_time")
     tasks = []
     for i, ((line, r), raw) in enumerate(zip(keep, durations, strict=True)):
-        arrival = (_int(spec.pod_csv, line, r, "creation_time") - t0) * spec.time_scale
+        gap = _int(spec.pod_csv, line, r, "creation_time") - t0
+        arrival = gap * spec.time_scale / spec.arrival_speedup
         duration = max(MIN_DURATION_S, min(raw, cap)) * spec.time_scale
         tasks.append(_task(spec.pod_csv, line, r, i, arrival, duration))
     return tasks

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from pathlib import Path
 
@@ -68,6 +69,13 @@ def test_tasks_dense_ids_in_arrival_order_and_pending_skipped(pod_spec: AlibabaS
     # Arrivals relative to the first kept pod (p1 at 50), scaled by 0.5; ties keep file order.
     assert [t.arrival_s for t in tasks] == [0.0, 25.0, 75.0, 75.0]
     assert all(t.app == "alibaba" and t.input_mb == 10.0 for t in tasks)
+
+
+def test_arrival_speedup_compresses_arrivals_not_durations(pod_spec: AlibabaSpec) -> None:
+    base = alibaba_tasks(pod_spec, 0, seed=0)
+    fast = alibaba_tasks(dataclasses.replace(pod_spec, arrival_speedup=5.0), 0, seed=0)
+    assert [t.arrival_s for t in fast] == [t.arrival_s / 5.0 for t in base]
+    assert [t.graph.subtasks[0].gflop for t in fast] == [t.graph.subtasks[0].gflop for t in base]
 
 
 def test_task_fields(pod_spec: AlibabaSpec) -> None:
