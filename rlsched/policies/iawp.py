@@ -186,11 +186,15 @@ class IawpPlacer(MlsmPlacer):
             if cpu_ok and cpu_seconds(sub, node, view) < t_gpu:
                 return self._release(node, task, sub)
             return g if self.min_gain <= 0 else self._admit(task, sub, node, g, view)
-        if not cpu_ok:
-            return None
-        # Every stream is taken. Predict the time on the best GPU as if the subtask joined its
-        # present co-runners once a stream frees, plus the wait behind the older ready subtasks
-        # queued for the node's streams; take the core only if it still finishes sooner.
+        return self._when_streams_full(task, sub, node, view) if cpu_ok else None
+
+    def _when_streams_full(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        """A core, or ``None`` to wait for a stream, for a subtask that may run on either side.
+
+        Every stream is taken. Predict the time on the best GPU as if the subtask joined its
+        present co-runners once a stream frees, plus the wait behind the older ready subtasks
+        queued for the node's streams; take the core only if it still finishes sooner.
+        """
         able = [int(g) for g in np.flatnonzero(ever_fits(task, sub, node, view))]
         if not able:
             return self._release(node, task, sub)
@@ -273,8 +277,9 @@ class ColocGreedyPlacer(IawpPlacer):
     progress rate — each co-runner's rate relative to running alone, the newcomer's included
     (:meth:`IawpPlacer._gain`) — from the same NCF model, calibration and online learning as
     ``iawp``. The best gain wins, ties going to the faster solo time; a subtask that may also run
-    on a core takes a free core when its predicted GPU time is longer. It never holds a subtask
-    back, so it has no threshold to tune: a greedy baseline for learned placers to beat.
+    on a core takes a free core when its predicted GPU time is longer, and when every stream is
+    taken, only if the core beats the predicted wait for a stream as well (as ``iawp``). It never
+    holds a subtask back, so it has no threshold to tune: a greedy baseline for learned placers.
     """
 
     name = "coloc-greedy"
@@ -289,7 +294,7 @@ class ColocGreedyPlacer(IawpPlacer):
         gpus = fitting_gpus(task, sub, node, view)
         cpu_ok = dev is Device.BOTH and core_free(node, view)
         if not gpus:
-            return CPU if cpu_ok else None
+            return self._when_streams_full(task, sub, node, view) if cpu_ok else None
         f = view.fast
         kind = sub.kind.name
         best, best_key, best_t = gpus[0], (-np.inf, -np.inf), np.inf
