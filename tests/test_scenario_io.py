@@ -24,6 +24,7 @@ BUILTINS = (
     "alibaba",
     "alibaba-full",
     "alibaba-dense",
+    "hetero-saturated",
     "dynamic",
     "interference",
     "interference-gavel",
