@@ -10,10 +10,14 @@ decisions, in task-minutes — summed over an episode it is minus the total late
 so maximising it minimises mean latency, and with a fixed arrival stream keeps throughput up (by
 Little's law the backlog, and the makespan, stay small). ``reward="throughput"`` is the paper's:
 the change in completed tasks per minute between decisions.
+
+``info["dt_s"]`` is the simulated time from a decision to the next, for semi-MDP discounting
+(:mod:`models.time_discount`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -35,9 +39,13 @@ INVALID_PENALTY = 1.0
 
 
 class ClusterSchedulingEnv(gym.Env):
-    """Stage-1 scheduling of one scenario's task stream.
+    """Stage-1 scheduling of one scenario's task stream, or of several.
 
-    :param scenario: a built-in scenario name, a path, or a :class:`Scenario`.
+    With several scenarios each episode draws one (``reset(options={"scenario": i})`` picks it),
+    and observations are padded to the largest cluster: padded nodes are zeros with mask 0, so
+    the per-node network (which scores any number of nodes) never chooses them.
+
+    :param scenario: a built-in scenario name, a path, a :class:`Scenario`, or a sequence of these.
     :param placer: stage-2 policy used on every node.
     :param max_tasks: cap on tasks per episode (``None`` = the scenario's count).
     :param reward: ``"latency"`` or ``"throughput"``.
@@ -48,15 +56,20 @@ class ClusterSchedulingEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Scenario = "paper",
+        scenario: str | Scenario | Sequence[str | Scenario] = "paper",
         placer: str = "speedup",
         max_tasks: int | None = None,
         reward: str = "latency",
         rate_per_min: float | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(scenario, str):
-            scenario = load_scenario(scenario, rate_per_min=rate_per_min)
+        many = [scenario] if isinstance(scenario, str | Scenario) else list(scenario)
+        if not many:
+            raise ValueError("scenario: expected at least one scenario")
+        self.scenarios = [
+            load_scenario(s, rate_per_min=rate_per_min) if isinstance(s, str) else s for s in many
+        ]
+        scenario = self.scenarios[0]
         if reward not in ("latency", "throughput"):
             raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
         if placer not in PLACERS:
@@ -65,9 +78,10 @@ class ClusterSchedulingEnv(gym.Env):
         self.placer_name = placer
         self.max_tasks = max_tasks
         self.reward_kind = reward
-        n = len(scenario.cluster.nodes)
+        n = max(len(s.cluster.nodes) for s in self.scenarios)
         self.observation_space = observation_space(n)
         self.action_space = spaces.Discrete(n)
+        self.n_max = n
         self._sim: Simulator | None = None
         self._task: Task | None = None
         self._mask = np.zeros(n, dtype=bool)
@@ -78,6 +92,13 @@ class ClusterSchedulingEnv(gym.Env):
         # Unseeded episodes are training episodes: drawn from the training set, never from the
         # validation or test seeds (rlsched.seeds).
         run_seed = int(self.np_random.integers(len(TRAINING))) if seed is None else int(seed)
+        pick = (options or {}).get("scenario")
+        if pick is None:
+            pick = int(self.np_random.integers(len(self.scenarios))) if len(self.scenarios) > 1 else 0
+        if not 0 <= int(pick) < len(self.scenarios):
+            raise ValueError(f"options['scenario']: expected an index < {len(self.scenarios)}, got {pick}")
+        self.scenario = self.scenarios[int(pick)]
+        self._mask = np.zeros(len(self.scenario.cluster.nodes), dtype=bool)
         scenario = scenario_for_seed(self.scenario, run_seed)
         tasks = generate_tasks(scenario, run_seed)
         if self.max_tasks is not None:
@@ -98,10 +119,16 @@ class ClusterSchedulingEnv(gym.Env):
         invalid = not (0 <= node < len(self._mask) and self._mask[node])
         if invalid:
             node = int(np.argmin(np.where(self._mask, MctSelector.etc(task, sim.view), np.inf)))
+        t0 = sim.now
         sim.assign(task, node)
         done = self._advance()
         reward = self._reward() - (INVALID_PENALTY if invalid else 0.0)
-        info: dict[str, Any] = {"time_s": sim.now, "node": node, "invalid_action": invalid}
+        info: dict[str, Any] = {
+            "time_s": sim.now,
+            "dt_s": sim.now - t0,
+            "node": node,
+            "invalid_action": invalid,
+        }
         if done:
             info["metrics"] = sim.metrics().to_dict()
         return self._obs(), reward, done, False, info
@@ -119,8 +146,13 @@ class ClusterSchedulingEnv(gym.Env):
         return self._sim.view
 
     def action_masks(self) -> np.ndarray:
-        """Feasible actions (the sb3-contrib convention)."""
-        return self._mask.copy()
+        """Feasible actions (the sb3-contrib convention), padded to the largest cluster."""
+        return self._pad_mask(self._mask)
+
+    def _pad_mask(self, mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(self.n_max, dtype=mask.dtype)
+        out[: len(mask)] = mask
+        return out
 
     # ---- internals -------------------------------------------------------------------------
     def _advance(self) -> bool:
@@ -149,5 +181,11 @@ class ClusterSchedulingEnv(gym.Env):
         sim, task = self._sim, self._task
         assert sim is not None
         if task is None:  # terminal: any valid-looking observation; it is never acted on
-            return terminal_observation(len(self._mask))
-        return encode_observation(sim.view, task, self._mask)
+            return terminal_observation(self.n_max)
+        obs = encode_observation(sim.view, task, self._mask)
+        n = len(self._mask)
+        if n < self.n_max:
+            nodes = np.zeros((self.n_max, obs["nodes"].shape[1]), dtype=np.float32)
+            nodes[:n] = obs["nodes"]
+            obs["nodes"], obs["mask"] = nodes, self._pad_mask(obs["mask"])
+        return obs

@@ -57,6 +57,13 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _nonneg_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return _positive_float(text)
+
+
 def _fraction(text: str) -> float:
     """argparse type: a share in (0, 1]."""
     value = _positive_float(text)
@@ -93,7 +100,12 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     t = sub.add_parser("train", help="train the LDWP Q-network: behaviour cloning, then masked DQN")
-    t.add_argument("--scenario", default="paper")
+    t.add_argument(
+        "--scenario",
+        default="paper",
+        help="built-in name or path, or several comma-separated NAME[@RATE][#TASKS] entries to train "
+        "one network on all of them (default: paper)",
+    )
     t.add_argument(
         "--rate",
         type=_positive_float,
@@ -102,9 +114,29 @@ def _parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--steps", type=_STEPS, default=20_000, help="DQN environment steps (default: 20000)")
     t.add_argument("--seed", type=_SEED, default=0)
-    t.add_argument("--pretrain", default="mct", help="teacher selector for behaviour cloning, or 'none'")
+    t.add_argument(
+        "--pretrain",
+        default="mct-mem",
+        help="teacher selector for behaviour cloning, or 'none' (default: mct-mem, the memory-aware ETC)",
+    )
     t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
     t.add_argument("--resume", default=None, help="checkpoint directory to start from (skips cloning)")
+    t.add_argument(
+        "--half-life",
+        type=_nonneg_float,
+        default=30.0,
+        help="semi-MDP discount: simulated seconds after which a reward counts half (default: 30); "
+        "0 = discount per decision (gamma 0.9)",
+    )
+    t.add_argument(
+        "--double-q",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="double DQN targets (default: on)",
+    )
+    t.add_argument(
+        "--learning-rate", type=_positive_float, default=1e-4, help="DQN learning rate (default: 1e-4)"
+    )
 
     d = sub.add_parser(
         "demo",
@@ -258,10 +290,20 @@ def _cmd_train(args: argparse.Namespace) -> int:
         steps=args.steps,
         seed=args.seed,
         pretrain=None if args.pretrain == "none" else args.pretrain,
+        half_life_s=args.half_life or None,
+        double_q=args.double_q,
+        learning_rate=args.learning_rate,
     )
-    load_scenario(cfg.scenario, rate_per_min=cfg.rate_per_min)  # fail fast on a bad scenario
+    from experiments.train import training_scenarios
+
+    try:
+        training_scenarios(cfg)  # fail fast on a bad scenario
+    except ValueError as e:
+        print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
+        return 2
     summary = train(cfg, args.out, resume=args.resume)
-    print(json.dumps({k: summary[k] for k in ("seed_sets", "before_dqn", "after_dqn", "bc_accuracy")}))
+    keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
+    print(json.dumps({k: summary[k] for k in keys}))
     return 0
 
 

@@ -76,7 +76,44 @@ class MaskedDQNPolicy(DQNPolicy):
 
 
 class MaskedDQN(DQN):
-    """DQN whose exploration and warm-up draw only feasible actions (``obs["mask"]``)."""
+    """DQN whose exploration and warm-up draw only feasible actions (``obs["mask"]``).
+
+    :param double_q: double DQN targets (van Hasselt et al. 2016): the online network picks the
+        next action, the target network values it — less of the max operator's overestimation.
+    Other arguments as SB3's :class:`~stable_baselines3.DQN`. A replay buffer that provides
+    per-sample ``discounts`` (e.g. :class:`models.time_discount.TimeDiscountReplayBuffer`) sets
+    each target's discount.
+    """
+
+    def __init__(self, *args: Any, double_q: bool = False, **kwargs: Any) -> None:
+        self.double_q = double_q
+        super().__init__(*args, **kwargs)
+
+    def train(self, gradient_steps: int, batch_size: int = 100) -> None:
+        """SB3's DQN update with the double-Q target when ``double_q`` is set."""
+        if not self.double_q:
+            return super().train(gradient_steps, batch_size)
+        self.policy.set_training_mode(True)
+        self._update_learning_rate(self.policy.optimizer)
+        losses = []
+        for _ in range(gradient_steps):
+            data = self.replay_buffer.sample(batch_size, env=self._vec_normalize_env)  # type: ignore[union-attr]
+            discounts = data.discounts if data.discounts is not None else self.gamma
+            with torch.no_grad():
+                # Masked Q-values: the online argmax is always a feasible next action.
+                next_a = self.q_net(data.next_observations).argmax(dim=1, keepdim=True)
+                next_q = torch.gather(self.q_net_target(data.next_observations), 1, next_a)
+                target = data.rewards + (1 - data.dones) * discounts * next_q
+            q = torch.gather(self.q_net(data.observations), 1, data.actions.long())
+            loss = torch.nn.functional.smooth_l1_loss(q, target)
+            losses.append(loss.item())
+            self.policy.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.max_grad_norm)
+            self.policy.optimizer.step()
+        self._n_updates += gradient_steps
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/loss", float(np.mean(losses)))
 
     def predict(
         self,

@@ -5,6 +5,13 @@ same weights score each node from ``[node features, task features, cluster summa
 Q-value of action *i* is the score of node *i*. Infeasible nodes get :data:`MASKED_Q`, a finite
 large negative (``-inf`` would turn into NaN in the TD target), inside the network — so greedy
 acting and the DQN target's ``max`` both respect the mask.
+
+Dueling form (Wang et al. 2016): ``Q(s, i) = V(s) + A(s, i) - mean over feasible j of A(s, j)``,
+``V`` a second MLP on the task and cluster summary. Under a long horizon every action's value is
+dominated by what the cluster already holds (hundreds of task-minutes on a saturated cluster),
+while the choice of node changes it by little: ``V`` carries the common part, so TD learning need
+not move the per-node scores (which behaviour cloning trained) to fit it. Acting greedily reads
+only ``A``'s ranking, which cloning sets (its cross-entropy ignores ``V``).
 """
 
 from __future__ import annotations
@@ -39,6 +46,13 @@ class NodeScorer(nn.Module):
             width = h
         layers.append(nn.Linear(width, 1))
         self.mlp = nn.Sequential(*layers)
+        v_layers: list[nn.Module] = []
+        width = task_dim + cluster_dim
+        for h in hidden[-1:]:
+            v_layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        v_layers.append(nn.Linear(width, 1))
+        self.value = nn.Sequential(*v_layers)
 
     def forward(
         self, nodes: torch.Tensor, task: torch.Tensor, cluster: torch.Tensor, mask: torch.Tensor
@@ -48,5 +62,9 @@ class NodeScorer(nn.Module):
         x = torch.cat(
             (nodes, task.unsqueeze(1).expand(-1, n, -1), cluster.unsqueeze(1).expand(-1, n, -1)), dim=-1
         )
-        q = self.mlp(x).squeeze(-1)
-        return torch.where(mask > 0.5, q, torch.full_like(q, MASKED_Q))
+        adv = self.mlp(x).squeeze(-1)
+        feasible = mask > 0.5
+        count = feasible.sum(dim=1, keepdim=True).clamp(min=1)
+        mean_adv = torch.where(feasible, adv, torch.zeros_like(adv)).sum(dim=1, keepdim=True) / count
+        q = self.value(torch.cat((task, cluster), dim=-1)) + adv - mean_adv
+        return torch.where(feasible, q, torch.full_like(q, MASKED_Q))

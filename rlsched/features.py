@@ -17,11 +17,11 @@ from gymnasium import spaces
 
 from rlsched.estimates import task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
-from rlsched.policies.selectors import estimates
+from rlsched.policies.selectors import memory_aware_estimates
 from rlsched.tasks import Task
 from rlsched.view import DYN_COLUMNS, ClusterView
 
-FEATURE_VERSION = 1
+FEATURE_VERSION = 2
 
 NODE_FEATURES: tuple[str, ...] = (
     "alive",
@@ -52,6 +52,9 @@ NODE_FEATURES: tuple[str, ...] = (
     "etc_log",
     "etc_rel_best",
     "feasible",
+    # host memory (v2): the admission queue and the task's estimated wait for its memory
+    "host_mem_queued",
+    "mem_wait_log",
 )
 GPU_FEATURES: tuple[str, ...] = ("valid", "occupancy", "mem_util", "speed", "tflops_log", "bw_log")
 #: Apps with their own one-hot slot; others share the last slot.
@@ -76,6 +79,7 @@ TASK_FEATURES: tuple[str, ...] = (
     "subtasks_log",
     "gpu_fraction",
     "constrained",
+    "host_mem_log",
 )
 #: Node columns averaged over alive nodes into the cluster summary.
 _SUMMARY_COLS = [1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 15]
@@ -125,7 +129,7 @@ def encode_nodes(
     """
     if state is None:
         state = node_state(view)
-    g_s, c_s, etc = estimates(task, view)
+    g_s, c_s, etc, wait = memory_aware_estimates(task, view)
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state
@@ -133,6 +137,8 @@ def encode_nodes(
     rel = etc * (1.0 / max(best, 1e-6)) - 1.0
     out[:, 25] = np.minimum(np.maximum(rel, 0.0), 10.0)  # np.clip has several times the overhead
     out[:, 26] = mask
+    out[:, 27] = np.minimum(view.host_mem_queued_mb / view.host_mem_mb, 10.0)
+    out[:, 28] = np.log1p(wait * (1.0 / 60.0))
     alive = view.alive
     if not alive.all():
         out[~alive] = 0.0
@@ -207,6 +213,7 @@ def encode_task(task: Task, view: ClusterView) -> np.ndarray:
         log1p(len(task.graph)),
         g / max(g + c, 1e-9),
         bool(task.gpu_models),
+        log1p(task.host_mem_mb / 8192.0),
     )
     return np.array(vals, dtype=np.float32)
 

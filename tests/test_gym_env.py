@@ -276,3 +276,21 @@ def test_identical_views_give_identical_features(mixed: Scenario) -> None:
     va, vb = ClusterView.from_spec(mixed.cluster), ClusterView.from_spec(mixed.cluster)
     mask = np.ones(len(mixed.cluster.nodes), dtype=bool) & va.alive
     np.testing.assert_array_equal(encode_nodes(va, tasks[0], mask), encode_nodes(vb, tasks[0], mask))
+
+
+# ---- several scenarios in one environment ---------------------------------------------------------
+def test_several_scenarios_pad_to_the_largest_cluster(mixed: Scenario, small_scenario, node) -> None:
+    two = small_scenario(nodes=(node("x", cores=4, gpus=("T4",)), node("y", cores=4, gpus=("P4",))))
+    env = ClusterSchedulingEnv([mixed, two], max_tasks=20)
+    assert env.observation_space["nodes"].shape[0] == 4 and env.action_space.n == 4
+    obs, _ = env.reset(seed=1, options={"scenario": 1})
+    assert env.scenario is two and obs["nodes"].shape[0] == 4
+    assert not obs["mask"][2:].any() and not obs["nodes"][2:].any() and obs["mask"][:2].any()
+    assert not env.action_masks()[2:].any()
+    _, _, _, _, info = env.step(3)  # a padded node: replaced by a real one and penalised
+    assert info["invalid_action"] is True and info["node"] < 2
+    drawn = {(env.reset()[0], env.scenario.name)[1] for _ in range(20)}
+    assert drawn == {mixed.name, two.name}
+    with pytest.raises(ValueError, match="scenario"):
+        env.reset(options={"scenario": 2})
+    run_checkers(ClusterSchedulingEnv([mixed, two], max_tasks=20))

@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -56,7 +57,7 @@ def test_behaviour_cloning_learns_the_teacher(tiny: Path) -> None:
     cfg = TrainConfig(
         scenario=str(tiny), rate_per_min=None, pretrain="mct", pretrain_episodes=2, bc_epochs=30
     )
-    data = collect_teacher(cfg, load_scenario(cfg.scenario))
+    data = collect_teacher(cfg, [load_scenario(cfg.scenario)])
     assert set(data) == {"nodes", "task", "cluster", "mask", "action"} and len(data["action"]) == 160
     assert data["mask"][range(160), data["action"]].all()  # the teacher only picks feasible nodes
     torch.manual_seed(0)
@@ -161,3 +162,35 @@ def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> N
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     _, meta = load_checkpoint(out / "last", FEATURE_VERSION)
     assert meta["dqn_steps"] > 0 and meta["evaluation"] is None
+
+
+def test_one_network_trains_on_several_scenarios(tiny: Path, tmp_path: Path) -> None:
+    """Comma-separated entries: one network, episodes from each, best/ chosen on the mean over
+    scenarios of throughput relative to the teacher (so a scenario's scale does not weigh)."""
+    big = tmp_path / "bigger.toml"
+    big.write_text(SMALL.replace('name = "tiny"', 'name = "bigger"').replace("count = 2", "count = 5"))
+    cfg = TrainConfig(
+        scenario=f"{tiny},{big}",
+        steps=200,
+        pretrain_episodes=1,
+        bc_epochs=2,
+        learning_starts=50,
+        eval_every=100,
+        eval_seeds=(10_101,),
+        net_arch=(16,),
+    )
+    summary = train(cfg, tmp_path / "run")
+    names = (str(tiny), str(big))  # figures are keyed by the entries as written
+    assert set(summary["reference"]) == {"selector", *names}
+    assert summary["reference"]["selector"] == "mct-mem"
+    for h in summary["best"]:
+        assert set(h["scenarios"]) == set(names)
+        rel = np.mean(
+            [
+                h["scenarios"][s]["throughput_per_min"] / summary["reference"][s]["throughput_per_min"]
+                for s in names
+            ]
+        )
+        assert h["relative_throughput"] == pytest.approx(rel)
+    with pytest.raises(ValueError, match="scenario"):
+        train(TrainConfig(scenario=" , "), tmp_path / "none")

@@ -177,9 +177,18 @@ class MctMemSelector(_Selector):
     @staticmethod
     def etc(task: Task, view: ClusterView) -> np.ndarray:
         """Memory-aware estimated completion time (relative to now) on every node."""
-        g_s, c_s, etc = estimates(task, view)
-        after_mem = host_memory_wait(task, view) + task.input_mb * _static(view)["inv_net"] + g_s + c_s
-        return np.maximum(etc, after_mem)
+        return memory_aware_estimates(task, view)[2]
+
+
+def memory_aware_estimates(
+    task: Task, view: ClusterView
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: the task's GPU and CPU seconds and ETC as :func:`estimates`, except that the ETC
+    counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits)."""
+    g_s, c_s, etc = estimates(task, view)
+    wait = host_memory_wait(task, view)
+    after_mem = wait + task.input_mb * _static(view)["inv_net"] + g_s + c_s
+    return g_s, c_s, np.maximum(etc, after_mem), wait
 
 
 class PatsSelector(_Selector):
