@@ -34,6 +34,16 @@ DYN_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Memory (MB) below which a running total is zero: floating-point residue of adding and
+#: subtracting the same amounts must not keep a subtask that asks for a whole GPU, or a task for
+#: all of a node's host memory, out of an idle device forever.
+_MEM_EPS_MB = 1e-6
+
+
+def _snap(total_mb: float) -> float:
+    return 0.0 if abs(total_mb) < _MEM_EPS_MB else total_mb
+
+
 @dataclass
 class FastState:
     """Python-list mirrors of the view's arrays, for per-event reads (read-only to policies)."""
@@ -217,7 +227,7 @@ class ClusterView:
     def host_mem_changed(self, node: int, delta_mb: float) -> None:
         """Account host memory taken (positive) or released (negative) on a node."""
         f = self.fast
-        f.host_mem_used[node] += delta_mb
+        f.host_mem_used[node] = _snap(f.host_mem_used[node] + delta_mb)
         self.host_mem_used_mb[node] = f.host_mem_used[node]
 
     def host_mem_queue_changed(self, node: int, delta_mb: float) -> None:
@@ -257,9 +267,9 @@ class ClusterView:
         f.node_gpu_running[node] -= 1
         self.node_gpu_running[node] = f.node_gpu_running[node]
         self.node_idle_streams[node] += 1
-        f.gpu_mem_used[node][gpu] -= mem_mb
+        f.gpu_mem_used[node][gpu] = _snap(f.gpu_mem_used[node][gpu] - mem_mb)
         self.gpu_mem_used_mb[node, gpu] = f.gpu_mem_used[node][gpu]
-        f.node_gpu_mem_used[node] -= mem_mb
+        f.node_gpu_mem_used[node] = _snap(f.node_gpu_mem_used[node] - mem_mb)
         self.node_gpu_mem_used_mb[node] = f.node_gpu_mem_used[node]
         self.gpu_kinds[node][gpu].remove(kind)
         if speed_sample > 0:

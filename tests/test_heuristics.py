@@ -59,3 +59,20 @@ def test_queue_is_observed_and_prices_the_wait() -> None:
     assert wait[1] == 0.0 and wait[0] >= 30.0  # three tasks ahead finish one after another
     assert MctSelector().select(task, v, np.array([True, True])) == 0  # blind to the queue
     assert MctMemSelector().select(task, v, np.array([True, True])) == 1
+
+
+def test_memory_totals_return_to_exactly_zero() -> None:
+    """Adding and subtracting the same shares leaves float residue (4.5e-13 MB here); a subtask
+    asking for a whole GPU then never fitted an idle GPU, and the run stopped with a
+    PlacementError (found on alibaba-dense, validation seed 10016)."""
+    sc = small_scenario(nodes=(node("a", cores=2, gpus=("T4",)),))
+    v = ClusterView.from_spec(sc.cluster)
+    shares = [6553.6, 3276.8, 1638.4]
+    for m in shares:
+        v.gpu_started(0, 0, m, "k")
+        v.host_mem_changed(0, m)
+    for m in shares:
+        v.gpu_finished(0, 0, m, "k", 0.0, 0.1)
+        v.host_mem_changed(0, -m)
+    assert v.fast.gpu_mem_used[0][0] == 0.0 and v.gpu_mem_used_mb[0, 0] == 0.0
+    assert v.fast.node_gpu_mem_used[0] == 0.0 and v.host_mem_used_mb[0] == 0.0
