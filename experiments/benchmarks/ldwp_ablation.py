@@ -63,19 +63,27 @@ def main(argv: list[str] | None = None) -> int:
     models: dict[str, Path] = {}
     wall: dict[str, float] = {}
     for name, cfg in variants(base).items():
-        t0 = time.perf_counter()
-        print(f"ablation: training {name}", file=sys.stderr)
-        train(cfg, out / name)
-        wall[name] = time.perf_counter() - t0
+        # A variant trained by an earlier, interrupted invocation is kept, not retrained.
+        record = out / name / "ablation.json"
+        if record.exists():
+            wall[name] = json.loads(record.read_text())["train_wall_s"]
+        else:
+            t0 = time.perf_counter()
+            print(f"ablation: training {name}", file=sys.stderr)
+            train(cfg, out / name)
+            wall[name] = time.perf_counter() - t0
+            record.write_text(json.dumps({"train_wall_s": wall[name]}))
         models[name] = out / name / "best"
     models["cloned only (no DQN)"] = out / "full" / "pretrained"
     table: dict[str, list[dict]] = {}
     common = {"scenarios": [args.scenario], "seeds": seeds, "jobs": args.jobs}
+    (out / "eval-heuristics").mkdir(exist_ok=True)
     evaluate(EvalConfig(schedulers=list(HEURISTICS), **common), out / "eval-heuristics", progress=False)
     for r in _rows(out / "eval-heuristics"):
         table.setdefault(r["scheduler"], []).append(r)
     for name, model in models.items():
         d = out / f"eval-{name.split()[0]}"
+        d.mkdir(exist_ok=True)
         evaluate(EvalConfig(schedulers=["ldwp"], model=str(model), **common), d, progress=False)
         table[f"ldwp ({name})"] = _rows(d)
     best_h = max(HEURISTICS, key=lambda h: _stats(table[h], "throughput")[0])
