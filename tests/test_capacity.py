@@ -54,7 +54,7 @@ def test_no_scheduler_exceeds_the_bound(
     for rec, lb in zip(sim.records, lat_lb, strict=True):
         if not math.isnan(rec.done_s):
             assert rec.done_s - rec.arrival_s >= lb * (1 - 1e-9), (rec, lb)
-    if m.tasks_completed == bound.tasks:
+    if m.tasks_completed == bound.tasks > 0:  # (no task can run anywhere: nothing to bound)
         assert m.throughput <= bound.throughput_ub, (m.throughput, bound)
         assert m.latency_mean_s >= bound.latency_lb_mean_s * (1 - 1e-9)
         assert m.latency_p95_s >= bound.latency_lb_p95_s * (1 - 1e-9)
