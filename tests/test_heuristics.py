@@ -76,3 +76,26 @@ def test_memory_totals_return_to_exactly_zero() -> None:
         v.host_mem_changed(0, -m)
     assert v.fast.gpu_mem_used[0][0] == 0.0 and v.gpu_mem_used_mb[0, 0] == 0.0
     assert v.fast.node_gpu_mem_used[0] == 0.0 and v.host_mem_used_mb[0] == 0.0
+
+
+def test_ldwp_observes_the_host_memory_queue_and_wait() -> None:
+    """Feature version 2: the node encoder carries the queue (over host memory) and the task's
+    estimated memory wait, and its ETC columns are mct-mem's, so a network cloned from mct-mem
+    can see what mct-mem sees."""
+    from rlsched.features import NODE_FEATURES, encode_nodes
+
+    v = ClusterView.from_spec(TIGHT.cluster)
+    task = generate_tasks(TIGHT, 0)[0]
+    v.host_mem_changed(0, 1000.0)
+    v.host_mem_queue_changed(0, 3000.0)
+    v.tasks_on_node[0] = 4
+    v.backlog_cpu_s[0] = 40.0
+    x = encode_nodes(v, task, np.array([True, True]))
+    col = {name: i for i, name in enumerate(NODE_FEATURES)}
+    assert x[0, col["host_mem_queued"]] == np.float32(3000.0 / v.host_mem_mb[0])
+    assert x[1, col["host_mem_queued"]] == 0.0
+    wait = host_memory_wait(task, v)
+    assert x[0, col["mem_wait_log"]] == np.float32(np.log1p(wait[0] / 60.0)) and wait[0] > 0
+    assert x[1, col["mem_wait_log"]] == 0.0
+    etc = MctMemSelector.etc(task, v)
+    assert np.allclose(x[:, col["etc_log"]], np.log1p(etc / 60.0), rtol=1e-6)
