@@ -233,7 +233,7 @@ class ClusterView:
     def host_mem_queue_changed(self, node: int, delta_mb: float) -> None:
         """Account host memory of tasks joining (positive) or leaving (negative) a node's
         admission queue."""
-        self.host_mem_queued_mb[node] += delta_mb
+        self.host_mem_queued_mb[node] = _snap(self.host_mem_queued_mb[node] + delta_mb)
 
     def gpu_started(self, node: int, gpu: int, mem_mb: float, kind: str) -> None:
         """Account a subtask that started on a GPU."""

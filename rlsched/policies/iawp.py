@@ -254,9 +254,7 @@ class IawpPlacer(MlsmPlacer):
         best, best_cost, best_t = gpus[0], float("inf"), float("inf")
         for g in gpus:
             device = names[models[g]]
-            solo = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g]) / max(
-                self._solo.get((device, kind), 1.0), 1e-3
-            )
+            solo = self._solo_seconds(sub, node, g, device, view)
             own = harm = 0.0
             running = view.gpu_kinds[node][g]
             for p in running:
@@ -268,6 +266,13 @@ class IawpPlacer(MlsmPlacer):
             if cost < best_cost:
                 best, best_cost, best_t = g, cost, t
         return best, best_t
+
+    def _solo_seconds(self, sub: Subtask, node: int, g: int, device: str, view: ClusterView) -> float:
+        """Predicted seconds of ``sub`` alone on GPU ``g``: roofline time over the measured solo
+        speed of its kind on that model."""
+        f = view.fast
+        nominal = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g])
+        return nominal / max(self._solo.get((device, sub.kind.name), 1.0), 1e-3)
 
 
 class ColocGreedyPlacer(IawpPlacer):
@@ -287,26 +292,16 @@ class ColocGreedyPlacer(IawpPlacer):
     def __init__(self, predictor: InterferencePredictor | None = None, method: str = "ncf") -> None:
         super().__init__(predictor=predictor, method=method, min_gain=0.0)
 
-    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
-        dev = sub.kind.device
-        if dev is Device.CPU:
-            return CPU if core_free(node, view) else None
-        gpus = fitting_gpus(task, sub, node, view)
-        cpu_ok = dev is Device.BOTH and core_free(node, view)
-        if not gpus:
-            return self._when_streams_full(task, sub, node, view) if cpu_ok else None
-        f = view.fast
-        kind = sub.kind.name
+    def _best_gpu(self, sub: Subtask, node: int, gpus: list[int], view: ClusterView) -> tuple[int, float]:
+        """The GPU whose predicted total progress rises most (ties: the faster solo time), and the
+        subtask's predicted time there; ``iawp``'s ``place`` does the rest (core or GPU)."""
+        models, kind = view.fast.gpu_model[node], sub.kind.name
         best, best_key, best_t = gpus[0], (-np.inf, -np.inf), np.inf
         for g in gpus:
-            device = view.model_names[f.gpu_model[node][g]]
-            solo = subtask_gpu_seconds(sub, f.gpu_tflops[node][g], f.gpu_bw[node][g]) / max(
-                self._solo.get((device, kind), 1.0), 1e-3
-            )
-            own = sum(self._pair_slowdown(device, kind, p) for p in view.gpu_kinds[node][g])
+            device = view.model_names[models[g]]
+            solo = self._solo_seconds(sub, node, g, device, view)
             key = (self._gain(kind, node, g, view), -solo)
             if key > best_key:
+                own = sum(self._pair_slowdown(device, kind, p) for p in view.gpu_kinds[node][g])
                 best, best_key, best_t = g, key, solo * (1.0 + own)
-        if cpu_ok and cpu_seconds(sub, node, view) < best_t:
-            return CPU
-        return best
+        return best, best_t
