@@ -139,6 +139,23 @@ def test_coloc_greedy_waits_for_a_stream_rather_than_a_slow_core(fitted: IawpPla
     assert placer.place(task, sub, 0, _view_two_gpus(full, busy_cores=0)) is None
 
 
+def test_iawp_hold_rules_differ_in_who_may_pass_a_held_subtask(fitted: IawpPlacer) -> None:
+    """Both GPUs run fft, which matmul suffers with (gain -0.4 < 0.3): matmul is held back. With
+    ``line`` the kmeans subtask behind it (gain 0.4) waits too; with ``pass`` it takes the stream
+    matmul refused."""
+    v = _view_two_gpus((["fft"], ["fft"]), busy_cores=2)
+    held_task, held = _ready("matmul", "matmul")
+    next_task, nxt = _ready("kmeans_assign", "kmeans")
+    next_task = dataclasses.replace(next_task, id=held_task.id + 1)
+    for hold, expect_next in (("line", None), ("pass", 0)):
+        placer = IawpPlacer(predictor=fitted.predictor, online=False, min_gain=0.3, hold=hold)
+        placer._fill(["matmul", "fft", "kmeans_assign"], ["V100M16"])
+        assert placer.place(held_task, held, 0, v) is None, hold
+        assert placer.place(next_task, nxt, 0, v) == expect_next, hold
+    with pytest.raises(ValueError, match="hold"):
+        IawpPlacer(hold="skip")
+
+
 def test_iawp_learns_online_from_observed_co_runs() -> None:
     kinds = ["matmul", "fft"]
     data = _pair_data("kmeans_assign", "fft", kinds)  # fft with matmul profiled at 0.95

@@ -36,6 +36,8 @@ NO_SHARE_BELOW = 0.05
 #: subtask joins its co-runners rather than wait. Chosen on seeds 0-1 of the saturated
 #: ``interference-saturated`` scenario (0.2-0.4 all beat never waiting there; 0 never waits).
 MIN_GAIN = 0.3
+#: What a held subtask does to younger ones (see :class:`IawpPlacer`).
+HOLD = "line"
 #: Online samples gathered before one SGD update of the model.
 ONLINE_BATCH = 256
 #: EMA weight of one solo-speed observation.
@@ -63,6 +65,9 @@ class IawpPlacer(MlsmPlacer):
         subtask's own solo time); 0 = the subtask's own finish time only.
     :param min_gain: wait for another GPU rather than join co-runners when the GPU's predicted
         total progress rate would grow by less than this (in solo-subtask units); 0 = never wait.
+    :param hold: what a held subtask does to the subtasks behind it. ``"pass"``: younger ones
+        may take the stream it refused (so a complementary partner can join the co-runners, which
+        is what holding back is for); ``"line"``: they wait behind it until it is admitted.
     """
 
     name = "iawp"
@@ -75,7 +80,10 @@ class IawpPlacer(MlsmPlacer):
         online: bool = True,
         harm_weight: float = 1.0,
         min_gain: float = MIN_GAIN,
+        hold: str = HOLD,
     ) -> None:
+        if hold not in ("pass", "line"):
+            raise ValueError(f"hold must be 'pass' or 'line', not {hold!r}")
         self._given = predictor
         self.predictor = predictor
         self.method = method
@@ -83,6 +91,7 @@ class IawpPlacer(MlsmPlacer):
         self.online = online
         self.harm_weight = harm_weight
         self.min_gain = min_gain
+        self.hold = hold
         self._held: dict[int, tuple[int, int]] = {}  # node -> (task id, subtask index) held back
         self._slow: dict[tuple[str, str], dict[str, float]] = {}
         self._solo: dict[tuple[str, str], float] = {}
@@ -216,6 +225,9 @@ class IawpPlacer(MlsmPlacer):
         (without that, kinds that interfere badly would starve behind kinds that pass), until it
         is admitted or the node's GPUs run nothing.
         """
+        if self.hold == "pass":
+            busy = view.fast.node_gpu_running[node] > 0
+            return None if busy and self._gain(sub.kind.name, node, g, view) < self.min_gain else g
         me = (task.id, sub.index)
         held = self._held.get(node)
         if held is not None and view.fast.node_gpu_running[node] == 0:

@@ -1,0 +1,138 @@
+"""Stage-2 headroom: IAWP's hold rules against a clairvoyant placer (a script, not a test).
+
+Runs ``SELECTOR`` with each stage-2 variant on the same scenarios and seeds, in one run, and
+prints throughput and p95 latency (mean ± sample std over seeds) and the throughput ratio to the
+first variant. Variants:
+
+* ``speedup`` — the paper's CPU/GPU rule with MLSM's GPU choice (no co-location awareness);
+* ``coloc-greedy`` — the GPU with the largest predicted progress gain, never holds;
+* ``iawp-line@G`` / ``iawp-pass@G`` — IAWP holding a subtask back while joining would add less
+  than ``G`` predicted progress; ``line``: younger subtasks wait behind it, ``pass``: they may
+  take the stream it refused;
+* ``clairvoyant@G`` — reads the simulator's *true* co-location factors (no real placer can):
+  the GPU with the largest true progress gain, held back below ``G``, as ``iawp-pass`` would with
+  a perfect model. It shows how much a better interference model or a learned placer could add.
+
+Use validation seeds to choose a constant, test seeds to report:
+
+    python -m experiments.benchmarks.stage2_headroom --scenarios "interference-saturated#3000" \
+        --first-seed 10001 --seeds 3 --variants "speedup,iawp-line@0.3,iawp-pass@0.4,clairvoyant@0.3"
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+
+import envs  # noqa: F401  (registers the oracle reference)
+from envs.simulator import Simulator
+from experiments.evaluation import load_entry
+from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
+from rlsched.policies.iawp import IawpPlacer
+from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
+from rlsched.policies.registry import SELECTORS, make_placer
+from rlsched.taskgen import generate_tasks, scenario_for_seed
+from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
+
+
+class ClairvoyantPlacer(SpeedupPlacer):
+    """Reference only: co-location by the simulator's true interference factors.
+
+    :param min_gain: hold a GPU subtask back (younger ones may pass) while the true gain of the
+        best GPU's total progress rate is below this.
+    """
+
+    name = "clairvoyant"
+
+    def __init__(self, min_gain: float) -> None:
+        self.min_gain = min_gain
+        self.sim: Simulator | None = None
+
+    def _gain(self, sub: Subtask, node: int, g: int) -> float:
+        sim = self.sim
+        assert sim is not None
+        runs = sim._gpu_runs[node][g]
+        model = sim.nodes[node].gpus[g]
+        kinds, shares = [r.sub.kind for r in runs], [r.sub.share for r in runs]
+        before = sum(sim.truth.factors(kinds, shares, model)) if kinds else 0.0
+        return sum(sim.truth.factors([*kinds, sub.kind], [*shares, sub.share], model)) - before
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        if sub.kind.device is Device.CPU:
+            return CPU if core_free(node, view) else None
+        unit = super().place(task, sub, node, view)  # the CPU/GPU choice of speedup
+        if unit is None or unit == CPU:
+            return unit
+        gpus = fitting_gpus(task, sub, node, view)
+        best = max(gpus, key=lambda g: (self._gain(sub, node, g), -g))
+        if view.fast.node_gpu_running[node] > 0 and self._gain(sub, node, best) < self.min_gain:
+            return None
+        return best
+
+
+def make_variant(spec: str) -> SubtaskPlacer:
+    """A placer from ``NAME`` or ``NAME@GAIN`` (see the module docstring)."""
+    name, _, gain = spec.partition("@")
+    if name == "clairvoyant":
+        return ClairvoyantPlacer(float(gain or 0.3))
+    if name in ("iawp-line", "iawp-pass"):
+        kw = {} if not gain else {"min_gain": float(gain)}
+        return IawpPlacer(hold=name.removeprefix("iawp-"), **kw)  # type: ignore[arg-type]
+    return make_placer(name)
+
+
+def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[float, float]:
+    """(tasks/min, p95 s) of one run of ``NAME[@RATE][#TASKS]``."""
+    base = scenario_for_seed(load_entry(scenario, None), seed)
+    tasks = generate_tasks(base, seed)
+    placer = make_variant(variant)
+    sim = Simulator(base, tasks, placer, seed=seed)
+    if isinstance(placer, ClairvoyantPlacer):
+        placer.sim = sim
+    m = sim.run(TwoStageScheduler(SELECTORS[selector](), placer))
+    return m.throughput * 60.0, m.latency_p95_s
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scenarios", default="interference-saturated#3000,hetero-saturated#3000")
+    p.add_argument("--variants", default="speedup,coloc-greedy,iawp-line@0.3,iawp-pass@0.3,clairvoyant@0.3")
+    p.add_argument("--selector", default="mct")
+    p.add_argument("--first-seed", type=int, default=10001)
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--jobs", type=int, default=2)
+    args = p.parse_args(argv)
+    scenarios, variants = args.scenarios.split(","), args.variants.split(",")
+    seeds = list(range(args.first_seed, args.first_seed + args.seeds))
+    shown = shlex.join(sys.argv[1:] if argv is None else argv)
+    print(f"$ python -m experiments.benchmarks.stage2_headroom {shown}")
+    grid = [(s, v, d) for s in scenarios for v in variants for d in seeds]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(args.jobs) as pool:
+        futures = [pool.submit(run_one, s, args.selector, v, d) for s, v, d in grid]
+        res = {key: f.result() for key, f in zip(grid, futures, strict=True)}
+    for s in scenarios:
+        print(f"\n{s}, selector {args.selector}, seeds {seeds[0]}-{seeds[-1]}")
+        print("| placer | tasks/min | p95 s | × first |\n|---|---|---|---|")
+        ref = None
+        for v in variants:
+            thr = np.array([res[(s, v, d)][0] for d in seeds])
+            p95 = np.array([res[(s, v, d)][1] for d in seeds])
+            ref = thr.mean() if ref is None else ref
+            sd = lambda x: x.std(ddof=1) if len(x) > 1 else 0.0  # noqa: E731
+            print(
+                f"| {v} | {thr.mean():,.1f} ± {sd(thr):,.1f} | {p95.mean():.2f} ± {sd(p95):.2f} "
+                f"| {thr.mean() / ref:.3f} |"
+            )
+    print(f"\n{len(grid)} runs in {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
