@@ -7,11 +7,23 @@ STAMP := $(VENV)/.installed-stamp
 
 setup: $(STAMP)
 
-# torch first, from the exact pinned release: a bare `torch` would pull a multi-GB CUDA build.
+TORCH := torch==2.13.0
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
+
+# torch first, the exact pinned release. Without an NVIDIA GPU, its CPU build from PyTorch's CPU
+# wheel index (~200 MB instead of several GB of CUDA libraries); if that index cannot be reached
+# (a mirror-only network) it falls back at once to the default registry. With a GPU, the default
+# build (CUDA). Override with `make setup TORCH_CPU_INDEX=` to always use the default registry.
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
+	@if [ -n "$(TORCH_CPU_INDEX)" ] && ! (nvidia-smi -L >/dev/null 2>&1); then \
+	  echo "no NVIDIA GPU: installing torch's CPU build from $(TORCH_CPU_INDEX)"; \
+	  $(PY) -m pip install -q --timeout 15 --retries 1 --index-url $(TORCH_CPU_INDEX) $(TORCH) \
+	  || { echo "CPU index unreachable: torch from the default registry"; $(PY) -m pip install -q $(TORCH); }; \
+	else \
+	  $(PY) -m pip install -q $(TORCH); \
+	fi
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 

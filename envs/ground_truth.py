@@ -35,6 +35,7 @@ from rlsched.estimates import CPU_CORE_BW_GBS, NOMINAL_BW_EFF, NOMINAL_COMPUTE_E
 from rlsched.hardware import GpuModel
 from rlsched.scenario import DriftSpec, InterferenceSpec
 from rlsched.tasks import KindSpec, Subtask
+from rlsched.textfile import open_text
 
 #: Typical fraction of peak reached by architecture: (compute, bandwidth).
 ARCH_EFF: dict[str, tuple[float, float]] = {
@@ -223,14 +224,14 @@ class GroundTruth:
         if not spec.colocation_csv:
             raise ValueError("interference model 'csv' needs colocation_csv")
         self.pairs = {}
-        with open(spec.colocation_csv, newline="") as f:
+        with open_text(spec.colocation_csv) as f:
             for row in csv.DictReader(f):
                 self.pairs[(row["device"].lower(), row["kind"], row["partner"])] = float(
                     row["norm_throughput"]
                 )
         self.solo_tput = {}
         if spec.solo_csv:
-            with open(spec.solo_csv, newline="") as f:
+            with open_text(spec.solo_csv) as f:
                 for row in csv.DictReader(f):
                     self.solo_tput[(row["device"].lower(), row["kind"])] = float(row["solo_throughput"])
         # Longest names first so "a100" is tried before "a10"; then by name, so the reference

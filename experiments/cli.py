@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+from rlsched.textfile import TextFileError
 
 if TYPE_CHECKING:
+    from rlsched.policies.base import NodeSelector
     from runtime.config import LiveClusterSpec
 
 #: The simulated demo's scenario; at 60 tasks/min unless ``--rate`` says otherwise.
@@ -267,18 +270,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _demo_schedulers() -> list[str]:
-    from rlsched.policies.ldwp import PRETRAINED
+    import models
 
-    extra = ["ldwp+speedup", "ldwp+iawp"] if (PRETRAINED / "meta.json").is_file() else []
+    # rlsched.policies.ldwp.PRETRAINED, without importing torch.
+    pretrained = Path(models.__file__).resolve().parent / "pretrained" / "ldwp"
+    extra = ["ldwp+speedup", "ldwp+iawp"] if (pretrained / "meta.json").is_file() else []
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 
 def _use_model(model_dir: str | None) -> None:
     """Make ``ldwp`` available as a selector, with the given or the shipped checkpoint."""
-    from rlsched.policies.ldwp import LdwpSelector
     from rlsched.policies.registry import register_selector
 
-    register_selector("ldwp", lambda: LdwpSelector(model_dir))
+    def make() -> NodeSelector:
+        from rlsched.policies.ldwp import LdwpSelector  # torch only when ldwp is used
+
+        return LdwpSelector(model_dir)
+
+    register_selector("ldwp", make)
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
@@ -382,10 +391,27 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:
         print(json.dumps(out))
+    else:
+        w = max(len(k) for k in out)
+        for k, v in out.items():
+            print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    return _report_unschedulable(m.tasks_unschedulable, m.tasks_total, m.tasks_completed)
+
+
+def _report_unschedulable(unschedulable: int, total: int, completed: int) -> int:
+    """Warn (stderr) when tasks found no node that could ever run them; exit 2 when none ran:
+    the cluster cannot run this workload (e.g. GPU-only work on CPU-only nodes), an input problem
+    that a throughput of 0 must not hide."""
+    if not unschedulable:
         return 0
-    w = max(len(k) for k in out)
-    for k, v in out.items():
-        print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    why = (
+        "no node of the cluster can run them (a GPU-only kind with no GPU, too little memory, "
+        "a GPU model constraint)"
+    )
+    if completed == 0:
+        print(f"rlsched: error: all {total} tasks were unschedulable: {why}", file=sys.stderr)
+        return 2
+    print(f"rlsched: warning: {unschedulable} of {total} tasks were unschedulable: {why}", file=sys.stderr)
     return 0
 
 
@@ -447,7 +473,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(format_table(cmp))
     print()
     print(f"(mean ± std over {len(seeds)} seeds; {time.perf_counter() - t0:.1f} s wall)")
-    return 0
+    runs = [m for ms in cmp.runs.values() for m in ms]
+    return _report_unschedulable(
+        sum(m.tasks_unschedulable for m in runs),
+        sum(m.tasks_total for m in runs),
+        sum(m.tasks_completed for m in runs),
+    )
 
 
 def _cmd_interference(args: argparse.Namespace) -> int:
@@ -511,17 +542,24 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rlsched`` console script."""
+    """Entry point of the ``rlsched`` console script.
+
+    ``--debug`` anywhere on the line shows the traceback of an unexpected internal error.
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     args = _parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)  # reports print the exact command
+    args.debug = debug
+    args.argv = argv  # reports print the exact command
     out = getattr(args, "out", None)
     if out is None:
         return _dispatch(args)
     # Made before any work, so that a bad folder never throws a training run or measurements
     # away; removed again if the command fails before writing anything into it.
     made = Path(out)
-    created = not made.exists()
     try:
+        created = not made.exists()
         made.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         print(f"rlsched: error: --out: cannot create {out}: {e.strerror or e}", file=sys.stderr)
@@ -555,14 +593,31 @@ def _dispatch(args: argparse.Namespace) -> int:
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, CheckpointError) as e:
+    except (FileNotFoundError, CheckpointError, TextFileError) as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except OSError as e:  # a path the system refuses (too long, a directory, no permission, disk full)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"rlsched: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
         saved = getattr(e, "saved", None)  # training saved its weights first
         resume = f"; continue with --resume {saved}" if saved else ""
         print(f"rlsched: {str(e) or 'interrupted'}{resume}", file=sys.stderr)
         return 130
+    except Exception as e:
+        if args.debug:
+            raise
+        what = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        print(
+            f"rlsched: internal error: {type(e).__name__}{': ' + what if what else ''} "
+            "(a bug; rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 if __name__ == "__main__":

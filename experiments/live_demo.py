@@ -9,6 +9,7 @@ throughput, latency, per-device utilisation, cache hit rate and stream counts.
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -63,9 +64,38 @@ def run_one(spec: str, seed: int, cfg: LiveDemoConfig) -> LiveResult:
     return res
 
 
+def check_live_schedulers(specs: Sequence[str]) -> None:
+    """Refuse, before anything runs, a spec that cannot run live: an unknown name, or a policy
+    that reads the simulator's ground truth (the ``oracle``).
+
+    :raises ValueError: naming the spec.
+    """
+    for spec in specs:
+        sched = parse_scheduler(spec)
+        if hasattr(sched.selector, "bind_simulator") or hasattr(sched.placer, "bind_simulator"):
+            raise ValueError(
+                f"scheduler {spec!r} reads the simulator's ground truth and cannot run on the live "
+                "runtime; drop it from --schedulers"
+            )
+
+
 def run_demo(cfg: LiveDemoConfig) -> dict[str, list[LiveResult]]:
-    """Every scheduler on every seed."""
-    return {spec: [run_one(spec, s, cfg) for s in cfg.seeds] for spec in cfg.schedulers}
+    """Every scheduler on every seed (every spec is checked before the first run starts)."""
+    check_live_schedulers(cfg.schedulers)
+    out: dict[str, list[LiveResult]] = {spec: [] for spec in cfg.schedulers}
+    n, t0 = len(cfg.schedulers) * len(cfg.seeds), time.perf_counter()
+    for spec in cfg.schedulers:
+        for seed in cfg.seeds:
+            res = run_one(spec, seed, cfg)
+            out[spec].append(res)
+            if not cfg.progress:  # no live bar (CI, a log file): one line per run
+                print(
+                    f"[{sum(map(len, out.values()))}/{n}] live {spec} seed {seed}: "
+                    f"{res.metrics.throughput:.2f} tasks/s ({time.perf_counter() - t0:.0f} s)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    return out
 
 
 def mean_std(values: Sequence[float], fmt: str = ".2f") -> str:

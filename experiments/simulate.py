@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,10 +61,21 @@ def compare(
     """Run every scheduler on every seed (same tasks per seed for all schedulers)."""
     runs: dict[str, list[RunMetrics]] = {s: [] for s in schedulers}
     jobs = [(s, seed) for s in schedulers for seed in seeds]
-    for s, seed in tqdm(
-        jobs, desc=f"{scenario.name}", unit="run", disable=None if progress else True, leave=False
-    ):
-        runs[s].append(simulate(scenario, s, seed))
+    bar = tqdm(jobs, desc=f"{scenario.name}", unit="run", disable=None if progress else True, leave=False)
+    # Without a terminal (CI, a log file) tqdm stays silent: say one line per run instead, so a
+    # minutes-long comparison never looks hung.
+    plain = progress and bar.disable
+    t0 = time.perf_counter()
+    for i, (s, seed) in enumerate(bar, 1):
+        m = simulate(scenario, s, seed)
+        runs[s].append(m)
+        if plain:
+            print(
+                f"[{i}/{len(jobs)}] {scenario.name} {s} seed {seed}: {m.throughput * 60:,.1f} tasks/min "
+                f"({time.perf_counter() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return Comparison(scenario.name, list(seeds), runs)
 
 

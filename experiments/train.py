@@ -23,7 +23,7 @@ from tqdm import tqdm
 import envs  # noqa: F401
 from envs.gym_env import ClusterSchedulingEnv
 from envs.simulator import Simulator
-from models.checkpoint import load_checkpoint, save_checkpoint
+from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from models.time_discount import TimeDiscountReplayBuffer
@@ -271,9 +271,22 @@ class _Progress(BaseCallback):
         self.best = -np.inf
         self.history: list[dict[str, Any]] = []
         self.bar: tqdm | None = None
+        self.offset = 0  # DQN steps done before this process (a resumed run)
+
+    def resume_from(self, steps: int, history: list[dict[str, Any]]) -> None:
+        """Continue a run: steps are counted from ``steps``, and earlier evaluations stay in the
+        history and keep their claim on ``best/``."""
+        self.offset = steps
+        self.history = list(history)
+        self.best = max((score(ev) for ev in history), default=-np.inf)
+
+    @property
+    def steps(self) -> int:
+        """DQN steps of the whole run, this process's and earlier ones."""
+        return self.offset + self.num_timesteps
 
     def _on_training_start(self) -> None:
-        self.bar = tqdm(total=self.cfg.steps, desc="DQN", unit="step", disable=None)
+        self.bar = tqdm(total=self.cfg.steps, initial=self.offset, desc="DQN", unit="step", disable=None)
         if self.history:
             last = self.history[-1]
             self.bar.set_postfix(
@@ -283,20 +296,20 @@ class _Progress(BaseCallback):
     def _on_step(self) -> bool:
         if self.bar is not None:
             self.bar.update(1)
-        if self.num_timesteps % self.cfg.eval_every == 0:
+        if self.steps % self.cfg.eval_every == 0:
             self.evaluate_and_save()
         return True
 
     def evaluate_and_save(self) -> dict[str, Any]:
         scorer = self.model.q_net.scorer  # type: ignore[attr-defined]
         ev = evaluate_all(scorer, self.scenarios, self.cfg, self.refs)
-        ev["step"] = float(self.num_timesteps)
+        ev["step"] = float(self.steps)
         self.history.append(ev)
         if self.num_timesteps > 0:  # the logger exists once learn() has started
             self.logger.record("eval/throughput_per_min", ev["throughput_per_min"])
             self.logger.record("eval/latency_p95_s", ev["latency_p95_s"])
             self.logger.record("eval/relative_throughput", ev["relative_throughput"])
-        meta = checkpoint_meta(self.cfg, self.num_timesteps, ev, self.bc_acc)
+        meta = checkpoint_meta(self.cfg, self.steps, ev, self.bc_acc)
         save_checkpoint(self.out / "last", scorer.state_dict(), meta)
         if score(ev) > self.best:
             self.best = score(ev)
@@ -313,6 +326,18 @@ class _Progress(BaseCallback):
     def _on_training_end(self) -> None:
         if self.bar is not None:
             self.bar.close()
+
+
+def _earlier_history(path: Path, done: int) -> list[dict[str, Any]]:
+    """Evaluations of the run being resumed, up to its ``done`` steps (none if ``path`` is not
+    that run's history: another folder, or unreadable)."""
+    try:
+        history = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(history, list) or not all(isinstance(e, dict) and "step" in e for e in history):
+        return []
+    return [e for e in history if e["step"] <= done]
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -390,7 +415,10 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     :param out: output directory: ``pretrained/`` (before DQN), ``best/`` (best evaluation,
         cloned network included), ``last/``, ``history.json``, ``summary.json``, ``tb/``
         (TensorBoard: DQN loss, exploration rate, episode rewards, evaluations).
-    :param resume: a checkpoint directory whose weights start this run (skips cloning).
+    :param resume: a checkpoint directory whose weights start this run (skips cloning). The run
+        continues from the checkpoint's ``dqn_steps`` up to ``cfg.steps`` in all; when ``out``
+        already holds that run's ``history.json``, its evaluations are kept and still compete for
+        ``best/``. The replay buffer and the exploration schedule start afresh.
     """
     check_seed_sets(cfg)
     out = Path(out)
@@ -404,9 +432,12 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     model = build_dqn(env, cfg, tensorboard_log=str(out / "tb"))
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
     bc_acc = None
+    done, history = 0, []
     if resume is not None:
-        state, _ = load_checkpoint(resume, FEATURE_VERSION)
-        scorer.load_state_dict(state)
+        state, resumed = load_checkpoint(resume, FEATURE_VERSION)
+        load_weights(scorer, state, resume)
+        done, bc_acc = int(resumed.get("dqn_steps") or 0), resumed.get("bc_accuracy")
+        history = _earlier_history(out / "history.json", done)
     elif cfg.pretrain:
         data = collect_teacher(cfg, scenarios)
         bc_acc = behaviour_clone(scorer, data, cfg)
@@ -415,19 +446,24 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     refs = [evaluate_selector(reference, sc, cfg) for sc in scenarios]
     cb = _Progress(cfg, scenarios, refs, out, bc_acc)
     cb.model = model  # lets evaluate_and_save run before learn()
-    start = cb.evaluate_and_save()  # step 0: the cloned (or resumed) network competes for best/
-    save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
-    if cfg.steps > 0:
+    cb.resume_from(done, history)
+    # The cloned (or resumed) network competes for best/; resumed weights that were evaluated when
+    # they were saved are not evaluated twice.
+    evaluated = bool(history) and history[-1]["step"] == done
+    start = history[-1] if evaluated else cb.evaluate_and_save()
+    if resume is None:
+        save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
+    if cfg.steps > done:
         try:
-            model.learn(total_timesteps=cfg.steps, callback=cb)
+            model.learn(total_timesteps=cfg.steps - done, callback=cb)
         except KeyboardInterrupt:
             # Keep what was learnt since the last evaluation: last/ gets the current weights
             # (not evaluated), best/ and history.json stay as the evaluations left them.
-            meta = checkpoint_meta(cfg, model.num_timesteps, None, bc_acc)
+            meta = checkpoint_meta(cfg, cb.steps, None, bc_acc)
             save_checkpoint(out / "last", scorer.state_dict(), meta)
-            raise TrainingInterrupted(out / "last", model.num_timesteps) from None
+            raise TrainingInterrupted(out / "last", cb.steps) from None
     last = cb.history[-1]
-    final = last if last["step"] == model.num_timesteps else cb.evaluate_and_save()
+    final = last if last["step"] == cb.steps else cb.evaluate_and_save()
     summary = {
         "seed_sets": seed_sets(cfg),
         "reference": {

@@ -11,9 +11,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 WEIGHTS = "weights.pt"
 META = "meta.json"
@@ -42,6 +43,8 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
     :param state_dict: the network's weights.
     :param meta: JSON-serialisable metadata (feature version, scenario, hyper-parameters, ...).
     """
+    import torch  # on use: the CLI imports this module's error type, and torch takes seconds
+
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
     tmp = d / (WEIGHTS + ".tmp")
@@ -55,12 +58,13 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
 
 
 def load_checkpoint(
-    directory: str | Path, feature_version: int
+    directory: str | Path, feature_version: int, retrain: str = "rlsched train"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Verify and load a checkpoint.
 
     :param directory: a directory written by :func:`save_checkpoint`.
     :param feature_version: the feature-encoder version of the caller.
+    :param retrain: the command that makes a checkpoint of this kind (named in the version error).
     :raises CheckpointError: naming the file and what is wrong.
     """
     d = Path(directory)
@@ -68,13 +72,17 @@ def load_checkpoint(
     if not meta_path.is_file():
         raise CheckpointError(f"{meta_path}: not found (is {d} a checkpoint directory?)")
     try:
-        meta = json.loads(meta_path.read_text())
-    except json.JSONDecodeError as e:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise CheckpointError(f"{meta_path}: not valid JSON ({e})") from None
+    if not isinstance(meta, dict):
+        raise CheckpointError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
     files = meta.get("files")
     if not isinstance(files, dict) or WEIGHTS not in files:
         raise CheckpointError(f"{meta_path}: no checksum for {WEIGHTS}")
     for name, digest in files.items():
+        if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
+            raise CheckpointError(f"{meta_path}: files: expected plain file names, got {name!r}")
         p = d / name
         if not p.is_file():
             raise CheckpointError(f"{p}: missing")
@@ -84,7 +92,34 @@ def load_checkpoint(
     if got != feature_version:
         raise CheckpointError(
             f"{meta_path}: trained with feature version {got}, this build encodes version {feature_version}; "
-            "retrain (rlsched train) or use a build with matching features"
+            f"retrain ({retrain}) or use a build with matching features"
         )
-    state = torch.load(d / WEIGHTS, map_location="cpu", weights_only=True)
+    import torch
+
+    try:
+        state = torch.load(d / WEIGHTS, map_location="cpu", weights_only=True)
+    except Exception as e:  # torch raises many types for a file that is not its weights format
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"{d / WEIGHTS}: not a weights file this build can read ({first[:200]})"
+        ) from None
+    if not isinstance(state, dict) or not all(
+        isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
+    ):
+        raise CheckpointError(f"{d / WEIGHTS}: expected a mapping of names to tensors")
     return state, meta
+
+
+def load_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], directory: str | Path) -> None:
+    """Load verified weights into the network their ``meta.json`` describes.
+
+    :raises CheckpointError: naming ``meta.json`` when the shapes or names do not fit (the file
+        was edited, e.g. its ``net_arch``, or comes from another build).
+    """
+    try:
+        module.load_state_dict(state)
+    except (RuntimeError, KeyError, ValueError) as e:
+        first = str(e).strip().splitlines()[0]
+        raise CheckpointError(
+            f"{Path(directory) / META}: the weights do not fit the network it describes ({first[:200]})"
+        ) from None

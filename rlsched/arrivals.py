@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from rlsched.scenario import ArrivalSpec
+from rlsched.textfile import open_text
 
 #: Columns a trace CSV may carry its arrival times in, by preference.
 TRACE_COLUMNS: tuple[str, ...] = ("arrival_s", "creation_time")
@@ -127,7 +128,7 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
     """
     _check_rate("time_scale", time_scale, positive=True)
     path = Path(path)
-    with path.open(newline="") as f:
+    with open_text(path) as f:
         reader = csv.DictReader(f)
         cols = reader.fieldnames or []
         col = next((c for c in TRACE_COLUMNS if c in cols), None)

@@ -50,6 +50,7 @@ import torch
 from models import interference as mi
 from models.checkpoint import META, CheckpointError, load_checkpoint, save_checkpoint
 from rlsched.scenario_io import COLOCATION_COLUMNS, NORM_THROUGHPUT_MAX, device_models
+from rlsched.textfile import TextFileError, open_text
 from rlsched.workloads import KINDS
 
 #: Version of the side-feature encoding below; a model saved with another one is refused.
@@ -136,7 +137,11 @@ def read_colocation_csv(path: str | Path) -> ColocationData:
     kind: list[str] = []
     part: list[str] = []
     ys: list[float] = []
-    with p.open(newline="", encoding="utf-8") as f:
+    try:
+        f = open_text(p)
+    except TextFileError as e:
+        raise ColocationError(str(e)) from None
+    with f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         if header != list(COLOCATION_COLUMNS):
@@ -538,7 +543,7 @@ class InterferencePredictor:
             fmt = FORMAT  # let load_checkpoint report what is wrong
         if fmt != FORMAT:
             raise CheckpointError(f"{meta_path}: not an interference model (format {fmt!r})")
-        state, meta = load_checkpoint(path, FEATURE_VERSION)
+        state, meta = load_checkpoint(path, FEATURE_VERSION, retrain="rlsched interference fit")
         try:
             model = mi.build(meta["model_class"], meta["model_config"])
             counts = {k[len(COUNTS) :]: v for k, v in state.items() if k.startswith(COUNTS)}

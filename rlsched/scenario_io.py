@@ -89,11 +89,29 @@ from rlsched.scenario import (
     Scenario,
     WorkloadSpec,
 )
+from rlsched.textfile import TextFileError, open_text, read_text
 
 #: Environment variable naming the sample-data folder (``shared/data``).
 DATA_ENV = "RLSCHED_DATA"
-#: Arrival rates the paper evaluates, tasks/min; ``--rate`` overrides must lie in it.
+#: Arrival rates the paper evaluates, tasks/min; ``--rate`` on the ``paper`` scenario must lie in it.
 RATE_RANGE: tuple[float, float] = (10.0, 60.0)
+#: Largest arrival rate (tasks/min) any scenario or ``--rate`` may ask for: 10^6/min is ~16,700
+#: arrivals per simulated second, far beyond any built-in (the largest asks 9,000/min).
+MAX_RATE_PER_MIN = 1_000_000.0
+# Upper bounds of every count in a scenario file, checked at load so a typo cannot hang a run
+# or exhaust memory (the largest built-in, alibaba-full, has 1,213 nodes and 7,255 pods).
+#: Nodes in a cluster, all groups together (and ``workload.alibaba.nodes``).
+MAX_NODES = 10_000
+#: GPUs on one node.
+MAX_GPUS_PER_NODE = 16
+#: Streams on one GPU.
+MAX_STREAMS_PER_GPU = 64
+#: CPU cores on one node.
+MAX_CPU_CORES = 1_024
+#: Tasks in one workload (~1 KiB of task records each, plus the simulator's per-task state).
+MAX_TASKS = 1_000_000
+#: Largest seed (numpy's 32-bit seed range).
+MAX_SEED = 2**32 - 1
 #: Apps named ``colo:<kind>`` run one kind of a co-location CSV.
 COLO_PREFIX = "colo:"
 COLOCATION_COLUMNS: tuple[str, ...] = ("device", "kind", "partner", "norm_throughput")
@@ -212,8 +230,9 @@ def load_scenario(
     :param name_or_path: a built-in name (no ``/``, no ``.toml``: see :func:`list_scenarios`) or a
         path to a ``.toml`` file.
     :param rate_per_min: override the arrival rate (the CLI's ``--rate``), within
-        :data:`RATE_RANGE`. Poisson: the rate; bursty: both state rates are scaled so the long-run
-        mean is this. Trace-driven arrivals cannot be overridden.
+        :data:`RATE_RANGE` on ``paper``, up to :data:`MAX_RATE_PER_MIN` elsewhere. Poisson: the
+        rate; bursty: both state rates are scaled so the long-run mean is this. Trace-driven
+        arrivals cannot be overridden.
     :param trace_dir: folder holding the Alibaba trace files; replaces the folder of
         ``workload.alibaba.node_csv`` and ``pod_csv`` (the CLI's ``--trace-dir``).
     :raises ScenarioError: naming the file and field of the first problem found.
@@ -263,15 +282,14 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
 
 def _read_toml(ctx: _Ctx, path: Path) -> dict[str, Any]:
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
+        return tomllib.loads(read_text(path))
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"at line (\d+)", str(e))
         raise ScenarioError(
             ctx.shown, "<syntax>", f"valid TOML: {e}", line=int(m.group(1)) if m else None
         ) from None
-    except UnicodeDecodeError as e:
-        raise ScenarioError(ctx.shown, "<syntax>", f"UTF-8 text: {e}") from None
+    except TextFileError as e:
+        raise ScenarioError(ctx.shown, "<syntax>", "UTF-8 text", str(e)) from None
     except OSError as e:
         raise ctx.error("<file>", "a readable scenario file", str(e)) from None
 
@@ -334,12 +352,14 @@ def _num(
     return float(v)
 
 
-def _int(ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any = _REQUIRED, *, ge: int) -> Any:
-    expected = f"an integer >= {ge}"
+def _int(
+    ctx: _Ctx, table: dict[str, Any], where: str, key: str, default: Any = _REQUIRED, *, ge: int, le: int
+) -> Any:
+    expected = f"an integer from {ge:,} to {le:,}"
     v = _get(ctx, table, where, key, default, expected)
     if v is default and key not in table:
         return v
-    if not isinstance(v, int) or isinstance(v, bool) or v < ge:
+    if not isinstance(v, int) or isinstance(v, bool) or not ge <= v <= le:
         raise ctx.error(_join(where, key), expected, v)
     return v
 
@@ -394,7 +414,11 @@ def _data_file(ctx: _Ctx, field: str, raw: str) -> str:
 
 def _csv_rows(ctx: _Ctx, field: str, path: str, columns: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     """Data rows of a CSV with exactly ``columns``, as (line number, stripped cells)."""
-    with open(path, newline="", encoding="utf-8") as f:
+    try:
+        f = open_text(path)
+    except TextFileError as e:
+        raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
+    with f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         if header != list(columns):
@@ -499,18 +523,24 @@ def _check_coverage(ctx: _Ctx, field: str, path: str, devices: Iterable[str], cl
 # --- sections ----------------------------------------------------------------------------------
 
 
+def _check_rate(ctx: _Ctx, name: str, rate: float | None) -> None:
+    """``--rate``: the paper's range on ``paper``, any rate up to :data:`MAX_RATE_PER_MIN` elsewhere."""
+    if rate is None:
+        return
+    lo, hi = RATE_RANGE if name == "paper" else (0.0, MAX_RATE_PER_MIN)
+    if not (_is_num(rate) and lo <= rate <= hi and rate > 0):
+        what = "(the paper's range)" if name == "paper" else ""
+        raise ctx.error("--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min {what}".strip(), rate)
+
+
 def _build(ctx: _Ctx, path: Path, doc: dict[str, Any], rate: float | None, trace_dir: str | None) -> Scenario:
     _check_keys(ctx, doc, "", _TOP_KEYS)
-    if rate is not None and not (_is_num(rate) and RATE_RANGE[0] <= rate <= RATE_RANGE[1]):
-        lo, hi = RATE_RANGE
-        raise ctx.error(
-            "--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min (the paper's range)", rate
-        )
     name = _str(ctx, doc, "", "name", path.stem)
     if not name.strip():
         raise ctx.error("name", "a non-empty string", name)
+    _check_rate(ctx, name, rate)
     description = _str(ctx, doc, "", "description", "")
-    seed = _int(ctx, doc, "", "seed", 0, ge=0)
+    seed = _int(ctx, doc, "", "seed", 0, ge=0, le=MAX_SEED)
     wl = _table(ctx, doc.get("workload"), "workload")
     _check_keys(ctx, wl, "workload", _WORKLOAD_KEYS)
     ali = _alibaba(ctx, wl, trace_dir)
@@ -558,7 +588,7 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
     return AlibabaSpec(
         node_csv=files["node_csv"],
         pod_csv=files["pod_csv"],
-        nodes=_int(ctx, tbl, where, "nodes", 64, ge=0),
+        nodes=_int(ctx, tbl, where, "nodes", 64, ge=0, le=MAX_NODES),
         time_scale=_num(ctx, tbl, where, "time_scale", 1.0, gt=0),
         arrival_speedup=_num(ctx, tbl, where, "arrival_speedup", 1.0, ge=1),
     )
@@ -591,6 +621,13 @@ def _groups(ctx: _Ctx, groups: object, taken: set[str]) -> list[NodeSpec]:
     nodes: list[NodeSpec] = []
     seen = set(taken)
     for i, g in enumerate(groups):
+        if (
+            len(nodes) + len(taken) + _int(ctx, g, f"cluster.nodes[{i}]", "count", 1, ge=1, le=MAX_NODES)
+            > MAX_NODES
+        ):
+            raise ctx.error(
+                f"cluster.nodes[{i}].count", f"at most {MAX_NODES:,} nodes in all", g.get("count", 1)
+            )
         for node in _group(ctx, g, f"cluster.nodes[{i}]"):
             if node.name in seen:
                 raise ctx.error(f"cluster.nodes[{i}].name", "node names unique across groups", node.name)
@@ -613,17 +650,17 @@ def _group(ctx: _Ctx, g: dict[str, Any], where: str) -> list[NodeSpec]:
     name = _str(ctx, g, where, "name")
     if not _NODE_NAME.fullmatch(name):
         raise ctx.error(f"{where}.name", "a name of letters, digits, '_', '.' or '-'", name)
-    count = _int(ctx, g, where, "count", 1, ge=1)
+    count = _int(ctx, g, where, "count", 1, ge=1, le=MAX_NODES)
     join = _num(ctx, g, where, "join_s", 0.0, ge=0)
     leave = _num(ctx, g, where, "leave_s", None, gt=0)
     if leave is not None and leave <= join:
         raise ctx.error(f"{where}.leave_s", f"a time after join_s ({join:g} s)", leave)
     template = NodeSpec(
         name=name,
-        cpu_cores=_int(ctx, g, where, "cpu_cores", ge=1),
+        cpu_cores=_int(ctx, g, where, "cpu_cores", ge=1, le=MAX_CPU_CORES),
         host_mem_gib=_num(ctx, g, where, "host_mem_gib", gt=0),
         gpus=_gpus(ctx, g, where),
-        streams_per_gpu=_int(ctx, g, where, "streams_per_gpu", 4, ge=1),
+        streams_per_gpu=_int(ctx, g, where, "streams_per_gpu", 4, ge=1, le=MAX_STREAMS_PER_GPU),
         net_gbps=_num(ctx, g, where, "net_gbps", 1.0, gt=0),
         cpu_core_gflops=_num(ctx, g, where, "cpu_core_gflops", CPU_CORE_GFLOPS, gt=0),
         join_s=join,
@@ -637,10 +674,12 @@ def _gpus(ctx: _Ctx, g: dict[str, Any], where: str) -> tuple[GpuModel, ...]:
         if "gpu_model" in g or "gpu_count" in g:
             raise ctx.error(f"{where}.gpus", "either gpus or gpu_model/gpu_count, not both", g["gpus"])
         names = _str_list(ctx, g, where, "gpus")
+        if len(names) > MAX_GPUS_PER_NODE:
+            raise ctx.error(f"{where}.gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node", len(names))
         return tuple(_model(ctx, f"{where}.gpus[{j}]", m) for j, m in enumerate(names))
     if "gpu_model" in g:
         model = _model(ctx, f"{where}.gpu_model", _str(ctx, g, where, "gpu_model"))
-        return (model,) * _int(ctx, g, where, "gpu_count", 1, ge=1)
+        return (model,) * _int(ctx, g, where, "gpu_count", 1, ge=1, le=MAX_GPUS_PER_NODE)
     if "gpu_count" in g:
         raise ctx.error(f"{where}.gpu_model", "a GPU model alongside gpu_count")
     return ()
@@ -749,7 +788,7 @@ def _workload(
     colo_kinds: list[str],
     rate: float | None,
 ) -> WorkloadSpec:
-    tasks = _int(ctx, wl, "workload", "tasks", 1500, ge=1)
+    tasks = _int(ctx, wl, "workload", "tasks", 1500, ge=1, le=MAX_TASKS)
     if ali is not None:
         for key in ("apps", "input_mb", "deadline_s", "tenants", "arrival"):
             if key in wl:
@@ -855,7 +894,7 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
     _check_keys(ctx, tbl, where, _ARRIVAL_KEYS[process], f" of process {process!r}")
     d = ArrivalSpec()
     if process == "poisson":
-        r = _num(ctx, tbl, where, "rate_per_min", d.rate_per_min, gt=0)
+        r = _num(ctx, tbl, where, "rate_per_min", d.rate_per_min, gt=0, le=MAX_RATE_PER_MIN)
         return ArrivalSpec(process="poisson", rate_per_min=rate if rate is not None else r)
     if process == "bursty":
         return _bursty(ctx, tbl, where, rate)
@@ -863,8 +902,11 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
         raise ctx.error("--rate", "a scenario with generated arrivals (process trace replays its file)", rate)
     field = f"{where}.trace_path"
     trace = _data_file(ctx, field, _str(ctx, tbl, where, "trace_path"))
-    with open(trace, newline="", encoding="utf-8") as f:
-        header = [h.strip() for h in next(csv.reader(f), [])]
+    try:
+        with open_text(trace) as f:
+            header = [h.strip() for h in next(csv.reader(f), [])]
+    except TextFileError as e:
+        raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
     if "arrival_s" not in header and "creation_time" not in header:
         raise ctx.error(field, f"a CSV with a column arrival_s or creation_time ({trace})", ",".join(header))
     ts = _num(ctx, tbl, where, "time_scale", 1.0, gt=0)
@@ -874,8 +916,8 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
 def _bursty(ctx: _Ctx, tbl: dict[str, Any], where: str, rate: float | None) -> ArrivalSpec:
     """Two-rate MMPP; ``rate_per_min`` is set to its long-run mean."""
     d = ArrivalSpec()
-    high = _num(ctx, tbl, where, "high_rate_per_min", d.high_rate_per_min, ge=0)
-    low = _num(ctx, tbl, where, "low_rate_per_min", d.low_rate_per_min, ge=0)
+    high = _num(ctx, tbl, where, "high_rate_per_min", d.high_rate_per_min, ge=0, le=MAX_RATE_PER_MIN)
+    low = _num(ctx, tbl, where, "low_rate_per_min", d.low_rate_per_min, ge=0, le=MAX_RATE_PER_MIN)
     mean_high = _num(ctx, tbl, where, "mean_high_s", d.mean_high_s, gt=0)
     mean_low = _num(ctx, tbl, where, "mean_low_s", d.mean_low_s, gt=0)
     if high < low or high <= 0:

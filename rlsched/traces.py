@@ -52,6 +52,7 @@ from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.scenario import AlibabaSpec
 from rlsched.tasks import Device, KindSpec, Subtask, SubtaskGraph, Task
+from rlsched.textfile import open_text
 
 NODE_COLUMNS: tuple[str, ...] = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 #: Columns every pod list has (``openb_pod_list_multigpu20.csv`` has only these: no times).
@@ -287,7 +288,7 @@ def _open(path: str | Path) -> TextIO:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"Alibaba trace file not found: {p}")
-    return p.open(newline="", encoding="utf-8")
+    return open_text(p)  # UTF-8 with or without a byte-order mark; TextFileError is a ValueError
 
 
 def _require_columns(path: str | Path, header: list[str], needed: tuple[str, ...]) -> None:

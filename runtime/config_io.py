@@ -33,6 +33,7 @@ from typing import Any
 
 from rlsched.hardware import gpu_model
 from rlsched.scenario_io import ScenarioError
+from rlsched.textfile import TextFileError, read_text
 from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
 
 _TOP = ("device_concurrency", "emulate_core_speed", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
@@ -96,10 +97,10 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
     """
     shown = str(path)
     try:
-        doc = tomllib.loads(Path(path).read_text())
+        doc = tomllib.loads(read_text(path))
     except OSError as e:
         raise ScenarioError(shown, "<file>", "a readable live cluster file", str(e)) from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+    except (tomllib.TOMLDecodeError, TextFileError) as e:
         raise ScenarioError(shown, "<syntax>", f"valid TOML: {e}") from None
     r = _Reader(shown)
     r.keys(doc, "", _TOP)

@@ -75,8 +75,38 @@ def test_pickled_objects_are_not_loaded(tmp_path: Path) -> None:
     from models.checkpoint import sha256
 
     (tmp_path / META).write_text(json.dumps({**meta(), "files": {WEIGHTS: sha256(tmp_path / WEIGHTS)}}))
-    with pytest.raises(Exception, match=r"Weights only load failed|Unsupported"):
+    with pytest.raises(CheckpointError, match=r"weights.pt: not a weights file this build can read"):
         load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def _with_checksum(folder: Path, m: dict) -> None:
+    from models.checkpoint import sha256
+
+    (folder / META).write_text(json.dumps({**m, "files": {WEIGHTS: sha256(folder / WEIGHTS)}}))
+
+
+def test_random_bytes_with_a_matching_checksum_are_a_checkpoint_error(tmp_path: Path) -> None:
+    (tmp_path / WEIGHTS).write_bytes(np.random.default_rng(0).bytes(4096))
+    _with_checksum(tmp_path, meta())
+    with pytest.raises(CheckpointError, match="not a weights file this build can read"):
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+
+
+def test_an_edited_net_arch_is_a_checkpoint_error(tmp_path: Path) -> None:
+    from rlsched.policies.ldwp import scorer_from_checkpoint
+
+    save_checkpoint(tmp_path, scorer().state_dict(), meta())
+    m = json.loads((tmp_path / META).read_text())
+    for arch, fragment in (([16], "do not fit the network"), ("big", "net_arch: expected a list")):
+        (tmp_path / META).write_text(json.dumps({**m, "net_arch": arch}))
+        with pytest.raises(CheckpointError, match=fragment):
+            scorer_from_checkpoint(tmp_path)
+
+
+def test_the_version_error_names_the_command_that_makes_the_checkpoint(tmp_path: Path) -> None:
+    save_checkpoint(tmp_path, scorer().state_dict(), meta(feature_version=-1))
+    with pytest.raises(CheckpointError, match=r"retrain \(rlsched interference fit\)"):
+        load_checkpoint(tmp_path, FEATURE_VERSION, retrain="rlsched interference fit")
 
 
 def test_ldwp_selector_picks_the_best_feasible_node(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]

@@ -107,6 +107,26 @@ def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: s
     assert "Traceback" not in r.stderr and fragment in r.stderr
 
 
+def test_workload_no_node_can_run_is_an_error_not_a_silent_zero(small: Path, tmp_path: Path) -> None:
+    cpu_only = tmp_path / "cpu-only.toml"
+    cpu_only.write_text(
+        'name = "cpu-only"\n[[cluster.nodes]]\nname = "c"\ncpu_cores = 8\nhost_mem_gib = 32\n'
+        "[workload]\ntasks = 20\napps = { kmeans = 1 }\n"
+    )
+    r = rlsched("simulate", "--scenario", str(cpu_only), "--scheduler", "mct", "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "all 20 tasks were unschedulable" in r.stderr
+    assert json.loads(r.stdout)["tasks_unschedulable"] == 20  # the figures are still shown
+    ok = rlsched("simulate", "--scenario", str(small), "--scheduler", "mct")
+    assert ok.returncode == 0 and "unschedulable" not in ok.stderr
+
+
+def test_rate_range_of_the_paper_binds_only_on_paper() -> None:
+    r = rlsched("simulate", "--scenario", "interference", "--scheduler", "mct", "--rate", "100", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tasks_completed"] > 0
+
+
 def test_scenarios_lists_the_builtins() -> None:
     r = rlsched("scenarios")
     assert r.returncode == 0

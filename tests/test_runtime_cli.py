@@ -74,3 +74,12 @@ def test_ctrl_c_stops_a_live_demo_promptly() -> None:
     finally:
         proc.kill()
     assert proc.returncode == 130 and "rlsched: interrupted" in err and "Traceback" not in err
+
+
+def test_live_demo_refuses_a_ground_truth_scheduler_before_any_run() -> None:
+    import envs  # noqa: F401  (registers the oracle, as the CLI does)
+    from experiments.live_demo import check_live_schedulers
+
+    check_live_schedulers(["mct+iawp", "least-loaded+first-free"])
+    with pytest.raises(ValueError, match="'oracle' reads the simulator's ground truth"):
+        check_live_schedulers(["mct+iawp", "least-loaded+first-free", "oracle"])

@@ -158,6 +158,16 @@ def test_rate_override() -> None:
         with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate from 10 to 60") as info:
             load_scenario("paper", rate_per_min=bad)
         assert info.value.field == "--rate"
+    # The paper's range binds only on `paper`: other scenarios take any rate up to the limit.
+    assert load_scenario("interference", rate_per_min=3000).workload.arrival.rate_per_min == 3000
+    with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate from 0 to 1e\+06"):
+        load_scenario("interference", rate_per_min=0)
+
+
+def test_node_total_is_bounded_across_groups(tmp_path: Path) -> None:
+    text = MINIMAL.replace("count = 2", "count = 10000", 1)
+    err = _error(_write(tmp_path, text))
+    assert err.field.startswith("cluster.nodes[") and "at most 10,000 nodes in all" in str(err)
 
 
 def test_unknown_builtin_name() -> None:
@@ -205,11 +215,22 @@ def test_events_set_join_and_leave(tmp_path: Path) -> None:
         ("seed = 3", "sede = 3", "sede", "one of the keys (name, description, seed"),
         ('gpu_model = "T4"', 'gpu_modl = "T4"', "cluster.nodes[0].gpu_modl", "gpu_model"),
         ("rate_per_min = 40", "rate = 40", "workload.arrival.rate", "of process 'poisson'"),
-        ("cpu_cores = 8", 'cpu_cores = "8"', "cluster.nodes[0].cpu_cores", "an integer >= 1, got '8'"),
-        ("cpu_cores = 8", "cpu_cores = true", "cluster.nodes[0].cpu_cores", "an integer >= 1, got True"),
+        (
+            "cpu_cores = 8",
+            'cpu_cores = "8"',
+            "cluster.nodes[0].cpu_cores",
+            "an integer from 1 to 1,024, got '8'",
+        ),
+        ("cpu_cores = 8", "cpu_cores = true", "cluster.nodes[0].cpu_cores", "from 1 to 1,024, got True"),
+        ("cpu_cores = 8", "cpu_cores = 4096", "cluster.nodes[0].cpu_cores", "from 1 to 1,024, got 4096"),
+        ("count = 2", "count = 1000000000", "cluster.nodes[0].count", "from 1 to 10,000, got 1000000000"),
+        ("tasks = 20", "tasks = 1000000000", "workload.tasks", "from 1 to 1,000,000"),
+        ("gpu_count = 2", "gpu_count = 17", "cluster.nodes[0].gpu_count", "from 1 to 16"),
+        ("seed = 3", "seed = 5000000000", "seed", "from 0 to 4,294,967,295"),
+        ("rate_per_min = 40", "rate_per_min = 1e9", "workload.arrival.rate_per_min", "<= 1e+06"),
         ("host_mem_gib = 32", "host_mem_gib = 0", "cluster.nodes[0].host_mem_gib", "a number > 0, got 0"),
-        ("count = 2", "count = -2", "cluster.nodes[0].count", "an integer >= 1, got -2"),
-        ("tasks = 20", "tasks = 0", "workload.tasks", "an integer >= 1"),
+        ("count = 2", "count = -2", "cluster.nodes[0].count", "an integer from 1 to 10,000, got -2"),
+        ("tasks = 20", "tasks = 0", "workload.tasks", "an integer from 1 to 1,000,000"),
         (
             'gpu_model = "T4"',
             'gpu_model = "X100"',
@@ -287,7 +308,7 @@ def test_drift_bounds(tmp_path: Path) -> None:
 def test_overrides_that_do_not_apply(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL)
     assert _error(path, trace_dir=str(tmp_path)).field == "--trace-dir"
-    assert _error(path, rate_per_min=100).field == "--rate"
+    assert _error(path, rate_per_min=2e6).field == "--rate"
 
 
 # --- data files ------------------------------------------------------------------------------------
@@ -309,6 +330,21 @@ def test_colocation_apps_from_csv(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert s.interference.model == "csv"
     assert s.interference.colocation_csv == str(sub / "colo.csv")
     assert s.interference.solo_csv == str(sub / "solo.csv")
+
+
+def test_csv_with_a_byte_order_mark_is_read_and_non_utf8_is_named(tmp_path: Path) -> None:
+    (tmp_path / "colo.csv").write_bytes(b"\xef\xbb\xbf" + COLO_CSV.encode())  # an Excel export
+    (tmp_path / "solo.csv").write_text(SOLO_CSV)
+    path = _write(tmp_path, GAVEL_LIKE)
+    assert load_scenario(str(path)).interference.model == "csv"
+    (tmp_path / "colo.csv").write_bytes(COLO_CSV.encode().replace(b"0.7", b"0.7\xff"))
+    err = _error(path)
+    assert err.field == "interference.colocation_csv" and "not UTF-8 text (byte 0xff" in str(err)
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf" + MINIMAL.encode())
+    assert load_scenario(str(tmp_path / "bom.toml")).name == "mini"
+    (tmp_path / "latin1.toml").write_bytes(MINIMAL.encode().replace(b"mini", b"m\xe9ni", 1))
+    err = _error(tmp_path / "latin1.toml")
+    assert err.field == "<syntax>" and "byte 0xe9" in str(err)
 
 
 def test_colocation_csv_errors(tmp_path: Path) -> None:

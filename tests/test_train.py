@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from experiments.cli import main
-from experiments.train import TrainConfig, behaviour_clone, collect_teacher, train
+from experiments.train import TrainConfig, behaviour_clone, collect_teacher, score, train
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION
@@ -162,6 +162,35 @@ def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> N
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     _, meta = load_checkpoint(out / "last", FEATURE_VERSION)
     assert meta["dqn_steps"] > 0 and meta["evaluation"] is None
+
+
+def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Path, tmp_path: Path) -> None:
+    """A run stopped at 200 of 400 steps and resumed from last/: steps go on from 200, history
+    keeps the first evaluations, and best/ is replaced only by a better evaluation."""
+    out = tmp_path / "run"
+    base = dict(
+        scenario=str(tiny),
+        rate_per_min=None,
+        pretrain_episodes=1,
+        bc_epochs=5,
+        learning_starts=50,
+        eval_every=100,
+        eval_seeds=(10_101,),
+        net_arch=(32, 16),
+    )
+    train(TrainConfig(steps=200, **base), out)  # type: ignore[arg-type]
+    first = json.loads((out / "history.json").read_text())
+    best_before = load_checkpoint(out / "best", FEATURE_VERSION)[1]
+    summary = train(TrainConfig(steps=400, **base), out, resume=out / "last")  # type: ignore[arg-type]
+    history = json.loads((out / "history.json").read_text())
+    assert [e["step"] for e in history] == [0.0, 100.0, 200.0, 300.0, 400.0]
+    assert history[:3] == first
+    assert load_checkpoint(out / "last", FEATURE_VERSION)[1]["dqn_steps"] == 400
+    best = load_checkpoint(out / "best", FEATURE_VERSION)[1]
+    best_score = max(score(e) for e in history)
+    assert score(best["evaluation"]) == pytest.approx(best_score)
+    assert best["dqn_steps"] >= best_before["dqn_steps"]
+    assert summary["after_dqn"]["step"] == 400.0
 
 
 def test_one_network_trains_on_several_scenarios(tiny: Path, tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 import models
-from models.checkpoint import load_checkpoint
+from models.checkpoint import CheckpointError, load_checkpoint, load_weights
 from models.qnet import NodeScorer
 from rlsched.features import (
     CLUSTER_FEATURES,
@@ -29,12 +29,17 @@ def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
     state, meta = load_checkpoint(directory, FEATURE_VERSION)
     dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
     if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
-        raise ValueError(
+        raise CheckpointError(
             f"{directory}: feature sizes {meta.get('node_dim')}/{meta.get('task_dim')}/"
             f"{meta.get('cluster_dim')} do not match this build's {dims}"
         )
-    net = NodeScorer(*dims, hidden=meta["net_arch"])
-    net.load_state_dict(state)
+    arch = meta.get("net_arch")
+    if not (isinstance(arch, list) and arch and all(isinstance(h, int) and 0 < h <= 4096 for h in arch)):
+        raise CheckpointError(
+            f"{Path(directory) / 'meta.json'}: net_arch: expected a list of layer widths, got {arch!r}"
+        )
+    net = NodeScorer(*dims, hidden=arch)
+    load_weights(net, state, directory)
     net.eval()
     return net, meta
 

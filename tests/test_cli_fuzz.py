@@ -1,0 +1,169 @@
+"""Property test of the one error path: mutated scenario files, CSVs and checkpoints fed to the
+``rlsched`` commands end in exit 0 (the input still made sense) or exit 2 with a one-line error —
+never a traceback and never an "internal error"."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from experiments.cli import main
+from models.checkpoint import META, WEIGHTS, sha256
+
+SCENARIO = b"""name = "fuzz"
+seed = 3
+[[cluster.nodes]]
+name = "gpu"
+count = 2
+cpu_cores = 4
+host_mem_gib = 16
+gpu_model = "T4"
+gpu_count = 1
+[[cluster.nodes]]
+name = "cpu"
+cpu_cores = 4
+host_mem_gib = 16
+[workload]
+tasks = 12
+apps = { matmul = 2, fft = 1 }
+[workload.arrival]
+process = "poisson"
+rate_per_min = 40
+"""
+COLO_SCENARIO = b"""name = "fuzz-colo"
+[[cluster.nodes]]
+name = "v"
+count = 2
+cpu_cores = 4
+host_mem_gib = 16
+gpu_model = "V100M16"
+[workload]
+tasks = 10
+apps = { "colo:A" = 1, "colo:B" = 1 }
+[interference]
+model = "csv"
+colocation_csv = "colo.csv"
+solo_csv = "solo.csv"
+"""
+COLO = b"device,kind,partner,norm_throughput\nv100,A,B,0.7\nv100,B,A,0.8\nv100,A,A,0.5\nv100,B,B,0.6\n"
+SOLO = b"device,kind,solo_throughput\nv100,A,10\nv100,B,20\n"
+NUMBERS = [b"0", b"-1", b"1e9", b"nan", b"inf", b"10000000000", b"0.0", b'"x"', b"true", b"[]", b"{}"]
+
+
+@st.composite
+def mutated(draw: st.DrawFn, data: bytes) -> bytes:
+    """``data`` after a few random edits: byte flips, cuts, inserted bytes or lines, odd numbers."""
+    out = bytearray(data)
+    for _ in range(draw(st.integers(1, 3))):
+        op = draw(st.sampled_from(["flip", "cut", "insert", "number", "dup", "bom"]))
+        at = draw(st.integers(0, max(len(out) - 1, 0)))
+        if op == "flip" and out:
+            out[at] = draw(st.integers(0, 255))
+        elif op == "cut":
+            del out[at : at + draw(st.integers(1, 40))]
+        elif op == "insert":
+            out[at:at] = draw(st.binary(min_size=1, max_size=8))
+        elif op == "number":
+            nums = [m.span() for m in re.finditer(rb"\d+(\.\d+)?", bytes(out))]
+            if nums:
+                a, b = draw(st.sampled_from(nums))
+                out[a:b] = draw(st.sampled_from(NUMBERS))
+        elif op == "dup":
+            lines = bytes(out).split(b"\n")
+            i = draw(st.integers(0, len(lines) - 1))
+            out = bytearray(b"\n".join([*lines[: i + 1], lines[i], *lines[i + 1 :]]))
+        else:
+            out[0:0] = b"\xef\xbb\xbf"
+    return bytes(out)
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """Run ``rlsched ARGS`` in-process: (exit code, stderr)."""
+    err = io.StringIO()
+    with redirect_stderr(err), redirect_stdout(io.StringIO()):
+        try:
+            rc = main(list(args))
+        except SystemExit as e:  # argparse's own usage errors
+            rc = e.code if isinstance(e.code, int) else 2
+    return rc, err.getvalue()
+
+
+def assert_clean(rc: int, err: str) -> None:
+    assert rc in (0, 2), err
+    assert "Traceback" not in err and "internal error" not in err, err
+    if rc == 2:
+        assert err.strip().startswith("rlsched: error:"), err
+
+
+FUZZ = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,  # the same inputs on every run: CI never flakes on a new example
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+
+@FUZZ
+@given(text=mutated(SCENARIO))
+def test_mutated_scenario_files(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "fuzz.toml"
+    path.write_bytes(text)
+    assert_clean(*run_cli("simulate", "--scenario", str(path), "--scheduler", "mct", "--json"))
+
+
+@FUZZ
+@given(colo=mutated(COLO), solo=st.one_of(st.just(SOLO), mutated(SOLO)))
+def test_mutated_colocation_csvs(tmp_path: Path, colo: bytes, solo: bytes) -> None:
+    (tmp_path / "colo.csv").write_bytes(colo)
+    (tmp_path / "solo.csv").write_bytes(solo)
+    (tmp_path / "s.toml").write_bytes(COLO_SCENARIO)
+    assert_clean(*run_cli("simulate", "--scenario", str(tmp_path / "s.toml"), "--scheduler", "mct", "--json"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained-shape LDWP checkpoint (the shipped one's format)."""
+    from models.checkpoint import save_checkpoint
+    from models.qnet import NodeScorer
+    from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+
+    d = tmp_path_factory.mktemp("ck")
+    net = NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), [8])
+    meta = {
+        "feature_version": FEATURE_VERSION,
+        "node_dim": len(NODE_FEATURES),
+        "task_dim": len(TASK_FEATURES),
+        "cluster_dim": len(CLUSTER_FEATURES),
+        "net_arch": [8],
+    }
+    save_checkpoint(d, net.state_dict(), meta)
+    return d
+
+
+@FUZZ
+@given(data=st.data(), which=st.sampled_from([META, WEIGHTS]), rehash=st.booleans())
+def test_mutated_checkpoints(
+    tmp_path: Path, checkpoint: Path, data: st.DataObject, which: str, rehash: bool
+) -> None:
+    d = tmp_path / "ck"
+    d.mkdir(exist_ok=True)
+    for name in (META, WEIGHTS):
+        (d / name).write_bytes((checkpoint / name).read_bytes())
+    (d / which).write_bytes(data.draw(mutated((checkpoint / which).read_bytes())))
+    if rehash and which == WEIGHTS:  # a matching checksum over bad bytes: the loader must still refuse
+        meta = json.loads((d / META).read_text())
+        meta["files"][WEIGHTS] = sha256(d / WEIGHTS)
+        (d / META).write_text(json.dumps(meta))
+    scenario = tmp_path / "s.toml"
+    scenario.write_bytes(SCENARIO)
+    rc, err = run_cli(
+        "simulate", "--scenario", str(scenario), "--scheduler", "ldwp", "--model", str(d), "--json"
+    )
+    assert_clean(rc, err)
