@@ -34,6 +34,12 @@ def _iawp() -> SubtaskPlacer:
     return IawpPlacer()
 
 
+def _iawp_pass() -> SubtaskPlacer:
+    from rlsched.policies.iawp import IawpPassPlacer
+
+    return IawpPassPlacer()
+
+
 def _coloc_greedy() -> SubtaskPlacer:
     from rlsched.policies.iawp import ColocGreedyPlacer
 
@@ -52,6 +58,7 @@ PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
     "mlsm": MlsmPlacer,
     "speedup": SpeedupPlacer,
     "iawp": _iawp,
+    "iawp-pass": _iawp_pass,
     "iawp-cosine": _iawp_cosine,
     "coloc-greedy": _coloc_greedy,
 }
