@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
+from rlsched.footprint import RunTooLarge, check_fits
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 from rlsched.textfile import TextFileError
 
@@ -306,7 +307,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
     from experiments.train import training_scenarios
 
     try:
-        training_scenarios(cfg)  # fail fast on a bad scenario
+        for sc in training_scenarios(cfg):  # fail fast on a bad scenario
+            check_fits(sc)
     except ValueError as e:
         print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
         return 2
@@ -360,7 +362,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
     if args.scenario is None:
         print("rlsched: error: finetune needs --scenario (or --live)", file=sys.stderr)
         return 2
-    load_scenario(args.scenario, rate_per_min=args.rate)  # fail fast on a bad scenario
+    check_fits(load_scenario(args.scenario, rate_per_min=args.rate))  # fail fast on a bad scenario
     r = finetune(
         args.source,
         args.scenario,
@@ -382,6 +384,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
 
     _use_model(args.model)
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
+    check_fits(scenario)
     try:
         m = simulate(scenario, args.scheduler, args.seed, progress=not args.json and sys.stderr.isatty())
     except ValueError as e:
@@ -455,6 +458,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         args.rate = 60.0  # the paper's busiest rate; other scenarios keep their own
     args.seeds = 3 if args.seeds is None else args.seeds
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
+    check_fits(scenario)
     _use_model(None)
     specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]
     seeds = list(range(args.seeds))
@@ -593,7 +597,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, CheckpointError, TextFileError) as e:
+    except (FileNotFoundError, CheckpointError, TextFileError, RunTooLarge) as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do

@@ -538,8 +538,8 @@ class InterferencePredictor:
         """
         meta_path = Path(path) / META
         try:
-            fmt = json.loads(meta_path.read_text()).get("format")
-        except (OSError, json.JSONDecodeError, AttributeError):
+            fmt = json.loads(meta_path.read_text(encoding="utf-8")).get("format")
+        except (OSError, ValueError, AttributeError):  # ValueError: bad JSON or not UTF-8
             fmt = FORMAT  # let load_checkpoint report what is wrong
         if fmt != FORMAT:
             raise CheckpointError(f"{meta_path}: not an interference model (format {fmt!r})")

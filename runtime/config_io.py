@@ -32,9 +32,21 @@ from pathlib import Path
 from typing import Any
 
 from rlsched.hardware import gpu_model
-from rlsched.scenario_io import ScenarioError
+from rlsched.scenario_io import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU, ScenarioError
 from rlsched.textfile import TextFileError, read_text
 from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
+
+#: Nodes a live cluster file may declare: each is an agent with its own worker threads on this
+#: machine (or a Ray actor), so hundreds already mean thousands of threads.
+MAX_LIVE_NODES = 256
+#: Host memory of one node, GiB.
+MAX_HOST_MEM_GIB = 65_536.0
+#: CUDA ordinals a node may name.
+MAX_GPU_INDEX = 63
+#: Device memory the runtime may use on one GPU, MiB (1 TiB).
+MAX_GPU_MEM_MIB = 1_048_576.0
+#: Emulated relative speed of a GPU (FP32 TFLOP/s scale; the fastest catalog model is ~67).
+MAX_SPEED = 10_000.0
 
 _TOP = ("device_concurrency", "emulate_core_speed", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
 _NODE = ("name", "count", "cpu_cores", "host_mem_gib", "streams_per_gpu", "gpus")
@@ -54,12 +66,15 @@ class _Reader:
                     self.path, f"{where}{key}", f"one of the keys ({', '.join(allowed)})", key
                 )
 
-    def integer(self, table: dict[str, Any], where: str, key: str, default: int | None, ge: int) -> int:
+    def integer(
+        self, table: dict[str, Any], where: str, key: str, default: int | None, ge: int, le: int
+    ) -> int:
+        expected = f"an integer from {ge:,} to {le:,}"
         v = table.get(key, default)
         if v is None:
-            raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge} (this key is required)")
-        if not isinstance(v, int) or isinstance(v, bool) or v < ge:
-            raise ScenarioError(self.path, f"{where}{key}", f"an integer >= {ge}", v)
+            raise ScenarioError(self.path, f"{where}{key}", f"{expected} (this key is required)")
+        if not isinstance(v, int) or isinstance(v, bool) or not ge <= v <= le:
+            raise ScenarioError(self.path, f"{where}{key}", expected, v)
         return v
 
     def boolean(self, table: dict[str, Any], where: str, key: str, default: bool) -> bool:
@@ -68,12 +83,12 @@ class _Reader:
             raise ScenarioError(self.path, f"{where}{key}", "true or false", v)
         return v
 
-    def number(self, table: dict[str, Any], where: str, key: str) -> float | None:
+    def number(self, table: dict[str, Any], where: str, key: str, le: float) -> float | None:
         v = table.get(key)
         if v is None:
             return None
-        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or v <= 0:
-            raise ScenarioError(self.path, f"{where}{key}", "a number > 0", v)
+        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v <= le:
+            raise ScenarioError(self.path, f"{where}{key}", f"a number > 0 and <= {le:g}", v)
         return float(v)
 
     def text(self, table: dict[str, Any], where: str, key: str) -> str:
@@ -112,13 +127,15 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
     dup = sorted({x for x in names if names.count(x) > 1})
     if dup:
         raise ScenarioError(shown, "nodes", "unique node names", dup)
-    lo = r.integer(doc, "", "min_streams_per_gpu", 1, ge=1)
-    hi = r.integer(doc, "", "max_streams_per_gpu", 8, ge=lo)
+    if len(nodes) > MAX_LIVE_NODES:
+        raise ScenarioError(shown, "nodes", f"at most {MAX_LIVE_NODES} nodes in all", len(nodes))
+    lo = r.integer(doc, "", "min_streams_per_gpu", 1, ge=1, le=MAX_STREAMS_PER_GPU)
+    hi = r.integer(doc, "", "max_streams_per_gpu", 8, ge=lo, le=MAX_STREAMS_PER_GPU)
     return LiveClusterSpec(
         nodes=tuple(nodes),
         max_streams_per_gpu=hi,
         min_streams_per_gpu=lo,
-        device_concurrency=r.integer(doc, "", "device_concurrency", 2, ge=0),
+        device_concurrency=r.integer(doc, "", "device_concurrency", 2, ge=0, le=MAX_STREAMS_PER_GPU),
         emulate_core_speed=r.boolean(doc, "", "emulate_core_speed", False),
     )
 
@@ -126,10 +143,12 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
 def _nodes(r: _Reader, g: dict[str, Any], where: str) -> list[LiveNode]:
     r.keys(g, where, _NODE)
     name = r.text(g, where, "name")
-    count = r.integer(g, where, "count", 1, ge=1)
-    cores = r.integer(g, where, "cpu_cores", 2, ge=0)
-    streams = r.integer(g, where, "streams_per_gpu", 4, ge=1)
-    mem = r.number(g, where, "host_mem_gib") or 16.0
+    count = r.integer(g, where, "count", 1, ge=1, le=MAX_LIVE_NODES)
+    cores = r.integer(g, where, "cpu_cores", 2, ge=0, le=MAX_CPU_CORES)
+    streams = r.integer(g, where, "streams_per_gpu", 4, ge=1, le=MAX_STREAMS_PER_GPU)
+    mem = r.number(g, where, "host_mem_gib", le=MAX_HOST_MEM_GIB) or 16.0
+    if len(r.tables(g, where, "gpus")) > MAX_GPUS_PER_NODE:
+        raise ScenarioError(r.path, f"{where}gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
     gpus = tuple(_gpu(r, t, f"{where}gpus[{j}].", j) for j, t in enumerate(r.tables(g, where, "gpus")))
     if cores == 0 and not gpus:
         raise ScenarioError(r.path, f"{where}cpu_cores", "at least one core on a node without GPUs", 0)
@@ -148,7 +167,7 @@ def _gpu(r: _Reader, t: dict[str, Any], where: str, position: int) -> LiveGpu:
         ) from None
     return LiveGpu(
         model,
-        index=r.integer(t, where, "index", position, ge=0),
-        mem_mib=r.number(t, where, "mem_mib"),
-        speed=r.number(t, where, "speed"),
+        index=r.integer(t, where, "index", position, ge=0, le=MAX_GPU_INDEX),
+        mem_mib=r.number(t, where, "mem_mib", le=MAX_GPU_MEM_MIB),
+        speed=r.number(t, where, "speed", le=MAX_SPEED),
     )

@@ -167,3 +167,63 @@ def test_mutated_checkpoints(
         "simulate", "--scenario", str(scenario), "--scheduler", "ldwp", "--model", str(d), "--json"
     )
     assert_clean(rc, err)
+
+
+LIVE = b"""device_concurrency = 1
+[[nodes]]
+name = "box"
+cpu_cores = 1
+streams_per_gpu = 2
+[[nodes.gpus]]
+model = "V100M16"
+mem_mib = 512
+"""
+
+
+@settings(FUZZ, max_examples=25)
+@given(text=mutated(LIVE))
+def test_mutated_live_cluster_files(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "live.toml"
+    path.write_bytes(text)
+    args = (
+        "demo",
+        "--live",
+        "--cluster",
+        str(path),
+        "--tasks",
+        "2",
+        "--seeds",
+        "1",
+        "--schedulers",
+        "mct+mlsm",
+    )
+    assert_clean(*run_cli(*args))
+
+
+@pytest.fixture(scope="module")
+def interference_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fitted ``mean`` interference model (the fastest to fit) and the CSV it was fitted on."""
+    d = tmp_path_factory.mktemp("ix")
+    (d / "colo.csv").write_bytes(COLO)
+    rc, err = run_cli(
+        "interference", "fit", "--data", str(d / "colo.csv"), "--method", "mean", "--out", str(d / "m")
+    )
+    assert rc == 0, err
+    return d
+
+
+@FUZZ
+@given(data=st.data(), which=st.sampled_from([META, WEIGHTS, "colo.csv"]))
+def test_mutated_interference_models_and_csvs(
+    tmp_path: Path, interference_model: Path, data: st.DataObject, which: str
+) -> None:
+    d = tmp_path / "m"
+    d.mkdir(exist_ok=True)
+    for name in (META, WEIGHTS):
+        (d / name).write_bytes((interference_model / "m" / name).read_bytes())
+    (tmp_path / "colo.csv").write_bytes(COLO)
+    target = tmp_path / "colo.csv" if which == "colo.csv" else d / which
+    target.write_bytes(data.draw(mutated(target.read_bytes())))
+    assert_clean(
+        *run_cli("interference", "evaluate", "--model", str(d), "--data", str(tmp_path / "colo.csv"))
+    )

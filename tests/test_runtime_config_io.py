@@ -61,6 +61,11 @@ def test_a_file_builds_the_cluster(tmp_path: Path) -> None:
         ("device_concurrency = 1\n", "nodes"),
         ("emulate_core_speed = 'yes'\n[[nodes]]\nname = 'a'\n", "emulate_core_speed"),
         ("nodes = [\n", "<syntax>"),
+        ("[[nodes]]\nname = 'a'\ncount = 1000000000\n", "nodes[0].count"),
+        ("[[nodes]]\nname = 'a'\ncount = 200\n[[nodes]]\nname = 'b'\ncount = 100\n", "nodes"),
+        ("[[nodes]]\nname = 'a'\nstreams_per_gpu = 65\n", "nodes[0].streams_per_gpu"),
+        ("[[nodes]]\nname = 'a'\n[[nodes.gpus]]\nmodel = 'T4'\nspeed = 1e300\n", "nodes[0].gpus[0].speed"),
+        ("[[nodes]]\nname = 'a'\nhost_mem_gib = 1e9\n", "nodes[0].host_mem_gib"),
     ],
 )
 def test_errors_name_the_field(tmp_path: Path, text: str, field: str) -> None:
