@@ -19,7 +19,9 @@ from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 from rlsched.textfile import TextFileError
 
 if TYPE_CHECKING:
+    from rlsched.metrics import RunMetrics
     from rlsched.policies.base import NodeSelector
+    from rlsched.scenario import Scenario
     from runtime.config import LiveClusterSpec
 
 #: The simulated demo's scenario; at 60 tasks/min unless ``--rate`` says otherwise.
@@ -99,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
     s.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    s.add_argument("--strict", action="store_true", help="exit 3 when any task was unschedulable")
     s.add_argument(
         "--model", default=None, help="checkpoint directory for the ldwp selector (default: shipped)"
     )
@@ -147,6 +150,7 @@ def _parser() -> argparse.ArgumentParser:
         help="compare schedulers over several seeds: in the simulator, or on the live runtime (--live)",
     )
     d.add_argument("--scenario", default=DEMO_SCENARIO, help="simulated scenario (default: paper)")
+    d.add_argument("--strict", action="store_true", help="exit 3 when any task was unschedulable")
     d.add_argument(
         "--rate",
         type=_positive_float,
@@ -398,24 +402,43 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
         w = max(len(k) for k in out)
         for k, v in out.items():
             print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
-    return _report_unschedulable(m.tasks_unschedulable, m.tasks_total, m.tasks_completed)
+    return _report_unschedulable(scenario, {seed: m}, args.strict)
 
 
-def _report_unschedulable(unschedulable: int, total: int, completed: int) -> int:
-    """Warn (stderr) when tasks found no node that could ever run them; exit 2 when none ran:
-    the cluster cannot run this workload (e.g. GPU-only work on CPU-only nodes), an input problem
-    that a throughput of 0 must not hide."""
-    if not unschedulable:
+def _report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], strict: bool) -> int:
+    """One warning line (stderr) when tasks found no node that could run them: how many and why
+    (a throughput of 0 must never pass silently). Exit 3 with ``--strict``, else 0.
+
+    :param scenario: the scenario as loaded (before the seed's draw).
+    :param runs: metrics by seed.
+    :param strict: ``--strict`` was given.
+    """
+    from collections import Counter
+
+    from rlsched.feasibility import static_feasible, task_needs, why_infeasible
+    from rlsched.taskgen import generate_tasks, scenario_for_seed
+    from rlsched.view import ClusterView
+
+    bad = {seed: m for seed, m in runs.items() if m.tasks_unschedulable}
+    if not bad:
         return 0
-    why = (
-        "no node of the cluster can run them (a GPU-only kind with no GPU, too little memory, "
-        "a GPU model constraint)"
-    )
-    if completed == 0:
-        print(f"rlsched: error: all {total} tasks were unschedulable: {why}", file=sys.stderr)
-        return 2
-    print(f"rlsched: warning: {unschedulable} of {total} tasks were unschedulable: {why}", file=sys.stderr)
-    return 0
+    why: Counter[str] = Counter()
+    for seed in bad:
+        drawn = scenario_for_seed(scenario, seed)
+        view = ClusterView.from_spec(drawn.cluster)
+        for task in generate_tasks(drawn, seed):
+            needs = task_needs(task)
+            if not static_feasible(needs, view).any():
+                why[why_infeasible(needs, view)] += 1
+    n = sum(m.tasks_unschedulable for m in bad.values())
+    total = sum(m.tasks_total for m in runs.values())
+    hardware = sum(why.values())
+    if n > hardware:
+        why["could run only on nodes that were down"] += n - hardware
+    reasons = "; ".join(f"{k} tasks {r}" for r, k in why.most_common())
+    over = f" (over {len(runs)} seeds)" if len(runs) > 1 else ""
+    print(f"rlsched: warning: {n} of {total} tasks{over} were unschedulable: {reasons}", file=sys.stderr)
+    return 3 if strict else 0
 
 
 def _live_cluster(path: str | None) -> LiveClusterSpec:
@@ -477,12 +500,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print(format_table(cmp))
     print()
     print(f"(mean ± std over {len(seeds)} seeds; {time.perf_counter() - t0:.1f} s wall)")
-    runs = [m for ms in cmp.runs.values() for m in ms]
-    return _report_unschedulable(
-        sum(m.tasks_unschedulable for m in runs),
-        sum(m.tasks_total for m in runs),
-        sum(m.tasks_completed for m in runs),
-    )
+    first = next(iter(cmp.runs.values()))  # every scheduler sees the same tasks per seed
+    return _report_unschedulable(scenario, dict(zip(seeds, first, strict=True)), args.strict)
 
 
 def _cmd_interference(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ greedy network on held-out seeds through the same simulator and metrics as every
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -320,7 +321,10 @@ class _Progress(BaseCallback):
                 val_p95=f"{ev['latency_p95_s']:.0f}s",
                 vs_ref=f"{ev['relative_throughput']:.3f}",
             )
-        (self.out / "history.json").write_text(json.dumps(self.history, indent=1))
+        # Atomic (temporary file, then rename): a kill mid-write must not lose the evaluations.
+        tmp = self.out / "history.json.tmp"
+        tmp.write_text(json.dumps(self.history, indent=1))
+        os.replace(tmp, self.out / "history.json")
         return ev
 
     def _on_training_end(self) -> None:

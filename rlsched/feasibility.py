@@ -87,3 +87,29 @@ def _max_gpu_mem(view: ClusterView) -> np.ndarray:
     if m is None:
         m = view.extra["_max_gpu_mem"] = np.where(view.gpu_valid, view.gpu_mem_mb, 0.0).max(axis=1)
     return m
+
+
+def why_infeasible(needs: TaskNeeds, view: ClusterView) -> str:
+    """Why no node's hardware can run a task with these needs (for reports and warnings).
+
+    Names the first requirement no node meets; when each is met by some node but never all by
+    one, says so; when the hardware could run it, the nodes that could were down.
+    """
+    if not (view.host_mem_mb >= needs.host_mem_mb).any():
+        most = float(view.host_mem_mb.max())
+        return f"need {needs.host_mem_mb:,.0f} MB of host memory (largest node: {most:,.0f} MB)"
+    if needs.needs_cpu and not (view.cores > 0).any():
+        return "need a CPU core (no node has one)"
+    if needs.needs_gpu or (not needs.needs_cpu and needs.any_gpu_mem_mb > 0 and not (view.cores > 0).any()):
+        allowed = allowed_gpus(needs, view)
+        mem = needs.gpu_mem_mb if needs.needs_gpu else needs.any_gpu_mem_mb
+        if not view.gpu_valid.any():
+            return "have a GPU-only subtask (the cluster has no GPU)"
+        if not allowed.any():
+            return f"need a GPU of model {', '.join(sorted(needs.models))} (the cluster has none)"
+        most = float(np.where(allowed, view.gpu_mem_mb, 0.0).max())
+        if most < mem:
+            return f"need {mem:,.0f} MB on one GPU (largest allowed GPU: {most:,.0f} MB)"
+    if not static_feasible(needs, view).any():
+        return "need host memory, cores and GPUs that no single node has together"
+    return "could run only on nodes that were down"

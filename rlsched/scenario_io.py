@@ -98,6 +98,8 @@ RATE_RANGE: tuple[float, float] = (10.0, 60.0)
 #: Largest arrival rate (tasks/min) any scenario or ``--rate`` may ask for: 10^6/min is ~16,700
 #: arrivals per simulated second, far beyond any built-in (the largest asks 9,000/min).
 MAX_RATE_PER_MIN = 1_000_000.0
+#: ``--rate`` on a scenario other than ``paper`` may ask up to this many times its own rate.
+RATE_FACTOR = 100.0
 # Upper bounds of every count in a scenario file, checked at load so a typo cannot hang a run
 # or exhaust memory (the largest built-in, alibaba-full, has 1,213 nodes and 7,255 pods).
 #: Nodes in a cluster, all groups together (and ``workload.alibaba.nodes``).
@@ -524,13 +526,28 @@ def _check_coverage(ctx: _Ctx, field: str, path: str, devices: Iterable[str], cl
 
 
 def _check_rate(ctx: _Ctx, name: str, rate: float | None) -> None:
-    """``--rate``: the paper's range on ``paper``, any rate up to :data:`MAX_RATE_PER_MIN` elsewhere."""
+    """``--rate`` on ``paper``: the paper's range (other scenarios: :func:`_check_override`)."""
     if rate is None:
         return
-    lo, hi = RATE_RANGE if name == "paper" else (0.0, MAX_RATE_PER_MIN)
-    if not (_is_num(rate) and lo <= rate <= hi and rate > 0):
-        what = "(the paper's range)" if name == "paper" else ""
-        raise ctx.error("--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min {what}".strip(), rate)
+    lo, hi = RATE_RANGE
+    if name == "paper" and not (_is_num(rate) and lo <= rate <= hi):
+        raise ctx.error(
+            "--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min (the paper's range)", rate
+        )
+    if not (_is_num(rate) and rate > 0):
+        raise ctx.error("--rate", "an arrival rate > 0 tasks/min", rate)
+
+
+def _check_override(ctx: _Ctx, rate: float | None, own: float) -> None:
+    """``--rate`` elsewhere: above 0, up to :data:`RATE_FACTOR` times the scenario's own long-run
+    rate (and :data:`MAX_RATE_PER_MIN`) — a load the scenario's cluster and task count were sized for."""
+    hi = min(RATE_FACTOR * own, MAX_RATE_PER_MIN)
+    if rate is not None and not rate <= hi:
+        raise ctx.error(
+            "--rate",
+            f"an arrival rate up to {hi:g} tasks/min ({RATE_FACTOR:g}x the scenario's own {own:g})",
+            rate,
+        )
 
 
 def _build(ctx: _Ctx, path: Path, doc: dict[str, Any], rate: float | None, trace_dir: str | None) -> Scenario:
@@ -895,6 +912,7 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
     d = ArrivalSpec()
     if process == "poisson":
         r = _num(ctx, tbl, where, "rate_per_min", d.rate_per_min, gt=0, le=MAX_RATE_PER_MIN)
+        _check_override(ctx, rate, r)
         return ArrivalSpec(process="poisson", rate_per_min=rate if rate is not None else r)
     if process == "bursty":
         return _bursty(ctx, tbl, where, rate)
@@ -923,6 +941,7 @@ def _bursty(ctx: _Ctx, tbl: dict[str, Any], where: str, rate: float | None) -> A
     if high < low or high <= 0:
         raise ctx.error(f"{where}.high_rate_per_min", f"a rate > 0 and >= low_rate_per_min ({low:g})", high)
     mean = (high * mean_high + low * mean_low) / (mean_high + mean_low)
+    _check_override(ctx, rate, mean)
     if rate is not None:
         # Keep the burst shape, move the long-run mean.
         high, low, mean = high * rate / mean, low * rate / mean, rate

@@ -107,17 +107,19 @@ def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: s
     assert "Traceback" not in r.stderr and fragment in r.stderr
 
 
-def test_workload_no_node_can_run_is_an_error_not_a_silent_zero(small: Path, tmp_path: Path) -> None:
+def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, tmp_path: Path) -> None:
     cpu_only = tmp_path / "cpu-only.toml"
     cpu_only.write_text(
         'name = "cpu-only"\n[[cluster.nodes]]\nname = "c"\ncpu_cores = 8\nhost_mem_gib = 32\n'
         "[workload]\ntasks = 20\napps = { kmeans = 1 }\n"
     )
     r = rlsched("simulate", "--scenario", str(cpu_only), "--scheduler", "mct", "--json")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "all 20 tasks were unschedulable" in r.stderr
+    assert r.returncode == 0 and "Traceback" not in r.stderr
+    assert "warning: 20 of 20 tasks were unschedulable: 20 tasks have a GPU-only subtask" in r.stderr
     assert json.loads(r.stdout)["tasks_unschedulable"] == 20  # the figures are still shown
-    ok = rlsched("simulate", "--scenario", str(small), "--scheduler", "mct")
+    strict = rlsched("simulate", "--scenario", str(cpu_only), "--scheduler", "mct", "--strict")
+    assert strict.returncode == 3 and "unschedulable" in strict.stderr
+    ok = rlsched("simulate", "--scenario", str(small), "--scheduler", "mct", "--strict")
     assert ok.returncode == 0 and "unschedulable" not in ok.stderr
 
 

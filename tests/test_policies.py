@@ -325,3 +325,17 @@ def test_speedup_placer_counts_every_busy_stream_when_it_predicts_the_wait_for_a
     assert placer.place(task, sub, 0, view) is None, "waits: a stream frees long before a core finishes"
     view.backlog_gpu_s[0] = 2.0 * t_cpu * drain
     assert placer.place(task, sub, 0, view) == CPU, "a queue longer than the core's run time: take the core"
+
+
+def test_why_infeasible_names_the_requirement_no_node_meets(small_scenario, node) -> None:  # type: ignore[no-untyped-def]
+    from rlsched.feasibility import TaskNeeds, why_infeasible
+    from rlsched.view import ClusterView
+
+    sc = small_scenario(nodes=(node("a", cores=2, gpus=("T4",)),))
+    v = ClusterView.from_spec(sc.cluster)
+    big_host = TaskNeeds(1e9, 0.0, 0.0, False, True, frozenset())
+    assert why_infeasible(big_host, v).startswith("need 1,000,000,000 MB of host memory")
+    wrong_model = TaskNeeds(10.0, 100.0, 100.0, True, False, frozenset({"H100"}))
+    assert why_infeasible(wrong_model, v) == "need a GPU of model H100 (the cluster has none)"
+    big_gpu = TaskNeeds(10.0, 1e7, 1e7, True, False, frozenset())
+    assert why_infeasible(big_gpu, v).startswith("need 10,000,000 MB on one GPU")

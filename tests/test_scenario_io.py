@@ -160,8 +160,12 @@ def test_rate_override() -> None:
         assert info.value.field == "--rate"
     # The paper's range binds only on `paper`: other scenarios take any rate up to the limit.
     assert load_scenario("interference", rate_per_min=3000).workload.arrival.rate_per_min == 3000
-    with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate from 0 to 1e\+06"):
+    with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate > 0"):
         load_scenario("interference", rate_per_min=0)
+    own = load_scenario("interference").workload.arrival.rate_per_min
+    with pytest.raises(ScenarioError, match=rf"up to {100 * own:g} tasks/min \(100x the scenario's own"):
+        load_scenario("interference", rate_per_min=100 * own + 1)
+    assert load_scenario("dynamic", rate_per_min=100).workload.arrival.rate_per_min == pytest.approx(100)
 
 
 def test_node_total_is_bounded_across_groups(tmp_path: Path) -> None:

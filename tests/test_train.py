@@ -193,6 +193,52 @@ def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Pat
     assert summary["after_dqn"]["step"] == 400.0
 
 
+def test_a_run_killed_with_sigkill_resumes_to_the_same_final_step_count(tiny: Path, tmp_path: Path) -> None:
+    """kill -9 after the first evaluations (no handler runs), then --resume from last/: the run
+    ends at the configured total with one history, not a second count from zero."""
+    out = tmp_path / "run"
+    kw = (
+        f"scenario={str(tiny)!r}, rate_per_min=None, steps=1200, pretrain_episodes=1, bc_epochs=5, "
+        "learning_starts=50, eval_every=200, eval_seeds=(10_101,), net_arch=(32, 16)"
+    )
+    code = f"from experiments.train import TrainConfig, train; train(TrainConfig({kw}), {str(out)!r})"
+    log = (tmp_path / "stderr.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            alive = proc.poll() is None and time.monotonic() < deadline
+            assert alive, (tmp_path / "stderr.log").read_text()[-2000:]
+            try:
+                if json.loads((out / "last" / "meta.json").read_text())["dqn_steps"] >= 400:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+        log.close()
+    killed_at = load_checkpoint(out / "last", FEATURE_VERSION)[1]["dqn_steps"]
+    assert 400 <= killed_at < 1200
+    cfg = TrainConfig(
+        scenario=str(tiny),
+        rate_per_min=None,
+        steps=1200,
+        pretrain_episodes=1,
+        bc_epochs=5,
+        learning_starts=50,
+        eval_every=200,
+        eval_seeds=(10_101,),
+        net_arch=(32, 16),
+    )
+    train(cfg, out, resume=out / "last")
+    steps = [e["step"] for e in json.loads((out / "history.json").read_text())]
+    assert steps == [float(s) for s in range(0, 1201, 200)]
+    assert load_checkpoint(out / "last", FEATURE_VERSION)[1]["dqn_steps"] == 1200
+
+
 def test_one_network_trains_on_several_scenarios(tiny: Path, tmp_path: Path) -> None:
     """Comma-separated entries: one network, episodes from each, best/ chosen on the mean over
     scenarios of throughput relative to the teacher (so a scenario's scale does not weigh)."""
