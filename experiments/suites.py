@@ -125,7 +125,7 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
 
 def scenario_table(names: Sequence[str]) -> str:
     """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
-    from envs.capacity import capacity_bound
+    from experiments.bound_cache import cached_bound, store_bound
     from rlsched.scenario_io import ScenarioError, load_scenario
     from rlsched.taskgen import generate_tasks
 
@@ -138,11 +138,23 @@ def scenario_table(names: Sequence[str]) -> str:
         except ScenarioError as e:
             lines.append(f"{name:<24} (cannot load: {e})")
             continue
-        b = capacity_bound(sc, generate_tasks(sc), latency=False)
-        regime = "arrival-bound" if b.arrival_bound else "has headroom"
+        b = cached_bound(sc)
+        if b is None:
+            from envs.capacity import capacity_bound  # scipy: only when a bound is computed
+
+            bound = capacity_bound(sc, generate_tasks(sc), latency=False)
+            b = {
+                "arrival_rate_per_min": bound.arrival_rate_per_min,
+                "capacity_per_min": bound.capacity_per_min,
+                "offered_load": bound.offered_load,
+                "arrival_bound": bound.arrival_bound,
+            }
+            store_bound(sc, b)
+        regime = "arrival-bound" if b["arrival_bound"] else "has headroom"
         lines.append(
-            f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} {b.arrival_rate_per_min:>12.1f} "
-            f"{b.capacity_per_min:>12.1f} {b.offered_load:>6.2f}  {regime}  {sc.description}"
+            f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} "
+            f"{b['arrival_rate_per_min']:>12.1f} {b['capacity_per_min']:>12.1f} {b['offered_load']:>6.2f}  "
+            f"{regime}  {sc.description}"
         )
     lines.append(
         "(load = arrival rate over the capacity bound, for the scenario's own seed; "

@@ -7,6 +7,7 @@ name (session-scoped, so it also works inside ``hypothesis`` tests).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 
 import pytest
@@ -83,3 +84,10 @@ def small_scenario_fixture() -> Callable[..., Scenario]:
 def node_fixture() -> Callable[..., NodeSpec]:
     """The :func:`node` builder."""
     return node
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Caches (the scenario bounds) go to a fresh folder: tests neither read a user's cache nor
+    write into it, and every run starts cold."""
+    os.environ["RLSCHED_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
