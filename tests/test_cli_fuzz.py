@@ -227,3 +227,24 @@ def test_mutated_interference_models_and_csvs(
     assert_clean(
         *run_cli("interference", "evaluate", "--model", str(d), "--data", str(tmp_path / "colo.csv"))
     )
+
+
+@settings(FUZZ, max_examples=12)
+@given(text=mutated(SCENARIO))
+def test_mutated_scenarios_for_evaluate_and_train(tmp_path: Path, text: bytes) -> None:
+    path = tmp_path / "fuzz.toml"
+    path.write_bytes(text)
+    evaluate = ("evaluate", "--scenarios", str(path), "--schedulers", "mct", "--seeds", "1", "--jobs", "1")
+    assert_clean(*run_cli(*evaluate, "--out", str(tmp_path / "ev")))
+    train = (
+        "train",
+        "--scenario",
+        str(path),
+        "--steps",
+        "0",
+        "--pretrain",
+        "none",
+        "--out",
+        str(tmp_path / "tr"),
+    )
+    assert_clean(*run_cli(*train))
