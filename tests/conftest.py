@@ -11,10 +11,17 @@ import os
 from collections.abc import Callable, Sequence
 
 import pytest
+from hypothesis import settings
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
 from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+
+# Property tests draw the same examples on every run (CI time and outcome never depend on the
+# draw); `HYPOTHESIS_PROFILE=explore make test` draws new ones, to hunt for new failures.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def node(
