@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
         "0 = discount per decision (gamma 0.9)",
     )
     t.add_argument(
+        "--n-steps",
+        type=_COUNT,
+        default=1,
+        help="decisions per return (n-step targets, discounted by elapsed time; default: 1)",
+    )
+    t.add_argument(
         "--double-q",
         action=argparse.BooleanOptionalAction,
         default=True,
@@ -298,6 +304,10 @@ def _use_model(model_dir: str | None) -> None:
 def _cmd_train(args: argparse.Namespace) -> int:
     from experiments.train import TrainConfig, train
 
+    if args.n_steps > 1 and not args.half_life:
+        print("rlsched: error: --n-steps: n-step returns need --half-life > 0", file=sys.stderr)
+        return 2
+
     cfg = TrainConfig(
         scenario=args.scenario,
         rate_per_min=args.rate,
@@ -307,6 +317,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         half_life_s=args.half_life or None,
         double_q=args.double_q,
         learning_rate=args.learning_rate,
+        n_steps=args.n_steps,
     )
     from experiments.train import training_scenarios
 

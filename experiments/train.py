@@ -63,6 +63,8 @@ class TrainConfig:
         ``gamma``. The default, 30 s, is about the run time of one of ``paper``'s tasks (5-35 s):
         chosen from the workload, not tuned.
     :param double_q: double DQN targets.
+    :param n_steps: decisions per return (n-step targets, semi-MDP discounted; needs
+        ``half_life_s``); 1 = one-step targets.
     """
 
     scenario: str = "paper"
@@ -86,6 +88,7 @@ class TrainConfig:
     gamma: float = 0.9
     half_life_s: float | None = 30.0
     double_q: bool = True
+    n_steps: int = 1
     learning_starts: int = 1_000
     target_update_interval: int = 2_000
     train_freq: int = 4
@@ -385,10 +388,12 @@ def build_dqn(env: gym.Env, cfg: TrainConfig, tensorboard_log: str | None = None
     :param tensorboard_log: TensorBoard folder, or ``None``.
     """
     smdp: dict[str, Any] = {}
+    if cfg.n_steps != 1 and cfg.half_life_s is None:
+        raise ValueError("n_steps: n-step returns need semi-MDP discounting (a half_life_s)")
     if cfg.half_life_s is not None:
         smdp = {
             "replay_buffer_class": TimeDiscountReplayBuffer,
-            "replay_buffer_kwargs": {"half_life_s": cfg.half_life_s},
+            "replay_buffer_kwargs": {"half_life_s": cfg.half_life_s, "n_steps": cfg.n_steps},
         }
     return MaskedDQN(
         MaskedDQNPolicy,
