@@ -112,6 +112,7 @@ def validate(cfg: EvalConfig, out: Path) -> None:
             raise EvaluateError(f"--runs: {name}={d} has no history.json")
     probe = out / ".rlsched-write-test"
     try:
+        out.mkdir(parents=True, exist_ok=True)  # the CLI makes it first; a library caller may not
         probe.write_text("")
         probe.unlink()
     except OSError as e:

@@ -356,3 +356,12 @@ def test_workers_run_torch_and_blas_on_one_thread() -> None:
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init) as pool:
         assert pool.submit(_threads).result() == (1, [1])
     assert set(_ONE_THREAD) == {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
+
+
+def test_evaluate_as_a_library_creates_its_output_folder(tmp_path: Path) -> None:
+    from experiments.evaluate import EvalConfig, evaluate
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "not" / "yet" / "there"
+    evaluate(EvalConfig([str(tmp_path / "tiny.toml")], ["mct"], [20000]), out, progress=False)
+    assert (out / "results.json").is_file()
