@@ -70,20 +70,20 @@ def _load() -> dict[str, dict[str, float | bool]]:
     return data if isinstance(data, dict) else {}
 
 
-def cached_bound(sc: Scenario) -> dict[str, float | bool] | None:
+def cached_bound(key: str) -> dict[str, float | bool] | None:
     """The cached ``arrival_rate_per_min``, ``capacity_per_min``, ``offered_load`` and
-    ``arrival_bound`` of ``sc``, or ``None``."""
-    hit = _load().get(bound_key(sc))
+    ``arrival_bound`` under ``key`` (:func:`bound_key`), or ``None``."""
+    hit = _load().get(key)
     return hit if isinstance(hit, dict) else None
 
 
-def store_bound(sc: Scenario, figures: dict[str, float | bool]) -> None:
-    """Remember ``figures`` for ``sc`` (atomically; silently skipped if the cache is not writable)."""
+def store_bound(key: str, figures: dict[str, float | bool]) -> None:
+    """Remember ``figures`` under ``key`` (atomically; skipped if the cache is not writable)."""
     try:
         d = cache_dir()
         d.mkdir(parents=True, exist_ok=True)
         data = _load()
-        data[bound_key(sc)] = figures
+        data[key] = figures
         tmp = d / f"{_FILE}.{os.getpid()}.tmp"
         tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, d / _FILE)

@@ -281,11 +281,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _demo_schedulers() -> list[str]:
-    import models
+    from models import PRETRAINED_LDWP
 
-    # rlsched.policies.ldwp.PRETRAINED, without importing torch.
-    pretrained = Path(models.__file__).resolve().parent / "pretrained" / "ldwp"
-    extra = ["ldwp+speedup", "ldwp+iawp"] if (pretrained / "meta.json").is_file() else []
+    extra = ["ldwp+speedup", "ldwp+iawp"] if (PRETRAINED_LDWP / "meta.json").is_file() else []
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 

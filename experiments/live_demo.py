@@ -83,18 +83,18 @@ def run_demo(cfg: LiveDemoConfig) -> dict[str, list[LiveResult]]:
     """Every scheduler on every seed (every spec is checked before the first run starts)."""
     check_live_schedulers(cfg.schedulers)
     out: dict[str, list[LiveResult]] = {spec: [] for spec in cfg.schedulers}
-    n, t0 = len(cfg.schedulers) * len(cfg.seeds), time.perf_counter()
-    for spec in cfg.schedulers:
-        for seed in cfg.seeds:
-            res = run_one(spec, seed, cfg)
-            out[spec].append(res)
-            if not cfg.progress:  # no live bar (CI, a log file): one line per run
-                print(
-                    f"[{sum(map(len, out.values()))}/{n}] live {spec} seed {seed}: "
-                    f"{res.metrics.throughput:.2f} tasks/s ({time.perf_counter() - t0:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+    jobs = [(spec, seed) for spec in cfg.schedulers for seed in cfg.seeds]
+    t0 = time.perf_counter()
+    for i, (spec, seed) in enumerate(jobs, 1):
+        res = run_one(spec, seed, cfg)
+        out[spec].append(res)
+        if not cfg.progress:  # no live bar (CI, a log file): one line per run
+            print(
+                f"[{i}/{len(jobs)}] live {spec} seed {seed}: "
+                f"{res.metrics.throughput:.2f} tasks/s ({time.perf_counter() - t0:.0f} s)",
+                file=sys.stderr,
+                flush=True,
+            )
     return out
 
 

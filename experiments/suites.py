@@ -125,7 +125,7 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
 
 def scenario_table(names: Sequence[str]) -> str:
     """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
-    from experiments.bound_cache import cached_bound, store_bound
+    from experiments.bound_cache import bound_key, cached_bound, store_bound
     from rlsched.scenario_io import ScenarioError, load_scenario
     from rlsched.taskgen import generate_tasks
 
@@ -138,7 +138,8 @@ def scenario_table(names: Sequence[str]) -> str:
         except ScenarioError as e:
             lines.append(f"{name:<24} (cannot load: {e})")
             continue
-        b = cached_bound(sc)
+        key = bound_key(sc)
+        b = cached_bound(key)
         if b is None:
             from envs.capacity import capacity_bound  # scipy: only when a bound is computed
 
@@ -149,7 +150,7 @@ def scenario_table(names: Sequence[str]) -> str:
                 "offered_load": bound.offered_load,
                 "arrival_bound": bound.arrival_bound,
             }
-            store_bound(sc, b)
+            store_bound(key, b)
         regime = "arrival-bound" if b["arrival_bound"] else "has headroom"
         lines.append(
             f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} "

@@ -1,0 +1,7 @@
+"""Torch networks and their checkpoints (nothing of the scheduler's own)."""
+
+from pathlib import Path
+
+#: Where the shipped pretrained LDWP model lives (see models/pretrained/README.md). Defined here,
+#: free of torch, so that the CLI can tell whether a model ships without importing it.
+PRETRAINED_LDWP = Path(__file__).resolve().parent / "pretrained" / "ldwp"

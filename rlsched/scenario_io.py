@@ -110,7 +110,7 @@ MAX_GPUS_PER_NODE = 16
 MAX_STREAMS_PER_GPU = 64
 #: CPU cores on one node.
 MAX_CPU_CORES = 1_024
-#: Tasks in one workload (~1 KiB of task records each, plus the simulator's per-task state).
+#: Tasks in one workload (a run holds ~2 KB per task: rlsched.footprint).
 MAX_TASKS = 1_000_000
 #: Largest seed (numpy's 32-bit seed range).
 MAX_SEED = 2**32 - 1
@@ -232,7 +232,8 @@ def load_scenario(
     :param name_or_path: a built-in name (no ``/``, no ``.toml``: see :func:`list_scenarios`) or a
         path to a ``.toml`` file.
     :param rate_per_min: override the arrival rate (the CLI's ``--rate``), within
-        :data:`RATE_RANGE` on ``paper``, up to :data:`MAX_RATE_PER_MIN` elsewhere. Poisson: the
+        :data:`RATE_RANGE` on ``paper``, up to :data:`RATE_FACTOR` times the scenario's own rate
+        (at most :data:`MAX_RATE_PER_MIN`) elsewhere. Poisson: the
         rate; bursty: both state rates are scaled so the long-run mean is this. Trace-driven
         arrivals cannot be overridden.
     :param trace_dir: folder holding the Alibaba trace files; replaces the folder of

@@ -147,9 +147,10 @@ def _nodes(r: _Reader, g: dict[str, Any], where: str) -> list[LiveNode]:
     cores = r.integer(g, where, "cpu_cores", 2, ge=0, le=MAX_CPU_CORES)
     streams = r.integer(g, where, "streams_per_gpu", 4, ge=1, le=MAX_STREAMS_PER_GPU)
     mem = r.number(g, where, "host_mem_gib", le=MAX_HOST_MEM_GIB) or 16.0
-    if len(r.tables(g, where, "gpus")) > MAX_GPUS_PER_NODE:
+    tables = r.tables(g, where, "gpus")
+    if len(tables) > MAX_GPUS_PER_NODE:
         raise ScenarioError(r.path, f"{where}gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
-    gpus = tuple(_gpu(r, t, f"{where}gpus[{j}].", j) for j, t in enumerate(r.tables(g, where, "gpus")))
+    gpus = tuple(_gpu(r, t, f"{where}gpus[{j}].", j) for j, t in enumerate(tables))
     if cores == 0 and not gpus:
         raise ScenarioError(r.path, f"{where}cpu_cores", "at least one core on a node without GPUs", 0)
     names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]

@@ -81,10 +81,9 @@ def make_variant(spec: str) -> SubtaskPlacer:
     name, _, gain = spec.partition("@")
     if name == "clairvoyant":
         return ClairvoyantPlacer(float(gain or 0.3))
-    if name in ("iawp-line", "iawp-pass"):
-        kw = {} if not gain else {"min_gain": float(gain)}
-        return IawpPlacer(hold=name.removeprefix("iawp-"), **kw)  # type: ignore[arg-type]
-    return make_placer(name)
+    if name in ("iawp-line", "iawp-pass") and gain:
+        return IawpPlacer(min_gain=float(gain), hold=name.removeprefix("iawp-"))
+    return make_placer("iawp" if name == "iawp-line" else name)  # bare: the registered placer
 
 
 def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[float, float]:

@@ -223,9 +223,10 @@ class IawpPlacer(MlsmPlacer):
     def _admit(self, task: Task, sub: Subtask, node: int, g: int, view: ClusterView) -> int | None:
         """``g``, or ``None`` to hold the subtask back while joining would add too little.
 
-        A held subtask keeps its place in line: younger GPU subtasks of the node wait behind it
-        (without that, kinds that interfere badly would starve behind kinds that pass), until it
-        is admitted or the node's GPUs run nothing.
+        With ``hold="line"`` a held subtask keeps its place in line: younger GPU subtasks of the
+        node wait behind it (without that, kinds that interfere badly would starve behind kinds
+        that pass), until it is admitted or the node's GPUs run nothing. With ``hold="pass"``
+        each subtask is judged alone, so a younger complementary one may take the stream.
         """
         if self.hold == "pass":
             busy = view.fast.node_gpu_running[node] > 0

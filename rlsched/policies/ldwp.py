@@ -21,7 +21,7 @@ from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
 #: Where the shipped pretrained model lives (see models/pretrained/README.md).
-PRETRAINED = Path(models.__file__).resolve().parent / "pretrained" / "ldwp"
+PRETRAINED = models.PRETRAINED_LDWP
 
 
 def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
