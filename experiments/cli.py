@@ -105,21 +105,48 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--model", default=None, help="checkpoint directory for the ldwp selector (default: shipped)"
     )
+    s.add_argument(
+        "--placer-model",
+        default=None,
+        help="placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)",
+    )
 
-    t = sub.add_parser("train", help="train the LDWP Q-network: behaviour cloning, then masked DQN")
+    t = sub.add_parser(
+        "train",
+        help="train LDWP (stage 1: cloning, then masked DQN) and/or the learned placer iawp-rl (stage 2)",
+    )
+    t.add_argument(
+        "--stage",
+        choices=("1", "2", "both"),
+        default="1",
+        help="1: the LDWP network; 2: the placer iawp-rl (random search); both: stage 1, then stage 2 "
+        "with the new network as selector, into OUT/stage1 and OUT/stage2 (default: 1)",
+    )
     t.add_argument(
         "--scenario",
-        default="paper",
+        default=None,
         help="built-in name or path, or several comma-separated NAME[@RATE][#TASKS] entries to train "
-        "one network on all of them (default: paper)",
+        "on all of them (default: paper for stage 1; "
+        "interference-saturated#1000,hetero-saturated#1000 for stage 2)",
     )
+    t.add_argument(
+        "--iterations", type=_COUNT, default=None, help="stage 2: random-search iterations (default: 16)"
+    )
+    t.add_argument(
+        "--selector",
+        default=None,
+        help="stage 2: node selector while the placer trains (default: mct; with --stage both: the new LDWP)",
+    )
+    t.add_argument("--jobs", type=_COUNT, default=None, help="stage 2: worker processes (default: 2)")
     t.add_argument(
         "--rate",
         type=_positive_float,
         default=None,
         help="arrival rate override, tasks/min (default: the scenario's)",
     )
-    t.add_argument("--steps", type=_STEPS, default=20_000, help="DQN environment steps (default: 20000)")
+    t.add_argument(
+        "--steps", type=_STEPS, default=20_000, help="stage 1: DQN environment steps (default: 20000)"
+    )
     t.add_argument("--seed", type=_SEED, default=0)
     t.add_argument(
         "--pretrain",
@@ -127,7 +154,11 @@ def _parser() -> argparse.ArgumentParser:
         help="teacher selector for behaviour cloning, or 'none' (default: mct-mem, the memory-aware ETC)",
     )
     t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
-    t.add_argument("--resume", default=None, help="checkpoint directory to start from (skips cloning)")
+    t.add_argument(
+        "--resume",
+        default=None,
+        help="checkpoint directory to start from (stage 1: skips cloning; stage 2: the placer's parameters)",
+    )
     t.add_argument(
         "--half-life",
         type=_nonneg_float,
@@ -228,6 +259,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
     e.add_argument("--model", default=None, help="LDWP checkpoint for ldwp (default: shipped)")
+    e.add_argument(
+        "--placer-model",
+        default=None,
+        help="placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)",
+    )
     e.add_argument("--jobs", type=_COUNT, default=None, help="worker processes (default: the cores)")
     e.add_argument(
         "--timeout", type=_positive_float, default=600.0, help="seconds one run may take (default 600)"
@@ -287,9 +323,16 @@ def _demo_schedulers() -> list[str]:
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 
-def _use_model(model_dir: str | None) -> None:
-    """Make ``ldwp`` available as a selector, with the given or the shipped checkpoint."""
-    from rlsched.policies.registry import register_selector
+def _use_model(model_dir: str | None, placer_dir: str | None = None) -> None:
+    """Make ``ldwp`` available as a selector, with the given or the shipped checkpoint (and
+    ``iawp-rl`` with the given placer checkpoint, verified now)."""
+    from rlsched.policies.registry import register_placer, register_selector
+
+    if placer_dir is not None:
+        from rlsched.policies.iawp_rl import LearnedIawpPlacer, load_params
+
+        params = load_params(placer_dir)
+        register_placer("iawp-rl", lambda: LearnedIawpPlacer(params))
 
     def make() -> NodeSelector:
         from rlsched.policies.ldwp import LdwpSelector  # torch only when ldwp is used
@@ -300,6 +343,18 @@ def _use_model(model_dir: str | None) -> None:
 
 
 def _cmd_train(args: argparse.Namespace) -> int:
+    if args.stage == "2":
+        return _train_stage2(args, args.out, args.selector or "mct", None)
+    out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)
+    rc = _train_stage1(args, out)
+    if rc != 0 or args.stage == "1":
+        return rc
+    return _train_stage2(
+        args, Path(args.out) / "stage2", args.selector or "ldwp", str(out / "best"), resume=None
+    )
+
+
+def _train_stage1(args: argparse.Namespace, out: Path) -> int:
     from experiments.train import TrainConfig, train
 
     if args.n_steps > 1 and not args.half_life:
@@ -307,7 +362,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
         return 2
 
     cfg = TrainConfig(
-        scenario=args.scenario,
+        scenario=args.scenario or TrainConfig.scenario,
         rate_per_min=args.rate,
         steps=args.steps,
         seed=args.seed,
@@ -325,9 +380,49 @@ def _cmd_train(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
         return 2
-    summary = train(cfg, args.out, resume=args.resume)
+    summary = train(cfg, out, resume=args.resume)
     keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
     print(json.dumps({k: summary[k] for k in keys}))
+    return 0
+
+
+def _train_stage2(
+    args: argparse.Namespace,
+    out: str | Path,
+    selector: str,
+    selector_model: str | None,
+    resume: str | None = "",
+) -> int:
+    """Train the placer ``iawp-rl``; ``resume=""`` means "as the command line says"."""
+    from experiments.evaluation import load_entry
+    from experiments.train_placer import PlacerTrainConfig, train_placer
+    from rlsched.policies.registry import SELECTORS
+
+    if selector not in SELECTORS and selector != "ldwp":
+        print(
+            f"rlsched: error: --selector: unknown selector {selector!r}; known: "
+            f"{', '.join(sorted([*SELECTORS, 'ldwp']))}",
+            file=sys.stderr,
+        )
+        return 2
+    defaults = PlacerTrainConfig()
+    cfg = PlacerTrainConfig(
+        scenarios=args.scenario or defaults.scenarios,
+        selector=selector,
+        selector_model=selector_model,
+        rate_per_min=args.rate,
+        iterations=args.iterations or defaults.iterations,
+        seed=args.seed,
+        jobs=args.jobs or defaults.jobs,
+    )
+    try:
+        for entry in cfg.entries():  # fail fast on a bad scenario
+            check_fits(load_entry(entry, args.rate))
+    except ValueError as e:
+        print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
+        return 2
+    summary = train_placer(cfg, out, init=args.resume if resume == "" else resume)
+    print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
     return 0
 
 
@@ -395,7 +490,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from experiments.simulate import simulate
 
-    _use_model(args.model)
+    _use_model(args.model, args.placer_model)
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     check_fits(scenario)
     try:

@@ -51,6 +51,7 @@ class EvalConfig:
     :param seeds: the seeds every scheduler runs.
     :param rate: arrival-rate override, tasks/min (``None``: each scenario's own).
     :param model: LDWP checkpoint for ``ldwp`` (``None``: shipped weights).
+    :param placer_model: placer checkpoint for ``iawp-rl`` (``None``: shipped parameters).
     :param jobs: worker processes.
     :param timeout_s: wall-time limit of one run.
     :param runs: training or fine-tuning run folders (``history.json``) whose curves to plot.
@@ -66,6 +67,7 @@ class EvalConfig:
     seeds: list[int]
     rate: float | None = None
     model: str | None = None
+    placer_model: str | None = None
     jobs: int = 1
     timeout_s: float = 600.0
     runs: dict[str, str] = field(default_factory=dict)
@@ -98,10 +100,17 @@ def validate(cfg: EvalConfig, out: Path) -> None:
             LdwpSelector(cfg.model)
         except (CheckpointError, FileNotFoundError, ValueError) as e:
             raise EvaluateError(f"--model: {e}") from None
+    if cfg.placer_model is not None:
+        try:
+            from rlsched.policies.iawp_rl import load_params
+
+            load_params(cfg.placer_model)
+        except (CheckpointError, FileNotFoundError, ValueError) as e:
+            raise EvaluateError(f"--placer-model: {e}") from None
     from experiments.evaluation import _register
     from rlsched.policies.registry import parse_scheduler
 
-    _register(cfg.model)
+    _register(cfg.model, cfg.placer_model)
     for s in cfg.schedulers:
         try:
             parse_scheduler(s)
@@ -154,7 +163,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     validate(cfg, out)
     t0 = time.perf_counter()
     cases = [
-        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s)
+        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s, placer_model=cfg.placer_model)
         for sc in cfg.scenarios
         for s in cfg.schedulers
         for seed in cfg.seeds

@@ -35,6 +35,7 @@ class Case:
     :param seed: the seed (tasks, drift; on trace scenarios the node sample and window too).
     :param rate: arrival-rate override, tasks/min, or ``None``.
     :param model: LDWP checkpoint directory for the ``ldwp`` selector (``None``: shipped).
+    :param placer_model: placer checkpoint for ``iawp-rl`` (``None``: shipped).
     :param timeout_s: wall-time limit of the run.
     :param detail: keep per-task latencies and per-device busy samples.
     """
@@ -46,6 +47,7 @@ class Case:
     model: str | None = None
     timeout_s: float = 600.0
     detail: bool = True
+    placer_model: str | None = None
 
 
 @dataclass
@@ -106,12 +108,16 @@ def load_entry(entry: str, rate: float | None) -> Scenario:
     )
 
 
-def _register(model: str | None) -> None:
+def _register(model: str | None, placer_model: str | None = None) -> None:
     import envs  # noqa: F401  (registers the oracle reference)
     from rlsched.policies.ldwp import LdwpSelector
-    from rlsched.policies.registry import register_selector
+    from rlsched.policies.registry import register_placer, register_selector
 
     register_selector("ldwp", lambda: LdwpSelector(model))
+    if placer_model is not None:
+        from rlsched.policies.iawp_rl import LearnedIawpPlacer
+
+        register_placer("iawp-rl", lambda: LearnedIawpPlacer(model_dir=placer_model))
 
 
 def run_case(case: Case) -> CaseResult:
@@ -129,7 +135,7 @@ def _run(case: Case) -> CaseResult:
     from rlsched.policies.registry import parse_scheduler
     from rlsched.taskgen import generate_tasks, scenario_for_seed
 
-    _register(case.model)
+    _register(case.model, case.placer_model)
     scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
     tasks = generate_tasks(scenario, case.seed)
     sched = parse_scheduler(case.scheduler)

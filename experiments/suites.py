@@ -113,6 +113,7 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
         seeds=list(range(first, first + n)),
         rate=args.rate,
         model=args.model,
+        placer_model=args.placer_model,
         jobs=args.jobs or default_jobs(),
         timeout_s=args.timeout,
         runs=runs,

@@ -58,6 +58,22 @@ class AlibabaSpec:
 
 
 @dataclass(frozen=True)
+class TaskClass:
+    """A class of tasks within a workload (e.g. interactive vs batch).
+
+    :param name: the class's name.
+    :param share: relative share of the tasks drawn into this class.
+    :param priority: larger runs first within a node's queue.
+    :param deadline_s: relative deadline after arrival, or ``None``.
+    """
+
+    name: str
+    share: float
+    priority: int = 0
+    deadline_s: float | None = None
+
+
+@dataclass(frozen=True)
 class WorkloadSpec:
     """The tasks a scenario submits.
 
@@ -68,6 +84,8 @@ class WorkloadSpec:
     :param deadline_s: relative deadline after arrival, or ``None``.
     :param tenants: tenant names, assigned round-robin.
     :param alibaba: take tasks (and nodes) from the Alibaba trace instead of apps.
+    :param classes: task classes, each task drawn into one by share (empty = one class with
+        priority 0 and ``deadline_s``).
     """
 
     tasks: int = 1500
@@ -77,6 +95,7 @@ class WorkloadSpec:
     deadline_s: float | None = None
     tenants: tuple[str, ...] = ("default",)
     alibaba: AlibabaSpec | None = None
+    classes: tuple[TaskClass, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,11 @@ got 'X100'``. ``docs/scenarios.md`` documents every field; in short::
     input_mb = [50, 150]           # optional: uniform input size per task
     deadline_s = 120               # optional: relative deadline
     tenants = ["a", "b"]           # optional: round-robin tenants
+    [[workload.classes]]           # optional, instead of deadline_s: task classes drawn by share
+    name = "interactive"
+    share = 0.3
+    priority = 1                   # default 0; larger runs first within a node's queue
+    deadline_s = 20                # optional: relative deadline of this class
     [workload.arrival]
     process = "poisson"            # poisson: rate_per_min
                                    # bursty: high_rate_per_min, low_rate_per_min, mean_high_s, mean_low_s
@@ -87,6 +92,7 @@ from rlsched.scenario import (
     DriftSpec,
     InterferenceSpec,
     Scenario,
+    TaskClass,
     WorkloadSpec,
 )
 from rlsched.textfile import TextFileError, open_text, read_text
@@ -131,7 +137,10 @@ _GROUP_KEYS = (
     "name", "count", "cpu_cores", "host_mem_gib", "gpu_model", "gpu_count", "gpus",
     "streams_per_gpu", "net_gbps", "cpu_core_gflops", "join_s", "leave_s",
 )  # fmt: skip
-_WORKLOAD_KEYS = ("tasks", "apps", "input_mb", "deadline_s", "tenants", "arrival", "alibaba")
+_WORKLOAD_KEYS = ("tasks", "apps", "input_mb", "deadline_s", "tenants", "arrival", "alibaba", "classes")
+_CLASS_KEYS = ("name", "share", "priority", "deadline_s")
+#: Most task classes in one workload.
+MAX_CLASSES = 16
 _ALIBABA_KEYS = ("node_csv", "pod_csv", "nodes", "time_scale", "arrival_speedup")
 _ARRIVAL_KEYS = {
     "poisson": ("process", "rate_per_min"),
@@ -808,7 +817,7 @@ def _workload(
 ) -> WorkloadSpec:
     tasks = _int(ctx, wl, "workload", "tasks", 1500, ge=1, le=MAX_TASKS)
     if ali is not None:
-        for key in ("apps", "input_mb", "deadline_s", "tenants", "arrival"):
+        for key in ("apps", "input_mb", "deadline_s", "tenants", "arrival", "classes"):
             if key in wl:
                 expected = (
                     "nothing here with [workload.alibaba]: the trace gives apps, sizes, tenants and arrivals"
@@ -821,6 +830,13 @@ def _workload(
         arrival = ArrivalSpec(process="trace", trace_path=ali.pod_csv, time_scale=ali.time_scale)
         return WorkloadSpec(tasks=tasks, apps={}, arrival=arrival, alibaba=ali)
     deadline = _num(ctx, wl, "workload", "deadline_s", None, gt=0)
+    classes = _classes(ctx, wl)
+    if classes and deadline is not None:
+        raise ctx.error(
+            "workload.deadline_s",
+            "no workload deadline with [[workload.classes]] (give each class its own)",
+            deadline,
+        )
     return WorkloadSpec(
         tasks=tasks,
         apps=_apps(ctx, wl, interference, colo_kinds),
@@ -828,7 +844,33 @@ def _workload(
         input_mb=_input_mb(ctx, wl),
         deadline_s=deadline,
         tenants=_tenants(ctx, wl),
+        classes=classes,
     )
+
+
+def _classes(ctx: _Ctx, wl: dict[str, Any]) -> tuple[TaskClass, ...]:
+    raw = wl.get("classes")
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or not raw or len(raw) > MAX_CLASSES:
+        raise ctx.error("workload.classes", f"1 to {MAX_CLASSES} [[workload.classes]] tables", raw)
+    out: list[TaskClass] = []
+    for i, item in enumerate(raw):
+        where = f"workload.classes[{i}]"
+        tbl = _table(ctx, item, where)
+        _check_keys(ctx, tbl, where, _CLASS_KEYS)
+        name = _str(ctx, tbl, where, "name")
+        if not name or name in {c.name for c in out}:
+            raise ctx.error(f"{where}.name", "a non-empty name no other class has", name)
+        out.append(
+            TaskClass(
+                name=name,
+                share=_num(ctx, tbl, where, "share", gt=0, le=1e6),
+                priority=_int(ctx, tbl, where, "priority", 0, ge=-1000, le=1000),
+                deadline_s=_num(ctx, tbl, where, "deadline_s", None, gt=0),
+            )
+        )
+    return tuple(out)
 
 
 def _known_apps() -> set[str]:

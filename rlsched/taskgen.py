@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 
 from rlsched.arrivals import arrival_times
-from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.scenario import Scenario, TaskClass, WorkloadSpec
 from rlsched.tasks import Task
 from rlsched.workloads import PAPER_APPS, build_graph, default_input_mb, is_known_app
 
@@ -65,14 +65,27 @@ def generate_tasks(scenario: Scenario, seed: int | None = None) -> list[Task]:
     if n < 0:
         raise ValueError(f"workload.tasks must be >= 0, got {n}")
     apps, probs = _app_shares(wl)
-    app_rng, size_rng, arrival_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    # A fourth stream for classes: the first three are the same with or without it, so adding
+    # classes to a workload changes no task's app, size or arrival.
+    app_rng, size_rng, arrival_rng, class_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)
+    )
     app_idx = app_rng.choice(len(apps), size=n, p=probs)
     sizes = _input_sizes(wl, apps, app_idx, size_rng)
     arrivals = arrival_times(wl.arrival, n, arrival_rng)
+    classes = _class_of(wl, n, class_rng)
     return [
-        _task(i, apps[a], x, t, wl)
-        for i, (a, x, t) in enumerate(zip(app_idx, sizes, arrivals.tolist(), strict=True))
+        _task(i, apps[a], x, t, wl, c)
+        for i, (a, x, t, c) in enumerate(zip(app_idx, sizes, arrivals.tolist(), classes, strict=True))
     ]
+
+
+def _class_of(wl: WorkloadSpec, n: int, rng: np.random.Generator) -> list[TaskClass | None]:
+    """Each task's class, drawn by share (``None`` for every task without classes)."""
+    if not wl.classes:
+        return [None] * n
+    w = np.array([c.share for c in wl.classes], dtype=np.float64)
+    return [wl.classes[i] for i in rng.choice(len(w), size=n, p=w / w.sum())]
 
 
 def _app_shares(wl: WorkloadSpec) -> tuple[list[str], np.ndarray]:
@@ -101,7 +114,10 @@ def _input_sizes(
     return (lo[app_idx] + u * (hi - lo)[app_idx]).tolist()
 
 
-def _task(i: int, app: str, input_mb: float, arrival_s: float, wl: WorkloadSpec) -> Task:
+def _task(
+    i: int, app: str, input_mb: float, arrival_s: float, wl: WorkloadSpec, cls: TaskClass | None
+) -> Task:
+    deadline = wl.deadline_s if cls is None else cls.deadline_s
     return Task(
         id=i,
         app=app,
@@ -109,6 +125,7 @@ def _task(i: int, app: str, input_mb: float, arrival_s: float, wl: WorkloadSpec)
         arrival_s=arrival_s,
         graph=build_graph(app, input_mb),
         tenant=wl.tenants[i % len(wl.tenants)] if wl.tenants else "default",
-        deadline_s=None if wl.deadline_s is None else arrival_s + wl.deadline_s,
+        deadline_s=None if deadline is None else arrival_s + deadline,
+        priority=0 if cls is None else cls.priority,
         host_mem_mb=2.0 * input_mb + HOST_MEM_BASE_MB,
     )

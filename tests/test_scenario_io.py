@@ -31,6 +31,7 @@ BUILTINS = (
     "interference-saturated",
     "large",
     "paper",
+    "priority-saturated",
 )
 DATA = find_data_dir(builtin_dir())
 
@@ -257,6 +258,38 @@ def test_events_set_join_and_leave(tmp_path: Path) -> None:
         ("tasks = 20", "tasks = 20\ninput_mb = [5, 1]", "workload.input_mb", "0 < low <= high"),
         ("tasks = 20", 'tasks = 20\ntenants = ["a", "a"]', "workload.tenants", "distinct"),
         ("[workload]", "[workload]\nalibaba = 3", "workload.alibaba", "a table, got 3"),
+        ("tasks = 20", "tasks = 20\nclasses = 3", "workload.classes", "1 to 16 [[workload.classes]]"),
+        ("tasks = 20", "tasks = 20\nclasses = [{ share = 1 }]", "workload.classes[0].name", "required"),
+        (
+            "tasks = 20",
+            'tasks = 20\nclasses = [{ name = "a", share = 0 }]',
+            "workload.classes[0].share",
+            "a number > 0",
+        ),
+        (
+            "tasks = 20",
+            'tasks = 20\nclasses = [{ name = "a", share = 1 }, { name = "a", share = 1 }]',
+            "workload.classes[1].name",
+            "no other class has",
+        ),
+        (
+            "tasks = 20",
+            'tasks = 20\nclasses = [{ name = "a", share = 1, priority = 1.5 }]',
+            "workload.classes[0].priority",
+            "an integer from -1,000 to 1,000",
+        ),
+        (
+            "tasks = 20",
+            'tasks = 20\nclasses = [{ name = "a", share = 1, deadline = 3 }]',
+            "workload.classes[0].deadline",
+            "one of the keys (name, share, priority, deadline_s)",
+        ),
+        (
+            "tasks = 20",
+            'tasks = 20\ndeadline_s = 5\nclasses = [{ name = "a", share = 1 }]',
+            "workload.deadline_s",
+            "no workload deadline with [[workload.classes]]",
+        ),
     ],
 )
 def test_bad_value(tmp_path: Path, old: str, new: str, field: str, fragment: str) -> None:
@@ -511,3 +544,17 @@ def test_alibaba_section_errors(tmp_path: Path) -> None:
     (moved / "pods.csv").write_text("name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1,1,1,1000\n")
     err = _error(path, trace_dir=str(moved))
     assert err.field == "workload.alibaba.pod_csv" and "creation_time" in str(err)
+
+
+def test_task_classes_load_with_their_priorities_and_deadlines(tmp_path: Path) -> None:
+    text = MINIMAL.replace(
+        "tasks = 20",
+        'tasks = 20\nclasses = [{ name = "hi", share = 1, priority = 2, deadline_s = 30 }, '
+        '{ name = "lo", share = 3 }]',
+    )
+    wl = load_scenario(str(_write(tmp_path, text))).workload
+    assert [(c.name, c.share, c.priority, c.deadline_s) for c in wl.classes] == [
+        ("hi", 1.0, 2, 30.0),
+        ("lo", 3.0, 0, None),
+    ]
+    assert wl.deadline_s is None

@@ -13,7 +13,7 @@ import pytest
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
-from rlsched.scenario import AlibabaSpec, Scenario, WorkloadSpec
+from rlsched.scenario import AlibabaSpec, Scenario, TaskClass, WorkloadSpec
 from rlsched.taskgen import generate_tasks
 from rlsched.workloads import APPS, PAPER_APPS, build_graph
 
@@ -123,3 +123,20 @@ def test_alibaba_workloads_are_delegated(monkeypatch: pytest.MonkeyPatch) -> Non
     assert generate_tasks(_scenario(seed=4, tasks=77, alibaba=spec)) == []
     assert generate_tasks(_scenario(seed=4, tasks=77, alibaba=spec), seed=8) == []
     assert calls == [(spec, 77, 4), (spec, 77, 8)]
+
+
+def test_task_classes_set_priority_and_deadline_by_share_and_change_nothing_else() -> None:
+    plain = generate_tasks(_scenario(tasks=4000), seed=7)
+    classes = (TaskClass("hi", 1.0, priority=1, deadline_s=20.0), TaskClass("lo", 3.0))
+    tasks = generate_tasks(_scenario(tasks=4000, classes=classes), seed=7)
+
+    # Classes come from their own random stream: apps, sizes and arrivals are as without them.
+    def key(t: object) -> tuple:
+        return (t.app, t.input_mb, t.arrival_s)  # type: ignore[attr-defined]
+
+    assert [key(t) for t in tasks] == [key(t) for t in plain]
+    hi = [t for t in tasks if t.priority == 1]
+    assert abs(len(hi) / len(tasks) - 0.25) < 0.03
+    assert all(t.deadline_s == pytest.approx(t.arrival_s + 20.0) for t in hi)
+    assert all(t.deadline_s is None for t in tasks if t.priority == 0)
+    assert {t.priority for t in tasks} == {0, 1}

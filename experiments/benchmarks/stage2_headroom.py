@@ -9,6 +9,8 @@ first variant. Variants:
 * ``iawp-line@G`` / ``iawp-pass@G`` — IAWP holding a subtask back while joining would add less
   than ``G`` predicted progress; ``line``: younger subtasks wait behind it, ``pass``: they may
   take the stream it refused;
+* ``iawp-rl`` / ``iawp-rl@DIR`` — the learned placer, shipped or from a ``train --stage 2``
+  checkpoint;
 * ``clairvoyant@G`` — reads the simulator's *true* co-location factors (no real placer can):
   the GPU with the largest true progress gain, held back below ``G``, as ``iawp-pass`` would with
   a perfect model. It shows how much a better interference model or a learned placer could add.
@@ -77,10 +79,14 @@ class ClairvoyantPlacer(SpeedupPlacer):
 
 
 def make_variant(spec: str) -> SubtaskPlacer:
-    """A placer from ``NAME`` or ``NAME@GAIN`` (see the module docstring)."""
+    """A placer from ``NAME``, ``NAME@GAIN`` or ``iawp-rl@DIR`` (see the module docstring)."""
     name, _, gain = spec.partition("@")
     if name == "clairvoyant":
         return ClairvoyantPlacer(float(gain or 0.3))
+    if name == "iawp-rl" and gain:
+        from rlsched.policies.iawp_rl import LearnedIawpPlacer
+
+        return LearnedIawpPlacer(model_dir=gain)
     if name in ("iawp-line", "iawp-pass") and gain:
         return IawpPlacer(min_gain=float(gain), hold=name.removeprefix("iawp-"))
     return make_placer("iawp" if name == "iawp-line" else name)  # bare: the registered placer

@@ -52,6 +52,12 @@ def _iawp_cosine() -> SubtaskPlacer:
     return IawpCosinePlacer()
 
 
+def _iawp_rl() -> SubtaskPlacer:
+    from rlsched.policies.iawp_rl import LearnedIawpPlacer
+
+    return LearnedIawpPlacer()
+
+
 PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
     "first-free": FirstFreePlacer,
     "least-loaded": LeastLoadedPlacer,
@@ -59,6 +65,7 @@ PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
     "speedup": SpeedupPlacer,
     "iawp": _iawp,
     "iawp-pass": _iawp_pass,
+    "iawp-rl": _iawp_rl,
     "iawp-cosine": _iawp_cosine,
     "coloc-greedy": _coloc_greedy,
 }
