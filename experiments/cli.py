@@ -127,10 +127,10 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="built-in name or path, or several comma-separated NAME[@RATE][#TASKS] entries to train "
         "on all of them (default: paper for stage 1; "
-        "interference-saturated#1000,hetero-saturated#1000 for stage 2)",
+        "interference-saturated#2000,hetero-saturated#2000 for stage 2)",
     )
     t.add_argument(
-        "--iterations", type=_COUNT, default=None, help="stage 2: random-search iterations (default: 16)"
+        "--iterations", type=_COUNT, default=None, help="stage 2: random-search iterations (default: 12)"
     )
     t.add_argument(
         "--selector",

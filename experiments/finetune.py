@@ -46,7 +46,8 @@ def finetune(
     sc = load_scenario(scenario, rate_per_min=rate_per_min)
     zero_shot = evaluate(net, sc, cfg)
     mct = evaluate_selector(MctSelector(), sc, cfg)
-    summary = train(cfg, out, resume=source)
+    # A new run from the source's weights: --steps counts fine-tuning steps, not the source's.
+    summary = train(cfg, out, start_weights=source)
     history = summary["best"]
     best = max(history, key=lambda h: h["throughput_per_min"] - 1e-3 * h["latency_p95_s"])
     report = {

@@ -417,7 +417,12 @@ def build_dqn(env: gym.Env, cfg: TrainConfig, tensorboard_log: str | None = None
     )
 
 
-def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -> dict[str, Any]:
+def train(
+    cfg: TrainConfig,
+    out: str | Path,
+    resume: str | Path | None = None,
+    start_weights: str | Path | None = None,
+) -> dict[str, Any]:
     """Run a full training; return a summary (evaluations before and after DQN).
 
     :param cfg: the configuration.
@@ -428,7 +433,11 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
         continues from the checkpoint's ``dqn_steps`` up to ``cfg.steps`` in all; when ``out``
         already holds that run's ``history.json``, its evaluations are kept and still compete for
         ``best/``. The replay buffer and the exploration schedule start afresh.
+    :param start_weights: a checkpoint directory whose weights start a *new* run (skips cloning;
+        steps count from 0, as fine-tuning on another scenario needs). Not with ``resume``.
     """
+    if resume is not None and start_weights is not None:
+        raise ValueError("resume and start_weights: give one, not both")
     check_seed_sets(cfg)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -447,6 +456,10 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
         load_weights(scorer, state, resume)
         done, bc_acc = int(resumed.get("dqn_steps") or 0), resumed.get("bc_accuracy")
         history = _earlier_history(out / "history.json", done)
+    elif start_weights is not None:
+        state, source = load_checkpoint(start_weights, FEATURE_VERSION)
+        load_weights(scorer, state, start_weights)
+        bc_acc = source.get("bc_accuracy")
     elif cfg.pretrain:
         data = collect_teacher(cfg, scenarios)
         bc_acc = behaviour_clone(scorer, data, cfg)
@@ -460,7 +473,7 @@ def train(cfg: TrainConfig, out: str | Path, resume: str | Path | None = None) -
     # they were saved are not evaluated twice.
     evaluated = bool(history) and history[-1]["step"] == done
     start = history[-1] if evaluated else cb.evaluate_and_save()
-    if resume is None:
+    if resume is None and start_weights is None:
         save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
     if cfg.steps > done:
         try:

@@ -156,6 +156,22 @@ def test_iawp_hold_rules_differ_in_who_may_pass_a_held_subtask(fitted: IawpPlace
         IawpPlacer(hold="skip")
 
 
+def test_a_held_subtask_does_not_hold_back_higher_priorities(fitted: IawpPlacer) -> None:
+    """``line``: a batch matmul held back (fft everywhere) keeps equal-priority kmeans behind it,
+    but an interactive kmeans (priority 1) is not in its line and takes the stream."""
+    v = _view_two_gpus((["fft"], ["fft"]), busy_cores=2)
+    held_task, held = _ready("matmul", "matmul")
+    batch_task, batch = _ready("kmeans_assign", "kmeans")
+    batch_task = dataclasses.replace(batch_task, id=held_task.id + 1)
+    urgent_task = dataclasses.replace(batch_task, id=held_task.id + 2, priority=1)
+    placer = IawpPlacer(predictor=fitted.predictor, online=False, min_gain=0.3, hold="line")
+    placer._fill(["matmul", "fft", "kmeans_assign"], ["V100M16"])
+    assert placer.place(held_task, held, 0, v) is None
+    assert placer.place(batch_task, batch, 0, v) is None
+    assert placer.place(urgent_task, batch, 0, v) == 0
+    assert placer.place(batch_task, batch, 0, v) is None  # the batch line is still held
+
+
 def test_iawp_learns_online_from_observed_co_runs() -> None:
     kinds = ["matmul", "fft"]
     data = _pair_data("kmeans_assign", "fft", kinds)  # fft with matmul profiled at 0.95

@@ -19,10 +19,11 @@ from rlsched.policies.ldwp import PRETRAINED
 
 
 def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> None:
-    rc = main(["demo", "--live", "--tasks", "24", "--seeds", "1", "--schedulers", "ldwp+iawp,mct+mlsm"])
+    specs = "ldwp+iawp,mct+mlsm,mct+iawp-rl"  # the learned placer runs unchanged on real kernels
+    rc = main(["demo", "--live", "--tasks", "24", "--seeds", "1", "--schedulers", specs])
     out = capsys.readouterr().out
     assert rc == 0, out
-    assert "| ldwp+iawp |" in out and "| mct+mlsm |" in out
+    assert "| ldwp+iawp |" in out and "| mct+mlsm |" in out and "| mct+iawp-rl |" in out
     assert "cache hit rate" in out and "every result checked against its ground truth" in out
 
 

@@ -134,7 +134,14 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Pat
     )
     bigger = tmp_path / "bigger.toml"
     bigger.write_text(SMALL.replace("count = 2", "count = 6").replace('name = "tiny"', 'name = "bigger"'))
+    # The source ran 400 DQN steps: fine-tuning still runs its own 300 (it counted the source's
+    # steps once, and then did nothing).
+    meta_path = src / "best" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["dqn_steps"] = 400
+    meta_path.write_text(json.dumps(meta))
     report = finetune(src / "best", str(bigger), tmp_path / "ft", steps=300, seed=1)
+    assert [h["step"] for h in report["history"]] == [0.0, 300.0]
     assert report["target_nodes"] == 7 and report["source_scenario"] == str(tiny)
     for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
         assert report[key]["throughput_per_min"] > 0
