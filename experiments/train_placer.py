@@ -155,7 +155,8 @@ class _Runner:
         return out
 
     def close(self) -> None:
-        self.pool.shutdown()
+        # Queued episodes are dropped: after Ctrl-C nobody wants them run.
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def ars_update(
@@ -257,6 +258,10 @@ def train_placer(cfg: PlacerTrainConfig, out: str | Path, init: str | Path | Non
                     file=sys.stderr,
                     flush=True,
                 )
+    except KeyboardInterrupt as e:
+        if (out / "last" / "meta.json").is_file():  # the CLI names it as the --resume argument
+            e.saved = str(out / "last")  # type: ignore[attr-defined]
+        raise
     finally:
         runner.close()
     summary = {
