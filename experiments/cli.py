@@ -342,7 +342,32 @@ def _use_model(model_dir: str | None, placer_dir: str | None = None) -> None:
     register_selector("ldwp", make)
 
 
+#: Flags of ``train`` that only one stage reads.
+_STAGE1_FLAGS = (
+    "--steps",
+    "--pretrain",
+    "--half-life",
+    "--n-steps",
+    "--double-q",
+    "--no-double-q",
+    "--learning-rate",
+)
+_STAGE2_FLAGS = ("--iterations", "--selector", "--jobs")
+
+
+def _warn_unused(argv: Sequence[str], flags: Sequence[str], stage: str) -> None:
+    """Say which given flags the chosen stage ignores (a silent no-op misleads)."""
+    given = [f for f in flags if any(a == f or a.startswith(f + "=") for a in argv)]
+    if given:
+        print(f"rlsched: warning: {', '.join(given)} ignored with --stage {stage}", file=sys.stderr)
+
+
 def _cmd_train(args: argparse.Namespace) -> int:
+    argv = getattr(args, "argv", [])
+    if args.stage == "1":
+        _warn_unused(argv, _STAGE2_FLAGS, "1")
+    elif args.stage == "2":
+        _warn_unused(argv, _STAGE1_FLAGS, "2")
     if args.stage == "2":
         return _train_stage2(args, args.out, args.selector or "mct", None)
     out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)

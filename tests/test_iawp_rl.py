@@ -168,3 +168,16 @@ def test_ctrl_c_in_stage_2_exits_130_and_names_the_parameters_to_resume_from(tmp
     assert proc.returncode == 130, err
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     load_params(out / "last")
+
+
+@pytest.mark.parametrize(
+    ("stage", "flag", "value"),
+    [("2", "--steps", "5"), ("2", "--no-double-q", None), ("1", "--iterations", "3")],
+)
+def test_a_flag_the_stage_ignores_is_named(
+    tmp_path: Path, capsys, stage: str, flag: str, value: str | None
+) -> None:  # type: ignore[no-untyped-def]
+    extra = [flag] if value is None else [flag, value]
+    argv = ["train", "--stage", stage, *extra, "--scenario", "no-such-scenario", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2  # the scenario is bad: nothing trains
+    assert f"rlsched: warning: {flag} ignored with --stage {stage}" in capsys.readouterr().err
