@@ -369,13 +369,14 @@ def _cmd_train(args: argparse.Namespace) -> int:
     elif args.stage == "2":
         _warn_unused(argv, _STAGE1_FLAGS, "2")
     if args.stage == "2":
-        return _train_stage2(args, args.out, args.selector or "mct", None)
+        return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
     out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)
     rc = _train_stage1(args, out)
     if rc != 0 or args.stage == "1":
         return rc
+    # --resume was stage 1's; the placer starts from iawp-pass's rule.
     return _train_stage2(
-        args, Path(args.out) / "stage2", args.selector or "ldwp", str(out / "best"), resume=None
+        args, Path(args.out) / "stage2", args.selector or "ldwp", str(out / "best"), init=None
     )
 
 
@@ -416,9 +417,10 @@ def _train_stage2(
     out: str | Path,
     selector: str,
     selector_model: str | None,
-    resume: str | None = "",
+    init: str | None,
 ) -> int:
-    """Train the placer ``iawp-rl``; ``resume=""`` means "as the command line says"."""
+    """Train the placer ``iawp-rl`` behind ``selector``, from the parameters in ``init`` (a
+    placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
     from experiments.evaluation import load_entry
     from experiments.train_placer import PlacerTrainConfig, train_placer
     from rlsched.policies.registry import SELECTORS
@@ -446,7 +448,7 @@ def _train_stage2(
     except ValueError as e:
         print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
         return 2
-    summary = train_placer(cfg, out, init=args.resume if resume == "" else resume)
+    summary = train_placer(cfg, out, init=init)
     print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
     return 0
 

@@ -8,7 +8,13 @@ name (session-scoped, so it also works inside ``hypothesis`` tests).
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -22,6 +28,24 @@ from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
 settings.register_profile("ci", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def interrupt_rlsched(args: Sequence[str], ready: Path, after_s: float) -> tuple[int, str]:
+    """Run ``rlsched ARGS``, wait until ``ready`` exists (the run is under way), let it work
+    ``after_s`` more seconds, send SIGINT as Ctrl-C would, and return (exit code, stderr)."""
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    proc = subprocess.Popen([exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.is_file():
+            assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
+            time.sleep(0.2)
+        time.sleep(after_s)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    return proc.returncode, err
 
 
 def node(

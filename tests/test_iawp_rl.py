@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +18,7 @@ from rlsched.policies.iawp import IawpPassPlacer
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import SELECTORS, make_placer
 from rlsched.taskgen import generate_tasks, scenario_for_seed
+from tests.conftest import interrupt_rlsched
 
 SMALL = "interference-saturated#250"
 
@@ -150,22 +146,10 @@ def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path) 
 
 def test_ctrl_c_in_stage_2_exits_130_and_names_the_parameters_to_resume_from(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
-    cmd = [exe, "train", "--stage", "2", "--scenario", "interference-saturated#150", "--iterations", "500"]
-    proc = subprocess.Popen(
-        [*cmd, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "last" / "meta.json").is_file():  # the start is validated and saved
-            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
-            time.sleep(0.2)
-        time.sleep(2.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    args = ["train", "--stage", "2", "--scenario", "interference-saturated#150", "--iterations", "500"]
+    # The start is validated and saved to last/ before the first iteration.
+    rc, err = interrupt_rlsched([*args, "--out", str(out)], out / "last" / "meta.json", 2.0)
+    assert rc == 130, err
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     load_params(out / "last")
 

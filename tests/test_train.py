@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +19,7 @@ from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION
 from rlsched.scenario_io import load_scenario
+from tests.conftest import interrupt_rlsched
 
 SMALL = """name = "tiny"
 seed = 0
@@ -152,20 +152,10 @@ def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> N
     """SIGINT during DQN: exit 130, last/ holds the current (unevaluated) weights, and the
     message says how to resume from them."""
     out = tmp_path / "run"
-    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
-    cmd = [exe, "train", "--scenario", str(tiny), "--steps", "1000000", "--out", str(out)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "pretrained" / "meta.json").is_file():  # cloning done, DQN starting
-            assert proc.poll() is None and time.monotonic() < deadline, "training did not start"
-            time.sleep(0.2)
-        time.sleep(3.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    args = ["train", "--scenario", str(tiny), "--steps", "1000000", "--out", str(out)]
+    # pretrained/ is written when cloning is done and DQN starts.
+    rc, err = interrupt_rlsched(args, out / "pretrained" / "meta.json", 3.0)
+    assert rc == 130, err
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     _, meta = load_checkpoint(out / "last", FEATURE_VERSION)
     assert meta["dqn_steps"] > 0 and meta["evaluation"] is None

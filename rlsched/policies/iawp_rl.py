@@ -129,6 +129,8 @@ class LearnedIawpPlacer(IawpPlacer):
         if cpu_ok and w[4] * np.log(cpu_seconds(sub, node, view) / t_gpu) + w[5] > 0.0:
             return CPU
         if view.fast.node_gpu_running[node] > 0:
+            if gain is None:  # the score did not need every GPU's gain: only the chosen one's
+                gain = self._gain(sub.kind.name, node, g, view) if w[7] != 0.0 else 0.0
             pressure = float(view.ready_waiting[node]) / max(view.fast.node_streams[node], 1)
             if w[6] + w[7] * gain + w[8] * pressure + w[9] * np.log1p(own) > 0.0:
                 return None
@@ -146,8 +148,9 @@ class LearnedIawpPlacer(IawpPlacer):
 
     def _choose_gpu(
         self, sub: Subtask, node: int, gpus: list[int], view: ClusterView
-    ) -> tuple[int, float, float, float]:
-        """The GPU with the highest selection score: (index, predicted seconds, own slowdown, gain)."""
+    ) -> tuple[int, float, float, float | None]:
+        """The GPU with the highest selection score: (index, predicted seconds, own slowdown, gain;
+        the gain is ``None`` when the score does not weigh gains, so none was computed)."""
         names, models, kind = view.model_names, view.fast.gpu_model[node], sub.kind.name
         ps = self._pair_slowdown
         solo = np.empty(len(gpus))
@@ -162,9 +165,9 @@ class LearnedIawpPlacer(IawpPlacer):
         w = self.w
         score = w[0] * np.log(solo / solo.min()) + w[1] * np.log1p(own + harm) + w[2] * np.log1p(own)
         gains = None
-        if w[3] != 0.0 or w[7] != 0.0:
+        if w[3] != 0.0:
             gains = np.array([self._gain(kind, node, g, view) for g in gpus])
             score = score + w[3] * gains
         i = int(np.argmax(score))
-        gain = float(gains[i]) if gains is not None else 0.0
+        gain = float(gains[i]) if gains is not None else None
         return gpus[i], float(solo[i] * (1.0 + own[i])), float(own[i]), gain
