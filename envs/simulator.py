@@ -14,7 +14,6 @@ task completes exactly once or is reported as unschedulable.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import math
 import time
@@ -25,6 +24,7 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth
 from envs.network import Link
+from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
@@ -87,6 +87,33 @@ class TaskRecord:
     completions: int = 0
 
 
+class _NodeDispatch:
+    """One node of the simulator as :mod:`rlsched.dispatch` sees it (units never refuse a start;
+    no redirection; waiting on an idle node is the placer's error)."""
+
+    __slots__ = ("node", "sim")
+    redirect = None
+
+    def __init__(self, sim: Simulator, node: int) -> None:
+        self.sim, self.node = sim, node
+
+    @property
+    def view(self) -> ClusterView:
+        return self.sim.view
+
+    @property
+    def placer(self) -> SubtaskPlacer:
+        return self.sim.placer
+
+    def start(self, tr: TaskRun, sub: Subtask, unit: int) -> bool:
+        return self.sim._start(tr, sub, unit)
+
+    def stuck(self, queue: dispatch.ReadyQueue) -> None:
+        raise PlacementError(
+            f"placer {self.sim.placer.name} left {len(queue)} subtasks waiting on idle node {self.node}"
+        )
+
+
 class Simulator:
     """A simulated cluster for one scenario and seed.
 
@@ -133,7 +160,8 @@ class Simulator:
         self._gpu_runs: list[list[list[Run]]] = [[[] for _ in range(g)] for _ in range(n)]
         # Insertion-ordered (a dict, not a set): iteration order must not depend on object ids.
         self._cpu_runs: list[dict[Run, None]] = [{} for _ in range(n)]
-        self._waiting: list[list[tuple[tuple, TaskRun, Subtask]]] = [[] for _ in range(n)]
+        self._waiting = [dispatch.ReadyQueue() for _ in range(n)]
+        self._hosts = [_NodeDispatch(self, i) for i in range(n)]
         self._admit: list[list[TaskRun]] = [[] for _ in range(n)]
         self._on_node: list[dict[int, TaskRun]] = [{} for _ in range(n)]
         self._epoch = [0] * n
@@ -360,70 +388,12 @@ class Simulator:
         self._drain(tr.node)
 
     def _ready(self, tr: TaskRun, sub: Subtask) -> None:
-        w = self._waiting[tr.node]
-        if not w and self._try_now(tr, sub):
-            return  # nothing older waits, so it may take a unit at once: same as queue-and-drain
-        key = (-tr.task.priority, tr.task.arrival_s, tr.task.id, sub.index)
-        if not w or w[-1][0] < key:
-            w.append((key, tr, sub))
-        else:
-            # Rare: a higher-priority or older subtask became ready after younger ones.
-            bisect.insort(w, (key, tr, sub), key=lambda e: e[0])
-        self.view.ready_waiting[tr.node] += 1
-
-    def _try_now(self, tr: TaskRun, sub: Subtask) -> bool:
-        """Offer a newly ready subtask to the placer when its kind of unit is free; True if started."""
-        f, node = self.view.fast, tr.node
-        dev = sub.kind.device
-        cpu_free = f.cpu_busy[node] < f.cores[node]
-        gpu_free = f.node_gpu_running[node] < f.node_streams[node]
-        if (dev is Device.CPU and not cpu_free) or (dev is Device.GPU and not gpu_free):
-            return False
-        if not cpu_free and not gpu_free:
-            return False
-        unit = self.placer.place(tr.task, sub, node, self.view)
-        if unit is None:
-            return False
-        self._start(tr, sub, unit)
-        return True
+        dispatch.offer(self._hosts[tr.node], self._waiting[tr.node], tr, sub)
 
     def _drain(self, node: int) -> None:
-        """Offer waiting subtasks, oldest first, to the placer while units are free."""
-        w = self._waiting[node]
-        if not w:
-            return
-        v = self.view
-        place = self.placer.place
-        kept = []
-        f = v.fast
-        cores, streams = f.cores[node], f.node_streams[node]
-        cpu_free = f.cpu_busy[node] < cores
-        gpu_free = f.node_gpu_running[node] < streams
-        for i, item in enumerate(w):
-            if not cpu_free and not gpu_free:
-                kept.extend(w[i:])
-                break
-            _, tr, sub = item
-            dev = sub.kind.device
-            if (dev is Device.CPU and not cpu_free) or (dev is Device.GPU and not gpu_free):
-                kept.append(item)
-                continue
-            unit = place(tr.task, sub, node, v)
-            if unit is None:
-                kept.append(item)
-                continue
-            v.ready_waiting[node] -= 1
-            self._start(tr, sub, unit)
-            cpu_free = f.cpu_busy[node] < cores
-            gpu_free = f.node_gpu_running[node] < streams
-        self._waiting[node] = kept
-        if kept and f.cpu_busy[node] == 0 and f.node_gpu_running[node] == 0:
-            # Nothing runs on the node, so no event would ever offer these subtasks again.
-            raise PlacementError(
-                f"placer {self.placer.name} left {len(kept)} subtasks waiting on idle node {node}"
-            )
+        dispatch.drain(self._hosts[node], self._waiting[node])
 
-    def _start(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
+    def _start(self, tr: TaskRun, sub: Subtask, unit: int) -> bool:
         v, node, now = self.view, tr.node, self.now
         self._check_unit(tr, sub, unit)
         self._util.advance_node(node, now)
@@ -448,6 +418,7 @@ class Simulator:
             self._rerate(node, unit)
         if self.trace is not None:
             self.trace.append(("start", now, tr.task.id, sub.index, node, unit))
+        return True
 
     def _check_unit(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
         f, node = self.view.fast, tr.node

@@ -15,7 +15,6 @@ view); kernels and copies run outside it.
 
 from __future__ import annotations
 
-import bisect
 import math
 import threading
 import time
@@ -26,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.hardware import gpu_model
 from rlsched.policies.base import CPU, SubtaskPlacer
@@ -182,7 +182,8 @@ class NodeAgent:
         self._native_gpu = None if fastest is None else _datasheet(fastest.model)
         self.free_cores = list(range(self.nspec.cpu_cores))
         self.feedback = StreamFeedback(spec.min_streams_per_gpu, spec.max_streams_per_gpu)
-        self.waiting: list[tuple[tuple, _Run, Subtask]] = []
+        self.waiting = dispatch.ReadyQueue()
+        self.redirect = self._redirect
         self.runs: dict[int, _Run] = {}
         self.gpu_version = [0] * len(self.devices)
         self.gpu_busy_s = [0.0] * len(self.devices)
@@ -238,48 +239,34 @@ class NodeAgent:
         )
 
     def _ready(self, run: _Run, sub: Subtask) -> None:
-        key = (-run.task.priority, run.task.arrival_s, run.task.id, sub.index)
-        bisect.insort(self.waiting, (key, run, sub), key=lambda e: e[0])
-        self.view.ready_waiting[self.node] += 1
+        if not self.alive:
+            return
+        t0 = time.perf_counter()
+        self.view.time_s = self.clock()
+        dispatch.offer(self, self.waiting, run, sub)
+        self.dispatch_s += time.perf_counter() - t0
 
-    # ---- dispatch (lock held) ------------------------------------------------------------
+    # ---- dispatch hooks (lock held) --------------------------------------------------------
     def _drain(self) -> None:
         """Offer waiting subtasks, oldest first, to the placer while units are free."""
         if not self.alive:
             return
         t0 = time.perf_counter()
-        v, n = self.view, self.node
-        f = v.fast
-        v.time_s = self.clock()
-        kept = []
-        for i, item in enumerate(self.waiting):
-            _, run, sub = item
-            cpu_free = bool(self.free_cores)
-            gpu_free = f.node_gpu_running[n] < f.node_streams[n]
-            if not (cpu_free or gpu_free):  # nothing more can start: keep the rest as they are
-                kept.extend(self.waiting[i:])
-                break
-            dev = sub.kind.device
-            if (
-                (dev is Where.CPU and not cpu_free)
-                or (dev is Where.GPU and not gpu_free)
-                or not (cpu_free or gpu_free)
-            ):
-                kept.append(item)
-                continue
-            unit = self.placer.place(run.task, sub, n, v)
-            if unit is not None and unit != CPU and unit in run.avoid.get(sub.index, ()):
-                unit = CPU if (dev is not Where.GPU and cpu_free) else None
-            if unit is None or not self._start(run, sub, unit):
-                kept.append(item)
-                continue
-            v.ready_waiting[n] -= 1
-        self.waiting = kept
-        if kept and f.cpu_busy[n] == 0 and f.node_gpu_running[n] == 0:
-            self._unstick(kept)
+        self.view.time_s = self.clock()
+        dispatch.drain(self, self.waiting)
         self.dispatch_s += time.perf_counter() - t0
 
-    def _unstick(self, kept: list[tuple[tuple, _Run, Subtask]]) -> None:
+    def _redirect(self, run: _Run, sub: Subtask, unit: int, cpu_free: bool) -> int | None:
+        """Steer away from a device that handed this subtask back for lack of memory."""
+        if unit != CPU and unit in run.avoid.get(sub.index, ()):
+            return CPU if (sub.kind.device is not Where.GPU and cpu_free) else None
+        return unit
+
+    def stuck(self, queue: dispatch.ReadyQueue) -> None:
+        """Nothing runs, so no event would offer the waiting subtasks again (see :meth:`_unstick`)."""
+        self._unstick(list(queue.items))
+
+    def _unstick(self, kept: list[dispatch.Item]) -> None:
         """Nothing runs, so no event would offer the waiting subtasks again. In order: forget
         devices that were full (they are idle now); spill the outputs tasks hold on the GPUs to
         the host (placers wait for memory that nothing running would free); start subtasks that
@@ -295,18 +282,19 @@ class NodeAgent:
         still = []
         for item in kept:
             _, run, sub = item
-            if sub.kind.device is not Where.GPU and self.free_cores and self._start(run, sub, CPU):
+            if sub.kind.device is not Where.GPU and self.free_cores and self.start(run, sub, CPU):
                 self.view.ready_waiting[self.node] -= 1
             else:
                 still.append(item)
-        self.waiting = still
+        self.waiting.items = still
         if len(still) < len(kept):
             return
         for _, run, sub in kept:
             run.error = run.error or f"placer {self.placer.name} left {sub.kind.name} waiting on idle node"
             self._finish_task(run)
 
-    def _start(self, run: _Run, sub: Subtask, unit: int) -> bool:
+    def start(self, run: _Run, sub: Subtask, unit: int) -> bool:
+        """Run ``sub`` on ``unit`` (a dispatch hook); False if no lane of the unit is free."""
         v, n, now = self.view, self.node, self.clock()
         self.util.advance_node(n, now)
         if unit == CPU:
@@ -506,7 +494,7 @@ class NodeAgent:
         if self.runs.pop(run.task.id, None) is None:
             return
         v.tasks_on_node[n] -= 1
-        self.waiting = [w for w in self.waiting if w[1] is not run]
+        self.waiting.drop(run)
         outputs = self.residency.outputs(run.arrays) if run.error is None else {}
         self.residency.release(run.arrays)
         for g in range(len(self.devices)):
