@@ -1,15 +1,11 @@
 """The simulated world: discrete-event cluster simulator, its ground truth, Gymnasium envs.
 
-Importing this package registers the ``oracle`` selector and the
-``rlsched/ClusterScheduling-v0`` environment.
+Importing this package registers the ``rlsched/ClusterScheduling-v0`` environment with Gymnasium
+(the Gymnasium convention). The clairvoyant ``oracle`` selector (``envs.oracle``) reaches the policy
+registry through the ``rlsched.policies`` entry-point group, not through an import.
 """
 
 from gymnasium.envs.registration import register, registry
-
-from envs.oracle import OracleSelector
-from rlsched.policies.registry import register_selector
-
-register_selector("oracle", OracleSelector)
 
 ENV_ID = "rlsched/ClusterScheduling-v0"
 if ENV_ID not in registry:

@@ -1,8 +1,10 @@
 """Discrete-event simulator of a heterogeneous CPU-GPU cluster running streaming tasks.
 
-One event loop serves two drivers: :meth:`Simulator.run` with a two-stage scheduler, and the
-Gymnasium environment, which asks for each stage-1 decision through :meth:`next_decision` and
-answers with :meth:`assign`. Between decisions the loop moves tasks over each node's NIC into
+The simulator is a :class:`rlsched.world.World` in simulated time: :meth:`Simulator.run` drives
+it with a two-stage scheduler through :func:`rlsched.world.drive`, and the Gymnasium environment
+asks for each stage-1 decision through :meth:`next_decision` and answers with :meth:`assign`.
+Stage 2 runs on every node through :mod:`rlsched.dispatch`, the loop the live node agents run.
+Between decisions the loop moves tasks over each node's NIC into
 host memory, places ready subtasks with the stage-2 placer, and runs them on GPU streams or CPU
 cores at rates from the ground truth, recomputing the rates of every co-runner whenever the set
 of subtasks on a GPU changes.
@@ -14,6 +16,7 @@ task completes exactly once or is reported as unschedulable.
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import math
 import time
@@ -28,11 +31,12 @@ from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
-from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.scenario import Scenario
+from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
+from rlsched.world import CalibratingPlacer, drive, hand_over
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
 _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
@@ -202,39 +206,44 @@ class Simulator:
     ) -> RunMetrics:
         """Run every task to completion with ``scheduler``; return the metrics.
 
-        :param scheduler: stage 1 picks nodes; its placer replaces this simulator's placer.
+        :param scheduler: stage 1 picks nodes; its placer must be the one this simulator was
+            given (a world has one placer, handed over at construction).
         :param on_decision: called after each stage-1 decision (progress bars).
+        :raises ValueError: if the scheduler's placer is not this simulator's.
         """
-        self.placer = scheduler.placer
+        if scheduler.placer is not self.placer:
+            raise ValueError(
+                f"scheduler {scheduler.name}: its placer is not the one this Simulator was built with; "
+                "build the Simulator with scheduler.placer"
+            )
         scheduler.reset(self.view, self.seed)
         self.calibrate_placer()
         bind = getattr(scheduler.selector, "bind_simulator", None)
         if bind is not None:
             bind(self)  # only the clairvoyant oracle reference has this hook
-        select = scheduler.selector.select
         t0 = time.perf_counter()
-        decide_s = 0.0
-        while (task := self.next_decision()) is not None:
-            mask = self.mask(task)
-            d0 = time.perf_counter()
-            node = select(task, self.view, mask)
-            decide_s += time.perf_counter() - d0
-            self.assign(task, node)
-            if on_decision is not None:
-                on_decision()
+        decide_s = drive(self, scheduler.selector, on_decision)
         return self.metrics(wall_s=time.perf_counter() - t0, decide_s=decide_s)
 
     def calibrate_placer(self) -> None:
-        """Let the placer measure the cluster first (``calibrate``) and watch finished GPU subtasks
-        (``observe``), if it has those hooks: interference-aware placers learn from measurements."""
-        calibrate = getattr(self.placer, "calibrate", None)
-        if calibrate is not None:
+        """Hand the placer over (:func:`rlsched.world.hand_over`): it measures the cluster first
+        when it calibrates, and watches finished GPU subtasks when it observes."""
+        instrument = None
+        if isinstance(self.placer, CalibratingPlacer):
             # Imported here: profiling brings in the interference models (torch), which only
             # placers that calibrate need.
             from envs.colocation_profiler import SimulatedProfiler
 
-            calibrate(SimulatedProfiler(self))
-        self._observe = getattr(self.placer, "observe", None)
+            instrument = SimulatedProfiler(self)
+        self._observe = hand_over(self.placer, instrument)
+
+    def lock(self) -> contextlib.AbstractContextManager[object]:
+        """Nothing runs beside the caller: no lock is needed to read the view."""
+        return contextlib.nullcontext()
+
+    def in_system_area(self) -> float:
+        """Task-seconds spent in the system so far (arrived, not finished)."""
+        return self.area
 
     def next_decision(self) -> Task | None:
         """Advance simulated time until a task awaits a node; ``None`` when all work is done."""
@@ -276,10 +285,11 @@ class Simulator:
         self.decisions += 1
         self._to_node(task, node)
 
-    def finish(self) -> None:
-        """Run the remaining events (tasks already placed) to the end."""
+    def finish(self) -> RunMetrics:
+        """Run the remaining events (tasks already placed) to the end; the run's metrics."""
         while self._events and not self.pending:
             self._step_event()
+        return self.metrics()
 
     @property
     def done(self) -> bool:

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.footprint import RunTooLarge, check_fits
+from rlsched.policies.registry import PolicyOptions
 from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
 from rlsched.textfile import TextFileError
 
 if TYPE_CHECKING:
     from rlsched.metrics import RunMetrics
-    from rlsched.policies.base import NodeSelector
     from rlsched.scenario import Scenario
     from runtime.config import LiveClusterSpec
 
@@ -323,23 +323,14 @@ def _demo_schedulers() -> list[str]:
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 
-def _use_model(model_dir: str | None, placer_dir: str | None = None) -> None:
-    """Make ``ldwp`` available as a selector, with the given or the shipped checkpoint (and
-    ``iawp-rl`` with the given placer checkpoint, verified now)."""
-    from rlsched.policies.registry import register_placer, register_selector
-
+def _policy_options(model_dir: str | None, placer_dir: str | None = None) -> PolicyOptions:
+    """The checkpoints ``ldwp`` and ``iawp-rl`` use (``None``: shipped); a placer checkpoint is
+    verified now, before any run."""
     if placer_dir is not None:
-        from rlsched.policies.iawp_rl import LearnedIawpPlacer, load_params
+        from rlsched.policies.iawp_rl import load_params
 
-        params = load_params(placer_dir)
-        register_placer("iawp-rl", lambda: LearnedIawpPlacer(params))
-
-    def make() -> NodeSelector:
-        from rlsched.policies.ldwp import LdwpSelector  # torch only when ldwp is used
-
-        return LdwpSelector(model_dir)
-
-    register_selector("ldwp", make)
+        load_params(placer_dir)
+    return PolicyOptions(model_dir, placer_dir)
 
 
 #: Flags of ``train`` that only one stage reads.
@@ -423,12 +414,12 @@ def _train_stage2(
     placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
     from experiments.evaluation import load_entry
     from experiments.train_placer import PlacerTrainConfig, train_placer
-    from rlsched.policies.registry import SELECTORS
+    from rlsched.policies.registry import selector_names
 
-    if selector not in SELECTORS and selector != "ldwp":
+    if selector not in selector_names():
         print(
             f"rlsched: error: --selector: unknown selector {selector!r}; known: "
-            f"{', '.join(sorted([*SELECTORS, 'ldwp']))}",
+            f"{', '.join(selector_names())}",
             file=sys.stderr,
         )
         return 2
@@ -517,11 +508,12 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from experiments.simulate import simulate
 
-    _use_model(args.model, args.placer_model)
+    options = _policy_options(args.model, args.placer_model)
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     check_fits(scenario)
     try:
-        m = simulate(scenario, args.scheduler, args.seed, progress=not args.json and sys.stderr.isatty())
+        progress = not args.json and sys.stderr.isatty()
+        m = simulate(scenario, args.scheduler, args.seed, progress=progress, options=options)
     except ValueError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return 2
@@ -584,7 +576,6 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
     from experiments.live_demo import LIVE_SCHEDULERS, LiveDemoConfig, main_demo
     from runtime.workload import LiveWorkload
 
-    _use_model(None)
     specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
     rate = 2400.0 if args.rate is None else args.rate  # the parser checked it and the counts
     cfg = LiveDemoConfig(
@@ -613,7 +604,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     args.seeds = 3 if args.seeds is None else args.seeds
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     check_fits(scenario)
-    _use_model(None)
     specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]
     seeds = list(range(args.seeds))
     t0 = time.perf_counter()

@@ -19,12 +19,10 @@ import sys
 
 import numpy as np
 
-import envs  # noqa: F401
 from envs.simulator import Simulator
 from experiments.report_stats import mean_pm
 from rlsched.arrivals import mean_rate_per_min
-from rlsched.policies.ldwp import LdwpSelector
-from rlsched.policies.registry import parse_scheduler, register_selector
+from rlsched.policies.registry import PolicyOptions, parse_scheduler
 from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
 from rlsched.taskgen import generate_tasks
@@ -88,7 +86,6 @@ def main() -> None:
         "throughput by more than the band, as the paper's steady 50/min did not)",
     )
     args = p.parse_args()
-    register_selector("ldwp", lambda: LdwpSelector(args.model))
     sc = load_scenario(args.scenario)
     if args.steady:
         arr = dataclasses.replace(
@@ -107,7 +104,7 @@ def main() -> None:
         per: list[list[dict[str, float]]] = []
         for seed in range(args.seeds):
             tasks = generate_tasks(sc, seed)
-            sched = parse_scheduler(spec)
+            sched = parse_scheduler(spec, PolicyOptions(selector_model=args.model))
             sim = Simulator(sc, tasks, sched.placer, seed)
             sim.run(sched)
             done = np.array([r.done_s for r in sim.records])

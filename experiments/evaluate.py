@@ -107,13 +107,11 @@ def validate(cfg: EvalConfig, out: Path) -> None:
             load_params(cfg.placer_model)
         except (CheckpointError, FileNotFoundError, ValueError) as e:
             raise EvaluateError(f"--placer-model: {e}") from None
-    from experiments.evaluation import _register
-    from rlsched.policies.registry import parse_scheduler
+    from rlsched.policies.registry import PolicyOptions, parse_scheduler
 
-    _register(cfg.model, cfg.placer_model)
     for s in cfg.schedulers:
         try:
-            parse_scheduler(s)
+            parse_scheduler(s, PolicyOptions(cfg.model, cfg.placer_model))
         except ValueError as e:
             raise EvaluateError(f"--schedulers: {e}") from None
     for name, d in cfg.runs.items():

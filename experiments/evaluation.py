@@ -108,18 +108,6 @@ def load_entry(entry: str, rate: float | None) -> Scenario:
     )
 
 
-def _register(model: str | None, placer_model: str | None = None) -> None:
-    import envs  # noqa: F401  (registers the oracle reference)
-    from rlsched.policies.ldwp import LdwpSelector
-    from rlsched.policies.registry import register_placer, register_selector
-
-    register_selector("ldwp", lambda: LdwpSelector(model))
-    if placer_model is not None:
-        from rlsched.policies.iawp_rl import LearnedIawpPlacer
-
-        register_placer("iawp-rl", lambda: LearnedIawpPlacer(model_dir=placer_model))
-
-
 def run_case(case: Case) -> CaseResult:
     """Run one case to completion (worker side); errors come back in the result."""
     try:
@@ -132,13 +120,12 @@ def run_case(case: Case) -> CaseResult:
 
 def _run(case: Case) -> CaseResult:
     from envs.simulator import Simulator
-    from rlsched.policies.registry import parse_scheduler
+    from rlsched.policies.registry import PolicyOptions, parse_scheduler
     from rlsched.taskgen import generate_tasks, scenario_for_seed
 
-    _register(case.model, case.placer_model)
     scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
     tasks = generate_tasks(scenario, case.seed)
-    sched = parse_scheduler(case.scheduler)
+    sched = parse_scheduler(case.scheduler, PolicyOptions(case.model, case.placer_model))
     sim = Simulator(scenario, tasks, sched.placer, seed=case.seed)
     devices = [(n, g) for n, node in enumerate(scenario.cluster.nodes) for g in range(len(node.gpus))]
     valid = sim.view.gpu_valid

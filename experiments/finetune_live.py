@@ -35,11 +35,11 @@ from experiments.train import GreedySelector, TrainConfig, build_dqn
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.interference import ColocationData, evaluate, fit_interference
-from rlsched.policies.base import NodeSelector, TwoStageScheduler
 from rlsched.policies.ldwp import scorer_from_checkpoint
-from rlsched.policies.registry import PLACERS
+from rlsched.policies.registry import make_placer, placer_names
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.scheduler import NodeSelector, TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from runtime.cluster import ClusterBackend, LocalCluster
 from runtime.config import LiveClusterSpec, default_live_cluster
@@ -90,8 +90,8 @@ class LiveFinetuneConfig:
             if not ok:
                 limit = ">= 0" if name == "steps" else "positive"
                 raise ValueError(f"{name} must be {limit}, got {getattr(self, name)!r}")
-        if self.placer not in PLACERS:
-            raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(sorted(PLACERS))}")
+        if self.placer not in placer_names():
+            raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(placer_names())}")
 
 
 def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[[], ClusterBackend]:
@@ -118,7 +118,7 @@ def evaluate_live(
     for s in cfg.eval_seeds:
         work = build_work(LiveWorkload(tasks=cfg.eval_tasks, rate_per_s=cfg.rate_per_s, seed=s))
         opts = LiveOptions(seed=s, progress=cfg.progress)
-        res = run_live(make(), TwoStageScheduler(selector, PLACERS[cfg.placer]()), work, opts)
+        res = run_live(make(), TwoStageScheduler(selector, make_placer(cfg.placer)), work, opts)
         thr.append(res.metrics.throughput)
         p95.append(res.metrics.latency_p95_s)
         lost += res.metrics.tasks_lost
@@ -135,7 +135,7 @@ def _sim_profiler(spec: LiveClusterSpec) -> SimulatedProfiler:
     sc = Scenario(
         "live-twin", spec.to_cluster_spec(), WorkloadSpec(tasks=30, apps={a: 1.0 for a in VIDEO_APPS})
     )
-    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), PLACERS["mlsm"]()))
+    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), make_placer("mlsm")))
 
 
 def transfer_interference(

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from experiments.report_stats import mean_pm
 from rlsched.policies.registry import parse_scheduler
+from rlsched.world import CalibratingPlacer
 from runtime.cluster import LocalCluster
 from runtime.config import LiveClusterSpec, default_live_cluster
 from runtime.kernels import check_result
@@ -50,13 +51,12 @@ def run_one(spec: str, seed: int, cfg: LiveDemoConfig) -> LiveResult:
     cluster = LocalCluster(cfg.cluster or default_live_cluster(), cfg.backend)
     work = build_work(dataclasses.replace(cfg.workload, seed=seed))
     sched = parse_scheduler(spec)
-    calibrate = None
-    if hasattr(sched.placer, "calibrate"):
+    instrument = None
+    if isinstance(sched.placer, CalibratingPlacer):
         from runtime.profiler import LiveProfiler
 
-        profiler = LiveProfiler(cluster.spec, cluster.backend_name, apps=tuple(cfg.workload.apps))
-        calibrate = lambda placer: placer.calibrate(profiler, seed=0)  # noqa: E731
-    res = run_live(cluster, sched, work, LiveOptions(seed=seed, progress=cfg.progress), calibrate)
+        instrument = LiveProfiler(cluster.spec, cluster.backend_name, apps=tuple(cfg.workload.apps))
+    res = run_live(cluster, sched, work, LiveOptions(seed=seed, progress=cfg.progress), instrument)
     data = {t.id: d for t, d in work}
     for tid, out in res.outcomes.items():
         if out.error is None:

@@ -11,16 +11,19 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm import tqdm
 
-import envs  # noqa: F401  (registers the oracle reference)
 from envs.simulator import Simulator
 from rlsched.metrics import RunMetrics
-from rlsched.policies.registry import parse_scheduler
+from rlsched.policies.registry import SHIPPED, PolicyOptions, parse_scheduler
 from rlsched.scenario import Scenario
 from rlsched.taskgen import generate_tasks, scenario_for_seed
 
 
 def simulate(
-    scenario: Scenario, scheduler: str, seed: int | None = None, progress: bool = False
+    scenario: Scenario,
+    scheduler: str,
+    seed: int | None = None,
+    progress: bool = False,
+    options: PolicyOptions = SHIPPED,
 ) -> RunMetrics:
     """Run one scenario to completion.
 
@@ -28,9 +31,10 @@ def simulate(
     :param scheduler: ``SELECTOR[+PLACER]``.
     :param seed: tasks and drift seed (``None`` = the scenario's).
     :param progress: show a progress bar of decisions on stderr.
+    :param options: checkpoints of learned policies (``ldwp``, ``iawp-rl``).
     """
     seed = scenario.seed if seed is None else seed
-    sched = parse_scheduler(scheduler)
+    sched = parse_scheduler(scheduler, options)
     scenario = scenario_for_seed(scenario, seed)
     tasks = generate_tasks(scenario, seed)
     sim = Simulator(scenario, tasks, sched.placer, seed=seed)

@@ -72,11 +72,10 @@ def _suite(name: str) -> tuple[list[str], list[str], int, str]:
             "The TPDS 2021 experiments on the paper's platform",
         )
     if name == "full":
-        import envs  # noqa: F401  (registers the oracle reference)
-        from rlsched.policies.registry import PLACERS, SELECTORS
+        from rlsched.policies.registry import placer_names, selector_names
 
-        scheds = [f"{s}+{p}" for s in sorted(SELECTORS) for p in sorted(PLACERS)]
-        return available_scenarios(), [*scheds, *(f"ldwp+{p}" for p in sorted(PLACERS))], 5, "Full evaluation"
+        scheds = [f"{s}+{p}" for s in selector_names() for p in placer_names()]
+        return available_scenarios(), scheds, 5, "Full evaluation"
     capped = [f"{n}#{DEFAULT_TASK_CAP[n]}" if n in DEFAULT_TASK_CAP else n for n in available_scenarios()]
     return capped, list(MAIN_SCHEDULERS), 3, "Default evaluation: every built-in scenario"
 

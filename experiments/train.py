@@ -21,7 +21,6 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
-import envs  # noqa: F401
 from envs.gym_env import ClusterSchedulingEnv
 from envs.simulator import Simulator
 from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
@@ -29,10 +28,10 @@ from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from models.time_discount import TimeDiscountReplayBuffer
 from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
-from rlsched.policies.base import NodeSelector, TwoStageScheduler
 from rlsched.policies.ldwp import encode_batch
-from rlsched.policies.registry import PLACERS, SELECTORS
+from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenario import Scenario
+from rlsched.scheduler import NodeSelector, TwoStageScheduler
 from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
 from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Task
@@ -131,7 +130,7 @@ def collect_teacher(cfg: TrainConfig, scenarios: list[Scenario]) -> dict[str, np
     """Observations and the teacher's choices over ``pretrain_episodes`` training episodes of
     each scenario (observations padded to the largest cluster)."""
     env = ClusterSchedulingEnv(scenarios, placer=cfg.placer)
-    teacher = SELECTORS[cfg.pretrain or "mct-mem"]()
+    teacher = make_selector(cfg.pretrain or "mct-mem")
     buf: dict[str, list[np.ndarray]] = {"nodes": [], "task": [], "cluster": [], "mask": [], "action": []}
     n = cfg.pretrain_episodes
     for ep in tqdm(range(n * len(scenarios)), desc=f"teacher {teacher.name}", unit="episode", disable=None):
@@ -194,8 +193,9 @@ def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConf
     thr, p95 = [], []
     for seed in cfg.eval_seeds:
         sc = scenario_for_seed(scenario, seed)
-        sim = Simulator(sc, generate_tasks(sc, seed), PLACERS[cfg.placer](), seed)
-        m = sim.run(TwoStageScheduler(selector, PLACERS[cfg.placer]()))
+        placer = make_placer(cfg.placer)
+        sim = Simulator(sc, generate_tasks(sc, seed), placer, seed)
+        m = sim.run(TwoStageScheduler(selector, placer))
         thr.append(m.throughput * 60.0)
         p95.append(m.latency_p95_s)
     return {"throughput_per_min": float(np.mean(thr)), "latency_p95_s": float(np.mean(p95))}
@@ -464,7 +464,7 @@ def train(
         data = collect_teacher(cfg, scenarios)
         bc_acc = behaviour_clone(scorer, data, cfg)
     model.q_net_target.scorer.load_state_dict(scorer.state_dict())  # type: ignore[union-attr]
-    reference = SELECTORS[cfg.pretrain or "mct-mem"]()
+    reference = make_selector(cfg.pretrain or "mct-mem")
     refs = [evaluate_selector(reference, sc, cfg) for sc in scenarios]
     cb = _Progress(cfg, scenarios, refs, out, bc_acc)
     cb.model = model  # lets evaluate_and_save run before learn()

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
+from rlsched.policies.registry import PolicyOptions, make_selector
 from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
 
 
@@ -101,20 +102,12 @@ def run_episode(
     entry: str, rate: float | None, selector: str, selector_model: str | None, params: list[float], seed: int
 ) -> tuple[float, float]:
     """(tasks/min, p95 s) of one simulated run with the placer at ``params`` (worker side)."""
-    import envs  # noqa: F401  (registers the oracle reference)
     from envs.simulator import Simulator
     from experiments.evaluation import load_entry
-    from rlsched.policies.base import NodeSelector, TwoStageScheduler
-    from rlsched.policies.registry import SELECTORS
+    from rlsched.scheduler import TwoStageScheduler
     from rlsched.taskgen import generate_tasks, scenario_for_seed
 
-    sel: NodeSelector
-    if selector == "ldwp":
-        from rlsched.policies.ldwp import LdwpSelector
-
-        sel = LdwpSelector(selector_model)
-    else:
-        sel = SELECTORS[selector]()
+    sel = make_selector(selector, PolicyOptions(selector_model=selector_model))
     base = scenario_for_seed(load_entry(entry, rate), seed)
     placer = LearnedIawpPlacer(np.array(params))
     m = Simulator(base, generate_tasks(base, seed), placer, seed=seed).run(TwoStageScheduler(sel, placer))

@@ -2,7 +2,7 @@
 
 It is the live twin of the simulator's per-node logic (``envs.simulator``): ready subtasks wait
 in priority order; whenever a unit frees up the agent offers them, oldest first, to the same
-:class:`~rlsched.policies.base.SubtaskPlacer` the simulator uses, and keeps the
+:class:`~rlsched.scheduler.SubtaskPlacer` the simulator uses, and keeps the
 :class:`~rlsched.view.ClusterView` up to date with what it measured. A GPU subtask runs on a stream
 lane of its device: its inputs are made resident through the device's MLSM memory manager
 (repeated inputs come from the cache), the kernel runs, its outputs stay on the device for the
@@ -28,7 +28,7 @@ import numpy as np
 from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.hardware import gpu_model
-from rlsched.policies.base import CPU, SubtaskPlacer
+from rlsched.scheduler import CPU, SubtaskPlacer
 from rlsched.tasks import Device as Where
 from rlsched.tasks import Subtask, Task
 from rlsched.utilisation import UtilAccumulator

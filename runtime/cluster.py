@@ -15,8 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
-from rlsched.policies.base import SubtaskPlacer
 from rlsched.policies.registry import make_placer
+from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.agent import DeviceReport, NodeAgent, TaskOutcome

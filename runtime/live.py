@@ -7,10 +7,11 @@ Tasks a dead node held come back with :data:`NODE_LOST` and are placed again.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -18,8 +19,11 @@ from tqdm import tqdm
 
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.metrics import RunMetrics, summarise
-from rlsched.policies.base import TwoStageScheduler
+from rlsched.profiling import ProfilingInstrument
+from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
+from rlsched.view import ClusterView
+from rlsched.world import drive, hand_over
 from runtime.agent import TaskOutcome
 from runtime.cluster import ClusterBackend, DeviceReport
 from runtime.kernels import TaskData
@@ -105,14 +109,15 @@ class _Tracker:
 
 
 class LiveSession:
-    """A live run driven one stage-1 decision at a time (the live twin of the simulator's driver
-    API: :meth:`next_decision`, :meth:`mask`, :meth:`assign`, :meth:`finish`).
+    """A live run driven one stage-1 decision at a time: a :class:`rlsched.world.World` in
+    wall-clock time (:meth:`next_decision`, :meth:`mask`, :meth:`assign`, :meth:`finish`).
 
     :param cluster: a cluster backend; the session starts its agents.
     :param scheduler: stage 2 runs in the agents; stage 1 is the caller's (or :func:`run_live`'s).
     :param work: tasks (ids dense from 0, arrival times in seconds from the start) with data.
     :param opts: run options.
-    :param calibrate: called with the placer before the run (e.g. IAWP calibration).
+    :param instrument: the cluster's profiling instrument (``runtime.profiler.LiveProfiler``); a
+        placer that calibrates (IAWP) measures the cluster with it before the run.
     """
 
     def __init__(
@@ -121,7 +126,7 @@ class LiveSession:
         scheduler: TwoStageScheduler,
         work: Sequence[tuple[Task, TaskData]],
         opts: LiveOptions = LiveOptions(),
-        calibrate: Callable[[object], None] | None = None,
+        instrument: ProfilingInstrument | None = None,
     ) -> None:
         self.cluster, self.scheduler, self.opts = cluster, scheduler, opts
         self.tasks = {t.id: (t, d) for t, d in work}
@@ -130,9 +135,7 @@ class LiveSession:
         self._next = 0
         with cluster.lock:
             scheduler.reset(cluster.view, opts.seed)
-        if calibrate is not None:
-            calibrate(scheduler.placer)
-        cluster.start(scheduler.placer, opts.seed, getattr(scheduler.placer, "observe", None))
+        cluster.start(scheduler.placer, opts.seed, hand_over(scheduler.placer, instrument))
         bar = tqdm(total=len(work), desc=f"live {scheduler.name}", unit="task") if opts.progress else None
         self.tracker = _Tracker(self.records, bar)
         self._stop = threading.Event()
@@ -146,7 +149,21 @@ class LiveSession:
         self.decide_s = 0.0
         self._pending: list[int] = []
         self._submitted: set[int] = set()
-        self._mask_cache: tuple[int, np.ndarray] | None = None
+        #: The run's full result, once :meth:`finish` has run.
+        self.result: LiveResult | None = None
+
+    @property
+    def view(self) -> ClusterView:
+        """The cluster's view (read it inside :meth:`lock`)."""
+        return self.cluster.view
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[object]:
+        """The cluster lock (agents update the view from their threads), with the view's clock
+        set to now."""
+        with self.cluster.lock:
+            self.cluster.view.time_s = self.now
+            yield self.cluster.lock
 
     @property
     def now(self) -> float:
@@ -211,15 +228,17 @@ class LiveSession:
     def select(self, task: Task) -> int:
         """Stage 1 by the scheduler's own selector."""
         mask = self.mask(task)
-        with self.cluster.lock:
-            self.cluster.view.time_s = self.now
+        with self.lock():
             d0 = time.perf_counter()
             node = self.scheduler.selector.select(task, self.cluster.view, mask)
             self.decide_s += time.perf_counter() - d0
         return node
 
-    def finish(self) -> LiveResult:
-        """Wait for every assigned task (at most ``timeout_s``), stop the cluster, summarise."""
+    def finish(self) -> RunMetrics:
+        """Wait for every assigned task (at most ``timeout_s``), stop the cluster, summarise;
+        the full result is kept in :attr:`result`."""
+        if self.result is not None:
+            return self.result.metrics
         tr = self.tracker
         deadline = time.perf_counter() + self.opts.timeout_s
         while time.perf_counter() < deadline:
@@ -250,7 +269,7 @@ class LiveSession:
             decide_s=self.decide_s,
         )
         errors = {i: r.error for i, r in enumerate(self.records) if r.error}
-        return LiveResult(
+        self.result = LiveResult(
             self.scheduler.name,
             c.backend_name,
             metrics,
@@ -261,6 +280,7 @@ class LiveSession:
             moves,
             self.records,
         )
+        return metrics
 
 
 def run_live(
@@ -268,7 +288,7 @@ def run_live(
     scheduler: TwoStageScheduler,
     work: Sequence[tuple[Task, TaskData]],
     opts: LiveOptions = LiveOptions(),
-    calibrate: Callable[[object], None] | None = None,
+    instrument: ProfilingInstrument | None = None,
 ) -> LiveResult:
     """Run every task of ``work`` on ``cluster`` with both stages of ``scheduler``.
 
@@ -276,12 +296,13 @@ def run_live(
     :param scheduler: stage 1 and stage 2.
     :param work: tasks (ids dense from 0, arrival times in seconds) with their data.
     :param opts: run options.
-    :param calibrate: called with the placer before the run (e.g. profiler calibration of IAWP).
+    :param instrument: the cluster's profiling instrument, for a placer that calibrates.
     """
-    session = LiveSession(cluster, scheduler, work, opts, calibrate)
-    while (task := session.next_decision()) is not None:
-        session.assign(task, session.select(task))
-    return session.finish()
+    session = LiveSession(cluster, scheduler, work, opts, instrument)
+    session.decide_s += drive(session, scheduler.selector)
+    session.finish()
+    assert session.result is not None
+    return session.result
 
 
 def _feedback(cluster: ClusterBackend, stop: threading.Event, interval: float) -> None:

@@ -21,8 +21,8 @@ import threading
 import time
 from typing import Any
 
-from rlsched.policies.base import SubtaskPlacer
 from rlsched.policies.registry import make_placer
+from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.agent import NodeAgent, TaskOutcome

@@ -38,8 +38,8 @@ from typing import Any
 
 import numpy as np
 
-from rlsched.policies.base import SubtaskPlacer
 from rlsched.policies.registry import make_placer
+from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
 from runtime.agent import TaskOutcome

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rlsched.policies.base import CPU
+from rlsched.scheduler import CPU
 from runtime.backends.base import DeviceFull, Stream
 from runtime.kernels import TaskData
 from runtime.memory import DeviceMemory

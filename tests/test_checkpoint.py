@@ -110,18 +110,17 @@ def test_the_version_error_names_the_command_that_makes_the_checkpoint(tmp_path:
 
 
 def test_ldwp_selector_picks_the_best_feasible_node(tmp_path: Path, small_scenario) -> None:  # type: ignore[no-untyped-def]
-    import envs  # noqa: F401
     from envs.simulator import Simulator
-    from rlsched.policies.base import TwoStageScheduler
     from rlsched.policies.ldwp import LdwpSelector, encode_batch
-    from rlsched.policies.registry import PLACERS
+    from rlsched.policies.registry import make_placer
+    from rlsched.scheduler import TwoStageScheduler
     from rlsched.taskgen import generate_tasks
 
     net = scorer()
     save_checkpoint(tmp_path, net.state_dict(), meta())
     sel = LdwpSelector(tmp_path)
     sc = small_scenario(tasks=30)
-    sim = Simulator(sc, generate_tasks(sc, 0), PLACERS["speedup"](), 0)
+    sim = Simulator(sc, generate_tasks(sc, 0), make_placer("speedup"), 0)
     task = sim.next_decision()
     assert task is not None
     mask = sim.mask(task)
@@ -129,7 +128,6 @@ def test_ldwp_selector_picks_the_best_feasible_node(tmp_path: Path, small_scenar
     with torch.no_grad():
         q = net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].numpy()
     assert sel.select(task, sim.view, mask) == int(np.argmax(np.where(mask, q, -np.inf)))
-    m = Simulator(sc, generate_tasks(sc, 0), PLACERS["speedup"](), 0).run(
-        TwoStageScheduler(LdwpSelector(tmp_path), PLACERS["speedup"]())
-    )
+    placer = make_placer("speedup")
+    m = Simulator(sc, generate_tasks(sc, 0), placer, 0).run(TwoStageScheduler(LdwpSelector(tmp_path), placer))
     assert m.tasks_lost == 0 and m.tasks_completed == 30

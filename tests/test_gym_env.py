@@ -22,9 +22,9 @@ from rlsched.features import (
     encode_nodes,
     encode_task,
 )
-from rlsched.policies.base import TwoStageScheduler
-from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
+from rlsched.policies.registry import make_placer, make_selector, parse_scheduler
 from rlsched.scenario import Scenario
+from rlsched.scheduler import TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -221,7 +221,7 @@ class EncodingSelector:
     """Wraps a selector and checks the encoder's output at every decision of a simulation."""
 
     def __init__(self, name: str) -> None:
-        self.inner = SELECTORS[name]()
+        self.inner = make_selector(name)
         self.name = name
         self.calls = 0
         self.encoded: list[np.ndarray] = []
@@ -266,8 +266,9 @@ def test_identical_views_give_identical_features(mixed: Scenario) -> None:
     runs = []
     for _ in range(2):
         enc = EncodingSelector("mct")
-        sim = Simulator(mixed, tasks, PLACERS["mlsm"](), seed=1)
-        sim.run(TwoStageScheduler(enc, PLACERS["mlsm"]()))
+        placer = make_placer("mlsm")
+        sim = Simulator(mixed, tasks, placer, seed=1)
+        sim.run(TwoStageScheduler(enc, placer))
         runs.append(enc.encoded)
     assert len(runs[0]) == len(runs[1])
     for a, b in zip(*runs, strict=True):

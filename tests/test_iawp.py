@@ -7,16 +7,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
 from envs.colocation_profiler import SimulatedProfiler
 from envs.simulator import Simulator
 from rlsched.interference import ColocationData, fit_interference
-from rlsched.policies.base import CPU, TwoStageScheduler
 from rlsched.policies.iawp import ONLINE_BATCH, ColocGreedyPlacer, IawpPlacer
 from rlsched.policies.iawp_cosine import IawpCosinePlacer
-from rlsched.policies.registry import SELECTORS, parse_scheduler
+from rlsched.policies.registry import make_selector, parse_scheduler
 from rlsched.profiles import METRICS
 from rlsched.profiling import ObservingPlacer, ProfilingInstrument
+from rlsched.scheduler import CPU, TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Subtask, Task
 from rlsched.view import ClusterView
@@ -208,7 +207,7 @@ def test_two_stage_runs_complete_every_task(placer: str) -> None:
         tasks=60,
         rate_per_min=600.0,
     )
-    sched = TwoStageScheduler(SELECTORS["mct"](), parse_scheduler(f"mct+{placer}").placer)
+    sched = TwoStageScheduler(make_selector("mct"), parse_scheduler(f"mct+{placer}").placer)
     m = Simulator(sc, generate_tasks(sc, 0), sched.placer, seed=0).run(sched)
     assert m.tasks_completed == 60 and m.tasks_lost == 0
     if placer in ("iawp", "coloc-greedy"):
@@ -220,7 +219,6 @@ def test_a_cluster_without_gpus_needs_no_interference_model(placer: str) -> None
     """Found by the simulator's property test: nothing to profile must not stop a run."""
     sc = small_scenario(nodes=(node("a", cores=2, gpus=()), node("b", cores=2, gpus=())), apps={"fft": 1.0})
     sc = dataclasses.replace(sc, workload=dataclasses.replace(sc.workload, tasks=6))
-    m = Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer).run(
-        parse_scheduler(f"mct+{placer}")
-    )
+    sched = parse_scheduler(f"mct+{placer}")
+    m = Simulator(sc, generate_tasks(sc, 0), sched.placer).run(sched)
     assert m.tasks_completed == 6 and m.tasks_lost == 0

@@ -13,10 +13,10 @@ from experiments.cli import main
 from experiments.evaluation import load_entry
 from experiments.train_placer import PlacerTrainConfig, ars_update
 from models.checkpoint import CheckpointError
-from rlsched.policies.base import TwoStageScheduler
 from rlsched.policies.iawp import IawpPassPlacer
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
-from rlsched.policies.registry import SELECTORS, make_placer
+from rlsched.policies.registry import make_placer, make_selector
+from rlsched.scheduler import TwoStageScheduler
 from rlsched.taskgen import generate_tasks, scenario_for_seed
 from tests.conftest import interrupt_rlsched
 
@@ -27,7 +27,7 @@ def _run(placer_name_or_obj: object, seed: int = 3) -> dict:
     base = scenario_for_seed(load_entry(SMALL, None), seed)
     placer = make_placer(placer_name_or_obj)  # type: ignore[arg-type]
     sim = Simulator(base, generate_tasks(base, seed), placer, seed=seed)
-    m = sim.run(TwoStageScheduler(SELECTORS["mct"](), placer))
+    m = sim.run(TwoStageScheduler(make_selector("mct"), placer))
     return {k: v for k, v in m.to_dict().items() if k not in ("wall_s", "decisions_per_s")}
 
 

@@ -45,6 +45,48 @@ def test_package_imports_only_lower_layers(package: str) -> None:
     assert not bad, "imports that cross the layers of DESIGN.md section 2:\n" + "\n".join(bad)
 
 
+def policy_imports(path: Path) -> list[tuple[str, int]]:
+    """Modules under ``rlsched.policies`` a file imports other than the registry, with lines."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+            if node.module == "rlsched":
+                names = [f"rlsched.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            if name.startswith("rlsched.policies") and name not in (
+                "rlsched.policies",
+                "rlsched.policies.registry",
+            ):
+                out.append((name, node.lineno))
+    return out
+
+
+def test_policies_are_reached_only_through_the_registry() -> None:
+    """The core, the simulated and the live world name policies through the registry only: no
+    module outside ``rlsched/policies/`` imports a policy module."""
+    bad = []
+    for pkg in ("rlsched", "envs", "runtime"):
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            if f.is_relative_to(ROOT / "rlsched" / "policies"):
+                continue
+            bad += [f"{f.relative_to(ROOT)}:{line} imports {m}" for m, line in policy_imports(f)]
+    assert not bad, "policy modules imported outside rlsched/policies:\n" + "\n".join(bad)
+
+
+def test_policy_import_checker_sees_a_policy_module(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text(
+        "from rlsched.policies.selectors import MctSelector\nfrom rlsched.policies import parse_scheduler\n"
+        "from rlsched import policies\nimport rlsched.policies.iawp\n"
+    )
+    assert policy_imports(f) == [("rlsched.policies.selectors", 1), ("rlsched.policies.iawp", 4)]
+
+
 def test_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     f = tmp_path / "x.py"
     f.write_text("import os\nfrom runtime.backends import thing\nimport experiments.cli\n")

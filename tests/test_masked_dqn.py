@@ -9,7 +9,6 @@ import pytest
 import torch
 from gymnasium import spaces
 
-import envs  # noqa: F401
 from envs.gym_env import ClusterSchedulingEnv
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy, MaskedQNetwork, sample_masked
 from models.qnet import MASKED_Q, NodeScorer

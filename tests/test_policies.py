@@ -10,12 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the oracle selector)
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.hardware import CATALOG
-from rlsched.policies.base import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
 from rlsched.policies.placers import (
     FirstFreePlacer,
     LeastLoadedPlacer,
@@ -23,9 +21,17 @@ from rlsched.policies.placers import (
     SpeedupPlacer,
     cpu_seconds,
 )
-from rlsched.policies.registry import DEFAULT_PLACER, PLACERS, SELECTORS, parse_scheduler
+from rlsched.policies.registry import (
+    DEFAULT_PLACER,
+    make_placer,
+    parse_scheduler,
+    placer_names,
+    selector_names,
+)
+from rlsched.policies.registry import make_selector as registry_selector
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.scheduler import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Device, Task
 from rlsched.view import ClusterView
@@ -101,7 +107,7 @@ def tasks(draw: st.DrawFn, models: list[str] | None = None) -> Task:
 
 def make_selector(name: str, spec: ClusterSpec, seed: int) -> tuple[NodeSelector, ClusterView]:
     """A reset selector and the view it reads (the oracle gets a simulator bound to that view)."""
-    sel = SELECTORS[name]()
+    sel = registry_selector(name)
     scenario = Scenario("sel", spec, WorkloadSpec(tasks=0))
     sim = Simulator(scenario, [], FirstFreePlacer(), seed)
     sel.reset(sim.view, seed)
@@ -115,7 +121,7 @@ def make_selector(name: str, spec: ClusterSpec, seed: int) -> tuple[NodeSelector
 @settings(max_examples=60, deadline=None)
 @given(
     clusters(),
-    st.sampled_from(sorted(SELECTORS)),
+    st.sampled_from(selector_names()),
     st.lists(tasks(), min_size=1, max_size=6),
     st.integers(0, 2**32 - 1),
 )
@@ -123,7 +129,7 @@ def test_selectors_only_pick_masked_in_nodes(
     spec: ClusterSpec, name: str, task_list: list[Task], seed: int
 ) -> None:
     """Random masks within the feasible nodes (the contract: masked-in nodes can run the task)."""
-    assert "oracle" in SELECTORS
+    assert "oracle" in selector_names()
     sel, view = make_selector(name, spec, seed)
     rng = np.random.default_rng(seed)
     for task in task_list:
@@ -142,7 +148,7 @@ def test_selectors_only_pick_masked_in_nodes(
 @settings(max_examples=60, deadline=None)
 @given(
     clusters(),
-    st.sampled_from(sorted(set(SELECTORS) - {"oracle"})),
+    st.sampled_from(sorted(set(selector_names()) - {"oracle"})),
     st.lists(tasks(), min_size=1, max_size=6),
     st.integers(0, 2**32 - 1),
 )
@@ -166,7 +172,7 @@ def test_observable_selectors_pick_masked_in_nodes_for_any_mask(
         assert 0 <= node < view.n_nodes and mask[node], (name, mask, node)
 
 
-@pytest.mark.parametrize("name", sorted(SELECTORS))
+@pytest.mark.parametrize("name", selector_names())
 def test_selectors_with_a_single_feasible_node_pick_it(name: str) -> None:
     spec = ClusterSpec(tuple(NodeSpec(f"n{i}", 4, 16, (CATALOG["T4"],)) for i in range(5)))
     sel, view = make_selector(name, spec, 0)
@@ -185,16 +191,16 @@ def test_parse_scheduler_pairs_a_selector_and_a_placer() -> None:
     assert s.name == "mct+mlsm"
 
 
-@pytest.mark.parametrize("sel", sorted(SELECTORS))
+@pytest.mark.parametrize("sel", selector_names())
 def test_bare_selector_gets_the_default_placer(sel: str) -> None:
     s = parse_scheduler(sel)
     assert s.selector.name == sel
-    assert isinstance(s.placer, type(PLACERS[DEFAULT_PLACER]()))
+    assert isinstance(s.placer, type(make_placer(DEFAULT_PLACER)))
     assert s.name == f"{sel}+{DEFAULT_PLACER}"
 
 
-@pytest.mark.parametrize("sel", sorted(SELECTORS))
-@pytest.mark.parametrize("plc", sorted(PLACERS))
+@pytest.mark.parametrize("sel", selector_names())
+@pytest.mark.parametrize("plc", placer_names())
 def test_every_registered_pair_parses(sel: str, plc: str) -> None:
     s = parse_scheduler(f"{sel}+{plc}")
     assert isinstance(s.selector, NodeSelector) and isinstance(s.placer, SubtaskPlacer)
@@ -247,7 +253,7 @@ WORK_CONSERVING = (FirstFreePlacer, LeastLoadedPlacer)
 @settings(max_examples=60, deadline=None)
 @given(
     clusters(max_nodes=3),
-    st.sampled_from(sorted(PLACERS)),
+    st.sampled_from(placer_names()),
     st.data(),
     st.integers(0, 2**32 - 1),
 )
@@ -256,7 +262,7 @@ def test_placers_only_return_units_that_can_take_the_subtask(
 ) -> None:
     view = ClusterView.from_spec(spec)
     rng = np.random.default_rng(seed)
-    placer = PLACERS[name]()
+    placer = make_placer(name)
     placer.reset(view, seed)
     models = [*MODELS, "not-a-model"]
     for _ in range(8):

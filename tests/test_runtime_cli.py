@@ -78,7 +78,6 @@ def test_ctrl_c_stops_a_live_demo_promptly() -> None:
 
 
 def test_live_demo_refuses_a_ground_truth_scheduler_before_any_run() -> None:
-    import envs  # noqa: F401  (registers the oracle, as the CLI does)
     from experiments.live_demo import check_live_schedulers
 
     check_live_schedulers(["mct+iawp", "least-loaded+first-free"])

@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from rlsched.policies.base import CPU, TwoStageScheduler
 from rlsched.policies.placers import core_free, fitting_gpus
 from rlsched.policies.registry import parse_scheduler
 from rlsched.policies.selectors import MctSelector
+from rlsched.scheduler import CPU, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 from runtime.cluster import LocalCluster

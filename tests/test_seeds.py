@@ -50,4 +50,4 @@ def test_unseeded_episodes_are_training_episodes() -> None:
     env.reset(seed=0)
     for _ in range(20):
         env.reset()
-        assert env.unwrapped._sim is not None and env.unwrapped._sim.seed in TRAINING
+        assert env.unwrapped._world is not None and env.unwrapped._world.seed in TRAINING

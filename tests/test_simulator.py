@@ -17,13 +17,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the oracle selector)
 from envs.simulator import PlacementError, Simulator
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import CATALOG, GpuModel
-from rlsched.policies.base import CPU, NodeSelector, TwoStageScheduler
-from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
+from rlsched.policies.registry import make_selector, parse_scheduler, placer_names, selector_names
 from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+from rlsched.scheduler import CPU, NodeSelector, TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView, FastState
@@ -34,7 +33,7 @@ SMALL_GPUS = {f"T4-{g}G": dataclasses.replace(CATALOG["T4"], name=f"T4-{g}G", me
 GPU_MODELS = {**CATALOG, **SMALL_GPUS}
 MODELS = sorted(CATALOG)
 APP_NAMES = ("intrusion_detection", "video_synopsis", "face_recognition", "matmul", "fft", "kmeans")
-SPECS = [f"{s}+{p}" for s in sorted(SELECTORS) for p in sorted(PLACERS)]
+SPECS = [f"{s}+{p}" for s in selector_names() for p in placer_names()]
 PROPS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -248,7 +247,7 @@ def comparable(m: dict) -> dict:
 
 # ---- invariants ----------------------------------------------------------------------------------
 @PROPS
-@given(scenarios(), st.sampled_from(sorted(SELECTORS)), st.sampled_from(sorted(PLACERS)), st.integers(0, 99))
+@given(scenarios(), st.sampled_from(selector_names()), st.sampled_from(placer_names()), st.integers(0, 99))
 def test_invariants_hold_for_every_policy(scenario: Scenario, selector: str, placer: str, seed: int) -> None:
     tasks = generate_tasks(scenario)
     sched = parse_scheduler(f"{selector}+{placer}")
@@ -285,7 +284,7 @@ def test_invariants_on_a_churning_cluster_for_every_pair(spec: str, small_scenar
 
 
 @settings(max_examples=25, deadline=None)
-@given(scenarios(), st.sampled_from(sorted(SELECTORS)), st.sampled_from(sorted(PLACERS)), st.integers(0, 99))
+@given(scenarios(), st.sampled_from(selector_names()), st.sampled_from(placer_names()), st.integers(0, 99))
 def test_same_seed_same_result(scenario: Scenario, selector: str, placer: str, seed: int) -> None:
     sim1, m1 = simulate(scenario, f"{selector}+{placer}", seed)
     sim2, m2 = simulate(scenario, f"{selector}+{placer}", seed)
@@ -415,8 +414,8 @@ def replay_done_times(
 @settings(max_examples=40, deadline=None)
 @given(
     fixed_schedule_scenarios(),
-    st.sampled_from(sorted(SELECTORS)),
-    st.sampled_from(sorted(PLACERS)),
+    st.sampled_from(selector_names()),
+    st.sampled_from(placer_names()),
     st.floats(1.0, 4.0),
     st.integers(0, 99),
 )
@@ -473,7 +472,7 @@ class FixedPlacer:
 def run_with_placer(
     scenario: Scenario, choose: Callable[[Task, Subtask], int | None], tasks: list[Task] | None = None
 ) -> None:
-    sched = TwoStageScheduler(SELECTORS["round-robin"](), FixedPlacer(choose))
+    sched = TwoStageScheduler(make_selector("round-robin"), FixedPlacer(choose))
     simulate(scenario, sched, 0, tasks)
 
 
@@ -593,3 +592,12 @@ def test_task_waits_for_its_only_feasible_node_to_join(small_scenario, node) -> 
     check_trace(sim)
     assert m["tasks_completed"] == 5 and m["tasks_unschedulable"] == 0
     assert all(r.node == 1 and r.first_start_s >= 500.0 for r in sim.records)
+
+
+def test_a_scheduler_with_another_placer_is_refused(small_scenario) -> None:  # type: ignore[no-untyped-def]
+    """The world has one placer, handed over at construction; a second one is an error, not a
+    silent replacement."""
+    sc = small_scenario(tasks=3)
+    sim = Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer)
+    with pytest.raises(ValueError, match="its placer is not the one"):
+        sim.run(parse_scheduler("mct"))

@@ -17,14 +17,13 @@ import time
 import numpy as np
 import torch
 
-import envs  # noqa: F401
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
-from rlsched.policies.base import TwoStageScheduler
 from rlsched.policies.ldwp import LdwpSelector
-from rlsched.policies.registry import PLACERS
+from rlsched.policies.registry import make_placer
 from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
+from rlsched.scheduler import TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -71,7 +70,8 @@ def main() -> None:
         sc = base if n == 11 else scenario_with(n, base, args.decisions)
         tasks = generate_tasks(sc, 0)[: args.decisions]
         timed = _Timed(sel)
-        Simulator(sc, tasks, PLACERS["speedup"](), 0).run(TwoStageScheduler(timed, PLACERS["speedup"]()))
+        placer = make_placer("speedup")
+        Simulator(sc, tasks, placer, 0).run(TwoStageScheduler(timed, placer))
         t = np.array(timed.times) * 1e3
         print(f"| {n} | {len(t)} | {np.percentile(t, 50):.3f} | {np.percentile(t, 99):.3f} |")
 

@@ -231,7 +231,9 @@ def run_session(
     session = LiveSession(cluster, parse_scheduler(SCHEDULER), work, opts)
     while (task := session.next_decision()) is not None:
         session.assign(task, session.select(task))
-    return session.finish(), session.t0
+    session.finish()
+    assert session.result is not None
+    return session.result, session.t0
 
 
 def gpu_name() -> str:

@@ -16,15 +16,14 @@ import time
 
 import numpy as np
 
-import envs  # noqa: F401
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
 from rlsched.hardware import gpu_model
-from rlsched.policies.base import SubtaskPlacer, TwoStageScheduler
-from rlsched.policies.registry import PLACERS, SELECTORS
+from rlsched.policies.registry import make_placer, make_selector
 from rlsched.profiling import ProfilingInstrument
 from rlsched.scenario import Scenario
 from rlsched.scenario_io import load_scenario
+from rlsched.scheduler import SubtaskPlacer, TwoStageScheduler
 from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Subtask, Task
 from rlsched.view import ClusterView
@@ -75,9 +74,9 @@ def main() -> None:
     print("| placer | decisions | p50 us | p99 us | max us |")
     print("|---|---|---|---|---|")
     for name in args.placers.split(","):
-        placer = TimedPlacer(PLACERS[name]())
+        placer = TimedPlacer(make_placer(name))
         sim = Simulator(sc, tasks, placer, seed=0)
-        sim.run(TwoStageScheduler(SELECTORS["mct"](), placer))
+        sim.run(TwoStageScheduler(make_selector("mct"), placer))
         t = np.array(placer.times) * 1e6
         p50, p99 = np.percentile(t, [50, 99])
         print(f"| {name} | {len(t)} | {p50:.1f} | {p99:.1f} | {t.max():.0f} |")

@@ -19,7 +19,6 @@ import time
 
 import numpy as np
 
-import envs  # noqa: F401
 from envs.gym_env import ClusterSchedulingEnv
 from experiments.simulate import compare, format_table, simulate
 from rlsched.scenario_io import load_scenario

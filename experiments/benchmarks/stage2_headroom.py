@@ -31,13 +31,12 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-import envs  # noqa: F401  (registers the oracle reference)
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
-from rlsched.policies.base import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
-from rlsched.policies.registry import SELECTORS, make_placer
+from rlsched.policies.registry import make_placer, make_selector
+from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
@@ -100,7 +99,7 @@ def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[floa
     sim = Simulator(base, tasks, placer, seed=seed)
     if isinstance(placer, ClairvoyantPlacer):
         placer.sim = sim
-    m = sim.run(TwoStageScheduler(SELECTORS[selector](), placer))
+    m = sim.run(TwoStageScheduler(make_selector(selector), placer))
     return m.throughput * 60.0, m.latency_p95_s
 
 

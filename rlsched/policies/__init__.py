@@ -1,0 +1,36 @@
+"""Scheduling policies: stage-1 node selectors and stage-2 subtask placers, and their registry.
+
+Everything outside this folder reaches a policy by name, through the registry (checked by
+``tests/test_layers.py``)::
+
+    from rlsched.policies import parse_scheduler
+    sched = parse_scheduler("ldwp+iawp")
+"""
+
+from rlsched.policies.registry import (
+    DEFAULT_PLACER,
+    ENTRY_POINT_GROUP,
+    SHIPPED,
+    PolicyOptions,
+    make_placer,
+    make_selector,
+    parse_scheduler,
+    placer_names,
+    register_placer,
+    register_selector,
+    selector_names,
+)
+
+__all__ = [
+    "DEFAULT_PLACER",
+    "ENTRY_POINT_GROUP",
+    "SHIPPED",
+    "PolicyOptions",
+    "make_placer",
+    "make_selector",
+    "parse_scheduler",
+    "placer_names",
+    "register_placer",
+    "register_selector",
+    "selector_names",
+]

@@ -20,9 +20,9 @@ import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
 from rlsched.interference import ColocationData, InterferencePredictor, fit_interference
-from rlsched.policies.base import CPU
 from rlsched.policies.placers import MlsmPlacer, core_free, cpu_seconds, ever_fits, fitting_gpus
 from rlsched.profiling import ProfilingInstrument
+from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 

@@ -14,10 +14,10 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from rlsched.policies.base import CPU
 from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
 from rlsched.profiles import METRICS, complete_profiles, cosine_similarity
 from rlsched.profiling import ProfilingInstrument
+from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 

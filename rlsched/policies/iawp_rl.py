@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from rlsched.interference import InterferencePredictor
-from rlsched.policies.base import CPU
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.placers import core_free, cpu_seconds, ever_fits, fitting_gpus
+from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 

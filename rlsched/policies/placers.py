@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
-from rlsched.policies.base import CPU
+from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 

@@ -1,10 +1,23 @@
-"""Names of policies, and parsing of ``SELECTOR+PLACER`` specifications."""
+"""The one place policies are named, and parsing of ``SELECTOR+PLACER`` specifications.
+
+Every policy of the core package is in the two tables below, built on use (a learned policy
+imports torch only when it is asked for). Policies that live elsewhere come in through the
+entry-point group :data:`ENTRY_POINT_GROUP` (``rlsched.policies``), read when a name is first
+looked up: a third party's, and our own clairvoyant ``oracle``, which reads the simulator's ground
+truth and therefore lives with the simulator (``envs.oracle``, declared in our pyproject.toml).
+An entry point names a class (or a factory with no arguments) whose objects have ``select``
+(a stage-1 :class:`~rlsched.scheduler.NodeSelector`) or ``place`` (a stage-2
+:class:`~rlsched.scheduler.SubtaskPlacer`). Nothing is registered as a side effect of an import.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
-from rlsched.policies.base import NodeSelector, SubtaskPlacer, TwoStageScheduler
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
     LeastLoadedSelector,
@@ -15,75 +28,174 @@ from rlsched.policies.selectors import (
     RandomSelector,
     RoundRobinSelector,
 )
+from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler
 
-SELECTORS: dict[str, Callable[[], NodeSelector]] = {
-    "random": RandomSelector,
-    "round-robin": RoundRobinSelector,
-    "least-loaded": LeastLoadedSelector,
-    "mct": MctSelector,
-    "mct-mem": MctMemSelector,
-    "pats": PatsSelector,
-    "mlsm": MlsmSelector,
-}
+#: Entry-point group through which other packages add policies.
+ENTRY_POINT_GROUP = "rlsched.policies"
+#: The placer a bare selector name gets.
+DEFAULT_PLACER = "speedup"
 
 
-def _iawp() -> SubtaskPlacer:
-    # Imported on use: the interference models bring in torch, which baseline runs do without.
+@dataclass(frozen=True)
+class PolicyOptions:
+    """Checkpoints of the learned policies.
+
+    :param selector_model: LDWP checkpoint directory for ``ldwp`` (``None``: the shipped weights).
+    :param placer_model: placer checkpoint directory for ``iawp-rl`` (``None``: shipped).
+    """
+
+    selector_model: str | None = None
+    placer_model: str | None = None
+
+
+#: The shipped checkpoints of every learned policy.
+SHIPPED = PolicyOptions()
+
+SelectorFactory = Callable[[PolicyOptions], NodeSelector]
+PlacerFactory = Callable[[PolicyOptions], SubtaskPlacer]
+
+
+def _ldwp(o: PolicyOptions) -> NodeSelector:
+    from rlsched.policies.ldwp import LdwpSelector  # torch only when ldwp is used
+
+    return LdwpSelector(o.selector_model)
+
+
+# The interference-aware placers import torch (their models), which baseline runs do without.
+def _iawp(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp import IawpPlacer
 
     return IawpPlacer()
 
 
-def _iawp_pass() -> SubtaskPlacer:
+def _iawp_pass(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp import IawpPassPlacer
 
     return IawpPassPlacer()
 
 
-def _coloc_greedy() -> SubtaskPlacer:
+def _coloc_greedy(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp import ColocGreedyPlacer
 
     return ColocGreedyPlacer()
 
 
-def _iawp_cosine() -> SubtaskPlacer:
+def _iawp_cosine(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp_cosine import IawpCosinePlacer
 
     return IawpCosinePlacer()
 
 
-def _iawp_rl() -> SubtaskPlacer:
+def _iawp_rl(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp_rl import LearnedIawpPlacer
 
-    return LearnedIawpPlacer()
+    return LearnedIawpPlacer(model_dir=o.placer_model)
 
 
-PLACERS: dict[str, Callable[[], SubtaskPlacer]] = {
-    "first-free": FirstFreePlacer,
-    "least-loaded": LeastLoadedPlacer,
-    "mlsm": MlsmPlacer,
-    "speedup": SpeedupPlacer,
+def _plain(cls: Callable[[], Any]) -> Callable[[PolicyOptions], Any]:
+    return lambda _o: cls()
+
+
+SELECTORS: dict[str, SelectorFactory] = {
+    "random": _plain(RandomSelector),
+    "round-robin": _plain(RoundRobinSelector),
+    "least-loaded": _plain(LeastLoadedSelector),
+    "mct": _plain(MctSelector),
+    "mct-mem": _plain(MctMemSelector),
+    "pats": _plain(PatsSelector),
+    "mlsm": _plain(MlsmSelector),
+    "ldwp": _ldwp,
+}
+PLACERS: dict[str, PlacerFactory] = {
+    "first-free": _plain(FirstFreePlacer),
+    "least-loaded": _plain(LeastLoadedPlacer),
+    "mlsm": _plain(MlsmPlacer),
+    "speedup": _plain(SpeedupPlacer),
     "iawp": _iawp,
     "iawp-pass": _iawp_pass,
     "iawp-rl": _iawp_rl,
     "iawp-cosine": _iawp_cosine,
     "coloc-greedy": _coloc_greedy,
 }
-#: The placer a bare selector name gets.
-DEFAULT_PLACER = "speedup"
+_BUILTIN_SELECTORS = frozenset(SELECTORS)
+_BUILTIN_PLACERS = frozenset(PLACERS)
+_plugins_read = False
+
+
+def _classify(ep: EntryPoint) -> str | None:
+    """``"selector"`` or ``"placer"`` for a loadable entry point, else ``None`` (with a warning)."""
+    try:
+        obj = ep.load()
+    except Exception as e:  # a broken plug-in must not take the built-ins down with it
+        warnings.warn(f"{ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): {e}", stacklevel=3)
+        return None
+    has_select, has_place = callable(getattr(obj, "select", None)), callable(getattr(obj, "place", None))
+    if has_select == has_place:
+        warnings.warn(
+            f"{ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): expected a class with a "
+            "'select' method (node selector) or a 'place' method (subtask placer)",
+            stacklevel=3,
+        )
+        return None
+    return "selector" if has_select else "placer"
+
+
+def load_plugins() -> None:
+    """Read the entry-point group once (later calls do nothing). A plug-in whose name is taken
+    by a built-in is ignored with a warning."""
+    global _plugins_read
+    if _plugins_read:
+        return
+    _plugins_read = True
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        kind = _classify(ep)
+        if kind is None:
+            continue
+        table: dict[str, Any] = SELECTORS if kind == "selector" else PLACERS
+        if ep.name in (_BUILTIN_SELECTORS if kind == "selector" else _BUILTIN_PLACERS):
+            warnings.warn(
+                f"{ENTRY_POINT_GROUP}: {ep.name!r} is a built-in {kind}; plug-in ignored", stacklevel=2
+            )
+            continue
+        table.setdefault(ep.name, _plain(ep.load()))
+
+
+def selector_names() -> list[str]:
+    """Every stage-1 policy name, sorted."""
+    load_plugins()
+    return sorted(SELECTORS)
+
+
+def placer_names() -> list[str]:
+    """Every stage-2 policy name, sorted."""
+    load_plugins()
+    return sorted(PLACERS)
 
 
 def register_selector(name: str, factory: Callable[[], NodeSelector]) -> None:
-    """Make a stage-1 policy available by name (used by layers above, e.g. the oracle)."""
-    SELECTORS[name] = factory
+    """Add a stage-1 policy for this process (code that embeds rlsched; packages use the
+    entry-point group instead)."""
+    SELECTORS[name] = _plain(factory)
 
 
 def register_placer(name: str, factory: Callable[[], SubtaskPlacer]) -> None:
-    """Make a stage-2 policy available by name."""
-    PLACERS[name] = factory
+    """Add a stage-2 policy for this process (see :func:`register_selector`)."""
+    PLACERS[name] = _plain(factory)
 
 
-def make_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
+def make_selector(name: str, options: PolicyOptions = SHIPPED) -> NodeSelector:
+    """A stage-1 policy by name.
+
+    :raises ValueError: naming the unknown selector and listing the known names.
+    """
+    if name not in SELECTORS:
+        load_plugins()
+    if name not in SELECTORS:
+        raise ValueError(f"unknown selector {name!r}; known: {', '.join(selector_names())}")
+    return SELECTORS[name](options)
+
+
+def make_placer(spec: str | SubtaskPlacer, options: PolicyOptions = SHIPPED) -> SubtaskPlacer:
     """A stage-2 policy by name (a placer object is returned as it is).
 
     :raises ValueError: naming the unknown placer and listing the known names.
@@ -91,21 +203,27 @@ def make_placer(spec: str | SubtaskPlacer) -> SubtaskPlacer:
     if not isinstance(spec, str):
         return spec
     if spec not in PLACERS:
-        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(sorted(PLACERS))}")
-    return PLACERS[spec]()
+        load_plugins()
+    if spec not in PLACERS:
+        raise ValueError(f"unknown placer {spec!r}; known: {', '.join(placer_names())}")
+    return PLACERS[spec](options)
 
 
-def parse_scheduler(spec: str) -> TwoStageScheduler:
+def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageScheduler:
     """Build a scheduler from ``SELECTOR`` or ``SELECTOR+PLACER``.
 
+    :param spec: e.g. ``"mct"`` (the default placer) or ``"ldwp+iawp"``.
+    :param options: checkpoints of learned policies.
     :raises ValueError: naming the unknown part and listing the known names.
     """
     sel, plus, plc = spec.partition("+")
     if plus and not plc:
-        raise ValueError(f"empty placer in {spec!r}; known: {', '.join(sorted(PLACERS))}")
+        raise ValueError(f"empty placer in {spec!r}; known: {', '.join(placer_names())}")
     plc = plc or DEFAULT_PLACER
+    if sel not in SELECTORS or plc not in PLACERS:
+        load_plugins()
     if sel not in SELECTORS:
-        raise ValueError(f"unknown selector {sel!r} in {spec!r}; known: {', '.join(sorted(SELECTORS))}")
+        raise ValueError(f"unknown selector {sel!r} in {spec!r}; known: {', '.join(selector_names())}")
     if plc not in PLACERS:
-        raise ValueError(f"unknown placer {plc!r} in {spec!r}; known: {', '.join(sorted(PLACERS))}")
-    return TwoStageScheduler(SELECTORS[sel](), PLACERS[plc]())
+        raise ValueError(f"unknown placer {plc!r} in {spec!r}; known: {', '.join(placer_names())}")
+    return TwoStageScheduler(SELECTORS[sel](options), PLACERS[plc](options))

@@ -1,0 +1,122 @@
+"""The world protocol: what the simulator and the live runtime both are to a scheduler.
+
+A world runs one stream of tasks on one cluster. Stage 1 is driven from outside, one decision at
+a time (:meth:`World.next_decision`, :meth:`World.mask`, :meth:`World.assign`); stage 2 runs
+inside the world, on every node, with the placer the world was given once, at construction.
+``envs.simulator.Simulator`` implements it in simulated time, ``runtime.live.LiveSession`` in
+wall-clock time on real devices. The decision loop (:func:`drive`), the placer hand-over
+(:func:`hand_over`) and the Gymnasium environment (``rlsched.scheduling_env``) are written once,
+against this protocol.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from rlsched.metrics import RunMetrics
+from rlsched.profiling import ProfilingInstrument
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+
+#: ``(device model, kind, co-runner kinds, measured speed)`` of a finished GPU subtask.
+Observe = Callable[[str, str, tuple[str, ...], float], None]
+
+
+class Selector(Protocol):
+    """What the decision loop needs of stage 1 (``rlsched.scheduler.NodeSelector``)."""
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int: ...
+
+
+@runtime_checkable
+class CalibratingPlacer(Protocol):
+    """A placer that measures the cluster before a run (IAWP fits its interference model)."""
+
+    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None: ...
+
+
+class World(Protocol):
+    """A cluster running one task stream; stage 1 decided from outside, stage 2 inside."""
+
+    @property
+    def view(self) -> ClusterView:
+        """The observable cluster state (read it inside :meth:`lock`)."""
+        ...
+
+    @property
+    def now(self) -> float:
+        """Seconds since the run started (simulated or wall clock)."""
+        ...
+
+    @property
+    def completed(self) -> int:
+        """Tasks completed so far."""
+        ...
+
+    def next_decision(self) -> Task | None:
+        """Wait until a task needs a node and return it (the view then shows that moment);
+        ``None`` once every task has been given one."""
+        ...
+
+    def mask(self, task: Task) -> np.ndarray:
+        """(N,) bool: the live nodes that could run ``task`` now."""
+        ...
+
+    def assign(self, task: Task, node: int) -> None:
+        """Send the task :meth:`next_decision` returned to ``node``.
+
+        :raises ValueError: if ``task`` is not the one awaiting a decision or ``node`` cannot run it.
+        """
+        ...
+
+    def in_system_area(self) -> float:
+        """Task-seconds spent in the system so far (arrived, not finished)."""
+        ...
+
+    def lock(self) -> contextlib.AbstractContextManager[object]:
+        """Held while a policy reads the view (live agents update it from their threads)."""
+        ...
+
+    def finish(self) -> RunMetrics:
+        """Run everything assigned to the end and return the run's metrics."""
+        ...
+
+
+def hand_over(placer: object, instrument: ProfilingInstrument | None) -> Observe | None:
+    """Prepare a placer for a world: calibrate it on the world's instrument when it can calibrate,
+    and return its ``observe`` hook (the world calls it with finished GPU subtasks), if any.
+
+    :param placer: the world's stage-2 policy.
+    :param instrument: the world's profiling instrument, or ``None`` where it has none.
+    """
+    if instrument is not None and isinstance(placer, CalibratingPlacer):
+        placer.calibrate(instrument)
+    observe = getattr(placer, "observe", None)
+    return observe if callable(observe) else None
+
+
+def drive(world: World, selector: Selector, on_decision: Callable[[], object] | None = None) -> float:
+    """The stage-1 loop: every task the world presents goes to the node ``selector`` picks.
+
+    :param world: the simulator or a live session.
+    :param selector: stage 1.
+    :param on_decision: called after each decision (progress bars, time limits).
+    :return: seconds spent in ``selector.select``.
+    """
+    select = selector.select
+    decide_s = 0.0
+    while (task := world.next_decision()) is not None:
+        mask = world.mask(task)
+        with world.lock():
+            d0 = time.perf_counter()
+            node = select(task, world.view, mask)
+            decide_s += time.perf_counter() - d0
+        world.assign(task, node)
+        if on_decision is not None:
+            on_decision()
+    return decide_s
