@@ -43,7 +43,7 @@ from scipy.sparse import coo_matrix
 from envs.ground_truth import GroundTruth
 from rlsched.feasibility import static_feasible, task_needs
 from rlsched.hardware import GpuModel
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 from rlsched.tasks import Device, KindSpec, Subtask, Task
 from rlsched.view import ClusterView
 
@@ -371,7 +371,7 @@ def capacity_bound(scenario: Scenario, tasks: list[Task], latency: bool = True) 
     """The capacity, makespan, throughput and latency bounds of a scenario's task set.
 
     :param scenario: the scenario (cluster, interference source, drift).
-    :param tasks: its tasks for one seed (``rlsched.taskgen.generate_tasks``).
+    :param tasks: its tasks for one seed (``rlsched.scenarios.taskgen.generate_tasks``).
     :param latency: also compute the run's makespan, throughput and latency bounds; without it
         only the capacity and offered load are filled (the rest NaN).
     """

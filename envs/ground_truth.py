@@ -23,7 +23,6 @@ Model (documented in README, "Simulator ground truth"):
 
 from __future__ import annotations
 
-import csv
 import math
 import zlib
 from collections.abc import Sequence
@@ -33,9 +32,9 @@ import numpy as np
 
 from rlsched.estimates import CPU_CORE_BW_GBS, NOMINAL_BW_EFF, NOMINAL_COMPUTE_EFF
 from rlsched.hardware import GpuModel
-from rlsched.scenario import DriftSpec, InterferenceSpec
+from rlsched.interference.measurements import pair_table, read_colocation_csv, read_solo_csv, solo_table
+from rlsched.scenarios.spec import DriftSpec, InterferenceSpec
 from rlsched.tasks import KindSpec, Subtask
-from rlsched.textfile import open_text
 
 #: Typical fraction of peak reached by architecture: (compute, bandwidth).
 ARCH_EFF: dict[str, tuple[float, float]] = {
@@ -223,17 +222,8 @@ class GroundTruth:
     def _load_csv(self, spec: InterferenceSpec) -> None:
         if not spec.colocation_csv:
             raise ValueError("interference model 'csv' needs colocation_csv")
-        self.pairs = {}
-        with open_text(spec.colocation_csv) as f:
-            for row in csv.DictReader(f):
-                self.pairs[(row["device"].lower(), row["kind"], row["partner"])] = float(
-                    row["norm_throughput"]
-                )
-        self.solo_tput = {}
-        if spec.solo_csv:
-            with open_text(spec.solo_csv) as f:
-                for row in csv.DictReader(f):
-                    self.solo_tput[(row["device"].lower(), row["kind"])] = float(row["solo_throughput"])
+        self.pairs = pair_table(read_colocation_csv(spec.colocation_csv))
+        self.solo_tput = solo_table(read_solo_csv(spec.solo_csv)) if spec.solo_csv else {}
         # Longest names first so "a100" is tried before "a10"; then by name, so the reference
         # device below never depends on set order (string hashing differs between processes).
         self._devices = sorted({d for d, _, _ in self.pairs}, key=lambda d: (-len(d), d))

@@ -14,11 +14,11 @@ import numpy as np
 
 from envs.simulator import Simulator
 from rlsched.policies.registry import make_placer, placer_names
-from rlsched.scenario import Scenario
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduling_env import INVALID_PENALTY, SchedulingEnv
 from rlsched.seeds import TRAINING
-from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.world import World
 
 __all__ = ["INVALID_PENALTY", "ClusterSchedulingEnv", "SimulatedWorlds"]

@@ -31,7 +31,7 @@ from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.metrics import RunMetrics, summarise
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
@@ -232,7 +232,7 @@ class Simulator:
         if isinstance(self.placer, CalibratingPlacer):
             # Imported here: profiling brings in the interference models (torch), which only
             # placers that calibrate need.
-            from envs.colocation_profiler import SimulatedProfiler
+            from envs.simulated_instrument import SimulatedProfiler
 
             instrument = SimulatedProfiler(self)
         self._observe = hand_over(self.placer, instrument)
@@ -493,12 +493,7 @@ class Simulator:
         v.backlog_cpu_s[node] -= tr.cpu_nominal[sub.index]
         if self.trace is not None:
             self.trace.append(("done", now, tr.task.id, sub.index, node, run.gpu))
-        tr.done += 1
-        for c in tr.task.graph.children[sub.index]:
-            tr.deps_left[c] -= 1
-            if tr.deps_left[c] == 0:
-                self._ready(tr, tr.task.graph.subtasks[c])
-        if tr.done == len(tr.task.graph):
+        if dispatch.subtask_done(tr, sub, self._ready):
             self._upload(tr)
         self._drain(node)
 

@@ -17,16 +17,16 @@ import json
 import os
 from pathlib import Path
 
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 
 #: Modules whose code decides a bound.
 _SOURCES = (
     "envs.capacity",
     "envs.ground_truth",
-    "rlsched.taskgen",
+    "rlsched.scenarios.taskgen",
     "rlsched.workloads",
-    "rlsched.arrivals",
-    "rlsched.traces",
+    "rlsched.scenarios.arrivals",
+    "rlsched.scenarios.traces",
     "rlsched.hardware",
     "rlsched.estimates",
 )

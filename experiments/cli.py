@@ -16,13 +16,13 @@ from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.footprint import RunTooLarge, check_fits
 from rlsched.policies.registry import PolicyOptions
-from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
 from rlsched.textfile import TextFileError
 
 if TYPE_CHECKING:
     from rlsched.metrics import RunMetrics
-    from rlsched.scenario import Scenario
-    from runtime.config import LiveClusterSpec
+    from rlsched.scenarios.spec import Scenario
+    from runtime.cluster.config import LiveClusterSpec
 
 #: The simulated demo's scenario; at 60 tasks/min unless ``--rate`` says otherwise.
 DEMO_SCENARIO = "paper"
@@ -539,7 +539,7 @@ def _report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], stric
     from collections import Counter
 
     from rlsched.feasibility import static_feasible, task_needs, why_infeasible
-    from rlsched.taskgen import generate_tasks, scenario_for_seed
+    from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
     from rlsched.view import ClusterView
 
     bad = {seed: m for seed, m in runs.items() if m.tasks_unschedulable}
@@ -566,15 +566,15 @@ def _report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], stric
 
 def _live_cluster(path: str | None) -> LiveClusterSpec:
     """The live cluster of ``--cluster PATH``, or the embedded default."""
-    from runtime.config import default_live_cluster
-    from runtime.config_io import load_live_cluster
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.config_io import load_live_cluster
 
     return default_live_cluster() if path is None else load_live_cluster(path)
 
 
 def _cmd_live_demo(args: argparse.Namespace) -> int:
     from experiments.live_demo import LIVE_SCHEDULERS, LiveDemoConfig, main_demo
-    from runtime.workload import LiveWorkload
+    from runtime.cluster.workload import LiveWorkload
 
     specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
     rate = 2400.0 if args.rate is None else args.rate  # the parser checked it and the counts
@@ -626,7 +626,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_interference(args: argparse.Namespace) -> int:
-    from experiments import interference as ix
+    from experiments import interference_cli as ix
 
     try:
         if args.action == "fit":

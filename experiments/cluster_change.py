@@ -21,11 +21,11 @@ import numpy as np
 
 from envs.simulator import Simulator
 from experiments.report_stats import mean_pm
-from rlsched.arrivals import mean_rate_per_min
 from rlsched.policies.registry import PolicyOptions, parse_scheduler
-from rlsched.scenario import Scenario
-from rlsched.scenario_io import load_scenario
-from rlsched.taskgen import generate_tasks
+from rlsched.scenarios.arrivals import mean_rate_per_min
+from rlsched.scenarios.loader import load_scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks
 
 
 def change_times(sc: Scenario) -> list[float]:

@@ -80,7 +80,7 @@ class EvalConfig:
 def validate(cfg: EvalConfig, out: Path) -> None:
     """Check every input before any run starts; raise :class:`EvaluateError` naming the bad one."""
     from models.checkpoint import CheckpointError
-    from rlsched.scenario_io import ScenarioError
+    from rlsched.scenarios.loader import ScenarioError
 
     if not cfg.scenarios:
         raise EvaluateError("--scenarios: no scenario given")
@@ -333,7 +333,7 @@ def _latency_lower_bounds(sc: str, cfg: EvalConfig) -> list[float]:
     try:
         from envs.capacity import task_latency_bounds
         from experiments.evaluation import load_entry
-        from rlsched.taskgen import generate_tasks, scenario_for_seed
+        from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
         scenario = scenario_for_seed(load_entry(sc, cfg.rate), cfg.seeds[0])
         lb = task_latency_bounds(scenario, generate_tasks(scenario, cfg.seeds[0]))

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 
 #: Time bins of the per-device busy picture, and busy-state samples kept per bin on average.
 UTIL_BINS = 60
@@ -97,7 +97,7 @@ def load_entry(entry: str, rate: float | None) -> Scenario:
     """The scenario a grid entry names (``NAME[@RATE][#TASKS]``, see :func:`parse_entry`)."""
     import dataclasses
 
-    from rlsched.scenario_io import load_scenario
+    from rlsched.scenarios.loader import load_scenario
 
     name, r, tasks = parse_entry(entry, rate)
     sc = load_scenario(name, rate_per_min=r)
@@ -121,7 +121,7 @@ def run_case(case: Case) -> CaseResult:
 def _run(case: Case) -> CaseResult:
     from envs.simulator import Simulator
     from rlsched.policies.registry import PolicyOptions, parse_scheduler
-    from rlsched.taskgen import generate_tasks, scenario_for_seed
+    from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
     scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
     tasks = generate_tasks(scenario, case.seed)
@@ -188,7 +188,7 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
     """The bound's fields, or the error text (worker side)."""
     try:
         from envs.capacity import capacity_bound
-        from rlsched.taskgen import generate_tasks, scenario_for_seed
+        from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
         scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
         return case, capacity_bound(scenario, generate_tasks(scenario, case.seed)).to_dict()

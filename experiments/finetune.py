@@ -14,7 +14,7 @@ from typing import Any
 from experiments.train import TrainConfig, evaluate, evaluate_selector, train
 from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.selectors import MctSelector
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
 
 
 def finetune(

@@ -28,25 +28,25 @@ import torch
 from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
-from envs.colocation_profiler import SimulatedProfiler
+from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
 from experiments.report_stats import sample_std
 from experiments.train import GreedySelector, TrainConfig, build_dqn
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
-from rlsched.interference import ColocationData, evaluate, fit_interference
+from rlsched.interference.predictor import ColocationData, evaluate, fit_interference
 from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.registry import make_placer, placer_names
 from rlsched.policies.selectors import MctSelector
-from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.scenarios.spec import Scenario, WorkloadSpec
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import NodeSelector, TwoStageScheduler
-from rlsched.taskgen import generate_tasks
-from runtime.cluster import ClusterBackend, LocalCluster
-from runtime.config import LiveClusterSpec, default_live_cluster
-from runtime.gym_env import LiveSchedulingEnv
-from runtime.live import LiveOptions, run_live
+from runtime.cluster.config import LiveClusterSpec, default_live_cluster
+from runtime.cluster.gym_env import LiveSchedulingEnv
+from runtime.cluster.live import LiveOptions, run_live
+from runtime.cluster.local import ClusterBackend, LocalCluster
+from runtime.cluster.workload import VIDEO_APPS, LiveWorkload, build_work
 from runtime.profiler import LiveProfiler
-from runtime.workload import VIDEO_APPS, LiveWorkload, build_work
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[
         return lambda: LocalCluster(spec, cfg.device_backend)
     import ray
 
-    from runtime.ray_cluster import RayCluster
+    from runtime.cluster.ray_cluster import RayCluster
 
     started_here = not ray.is_initialized()
     if started_here:
@@ -181,7 +181,7 @@ class _StepBar(BaseCallback):
 
 
 def _write_rows(path: Path, data: ColocationData) -> None:
-    from rlsched.interference import write_colocation_csv
+    from rlsched.interference.measurements import write_colocation_csv
 
     write_colocation_csv(path, data)
 

@@ -1,7 +1,7 @@
 """``rlsched demo --live``: the pretrained schedulers on the live runtime, against a heuristic pair.
 
 Runs a few hundred video tasks from several streams on the embedded default cluster
-(``runtime.config.default_live_cluster``: emulated GPUs on the NumPy backend unless CuPy finds a
+(``runtime.cluster.config.default_live_cluster``: emulated GPUs on the NumPy backend unless CuPy finds a
 GPU) once per scheduler and seed, checks every task's result against its ground truth, and prints
 throughput, latency, per-device utilisation, cache hit rate and stream counts.
 """
@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from experiments.report_stats import mean_pm
 from rlsched.policies.registry import parse_scheduler
 from rlsched.world import CalibratingPlacer
-from runtime.cluster import LocalCluster
-from runtime.config import LiveClusterSpec, default_live_cluster
+from runtime.cluster.config import LiveClusterSpec, default_live_cluster
+from runtime.cluster.live import LiveOptions, LiveResult, device_table, run_live
+from runtime.cluster.local import LocalCluster
+from runtime.cluster.workload import LiveWorkload, build_work
 from runtime.kernels import check_result
-from runtime.live import LiveOptions, LiveResult, device_table, run_live
-from runtime.workload import LiveWorkload, build_work
 
 #: Schedulers the live demo compares: the learned pair and the strongest heuristic pair.
 LIVE_SCHEDULERS: tuple[str, ...] = ("ldwp+iawp", "mct+mlsm")

@@ -14,8 +14,8 @@ from tqdm import tqdm
 from envs.simulator import Simulator
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import SHIPPED, PolicyOptions, parse_scheduler
-from rlsched.scenario import Scenario
-from rlsched.taskgen import generate_tasks, scenario_for_seed
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
 
 def simulate(

@@ -50,7 +50,7 @@ DEFAULT_TASK_CAP = {"large": 3000, "interference-gavel": 6000, "alibaba-full": 2
 
 def available_scenarios() -> list[str]:
     """Built-in scenarios that load here (trace scenarios need the sample data)."""
-    from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
+    from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
 
     out = []
     for name in list_scenarios():
@@ -126,8 +126,8 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
 def scenario_table(names: Sequence[str]) -> str:
     """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
     from experiments.bound_cache import bound_key, cached_bound, store_bound
-    from rlsched.scenario_io import ScenarioError, load_scenario
-    from rlsched.taskgen import generate_tasks
+    from rlsched.scenarios.loader import ScenarioError, load_scenario
+    from rlsched.scenarios.taskgen import generate_tasks
 
     cols = f"{'nodes':>5} {'tasks':>6} {'arrivals/min':>12} {'capacity/min':>12} {'load':>6}"
     head = f"{'scenario':<24} {cols}  regime"

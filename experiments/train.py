@@ -30,10 +30,10 @@ from models.time_discount import TimeDiscountReplayBuffer
 from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
 from rlsched.policies.ldwp import encode_batch
 from rlsched.policies.registry import make_placer, make_selector
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduler import NodeSelector, TwoStageScheduler
 from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
-from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 

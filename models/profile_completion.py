@@ -15,7 +15,7 @@ standardised scale — each returning the full dense prediction:
 * :func:`fit_column_mean` — each column's observed mean.
 
 Only torch and numpy here (DESIGN.md section 2): the meaning of rows and columns lives in
-``rlsched.profiles``.
+``rlsched.interference.kind_profiles``.
 """
 
 from __future__ import annotations

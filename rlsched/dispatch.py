@@ -1,6 +1,6 @@
 """Stage-2 dispatch on one node: the ready queue and the loop that offers it to the placer.
 
-The simulator (``envs.simulator``) and the live node agent (``runtime.agent``) both run this code;
+The simulator (``envs.simulator``) and the live node agent (``runtime.cluster.agent``) both run this code;
 what differs between the worlds is behind the :class:`DispatchHost` hooks, never in a copy:
 
 - ``start`` puts a subtask on a unit (the simulator always can; a live stream pool may refuse);
@@ -33,6 +33,14 @@ class Owner(Protocol):
     """What a world keeps per task on a node; dispatch only reads its task."""
 
     task: Task
+
+
+class Progress(Protocol):
+    """A task on a node with its DAG bookkeeping: unfinished parents per subtask, subtasks done."""
+
+    task: Task
+    deps_left: list[int]
+    done: int
 
 
 class _Placer(Protocol):
@@ -102,6 +110,19 @@ class ReadyQueue:
 
     def clear(self) -> None:
         self.items.clear()
+
+
+def subtask_done(owner: Progress, sub: Subtask, ready: Callable[[Any, Subtask], None]) -> bool:
+    """Count ``sub`` as finished: every child whose parents have now all finished is handed to
+    ``ready(owner, child)``, in index order; True when it was the task's last subtask."""
+    owner.done += 1
+    graph = owner.task.graph
+    deps = owner.deps_left
+    for c in graph.children[sub.index]:
+        deps[c] -= 1
+        if deps[c] == 0:
+            ready(owner, graph.subtasks[c])
+    return owner.done == len(graph)
 
 
 def _free(host: DispatchHost) -> tuple[bool, bool]:

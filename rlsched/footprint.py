@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 
 #: Bytes per task of a run: task records, subtask graphs, the simulator's per-task state.
 #: Measured ~2 KB (65 MB peak at 10,000 tasks, 126 MB at 40,000, README "Limits"); twice that

@@ -114,3 +114,24 @@ def gpu_model(name: str) -> GpuModel:
 CPU_CORE_GFLOPS = 25.0
 #: Host memory bandwidth per socket of the reference CPU, GB/s (4 x DDR4-1866).
 CPU_SOCKET_BW_GBS = 59.0
+
+
+def device_models(device: str) -> set[str]:
+    """Catalog models a measurement CSV's device name covers.
+
+    Case-insensitive; an exact catalog name covers itself, and a prefix not followed by a digit
+    covers its variants: ``v100`` -> ``{V100M16, V100M32}``, ``a100`` -> ``{A100, A100-80}``,
+    ``a10`` -> ``{A10}``.
+
+    :param device: device name as written in a measurement CSV.
+    """
+    d = device.strip().upper()
+    out = set()
+    for name in CATALOG:
+        u = name.upper()
+        if u == d or (d and u.startswith(d) and not u[len(d)].isdigit()):
+            out.add(name)
+    alias = ALIASES.get(device.strip())
+    if alias:
+        out.add(alias)
+    return out

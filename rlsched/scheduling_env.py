@@ -16,7 +16,7 @@ the change in completed tasks between decisions.
 
 Each episode is one :class:`~rlsched.world.World` opened by a :class:`WorldSource`: the simulated
 variant (``envs.gym_env``) opens a simulator on a scenario and seed, the live one
-(``runtime.gym_env``) a session on a live cluster. Observations are padded to the source's
+(``runtime.cluster.gym_env``) a session on a live cluster. Observations are padded to the source's
 largest cluster: padded nodes are zeros with mask 0, so the per-node network never picks them.
 """
 

@@ -3,7 +3,7 @@
 A world runs one stream of tasks on one cluster. Stage 1 is driven from outside, one decision at
 a time (:meth:`World.next_decision`, :meth:`World.mask`, :meth:`World.assign`); stage 2 runs
 inside the world, on every node, with the placer the world was given once, at construction.
-``envs.simulator.Simulator`` implements it in simulated time, ``runtime.live.LiveSession`` in
+``envs.simulator.Simulator`` implements it in simulated time, ``runtime.cluster.live.LiveSession`` in
 wall-clock time on real devices. The decision loop (:func:`drive`), the placer hand-over
 (:func:`hand_over`) and the Gymnasium environment (``rlsched.scheduling_env``) are written once,
 against this protocol.
@@ -18,8 +18,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.metrics import RunMetrics
-from rlsched.profiling import ProfilingInstrument
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 

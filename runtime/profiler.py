@@ -1,8 +1,8 @@
 """Profiler: measures kernel pairs co-running on one device and writes the co-location CSV
 (DESIGN.md section 7), so IAWP can learn the real machine.
 
-:class:`LiveProfiler` is the live runtime's :class:`rlsched.profiling.ProfilingInstrument`, the
-twin of the simulator's ``envs.colocation_profiler.SimulatedProfiler``: placers calibrate from
+:class:`LiveProfiler` is the live runtime's :class:`rlsched.interference.instrument.ProfilingInstrument`, the
+twin of the simulator's ``envs.simulated_instrument.SimulatedProfiler``: placers calibrate from
 either without knowing which. What it measures, per GPU model of the cluster (one device per
 model: emulated devices of one model are identical; on CuPy the first GPU of that model):
 
@@ -24,39 +24,40 @@ Each kind's kernel input is the one its stage reads in a reference task of its a
 a kind that appears in several apps is measured on the input of the first app that has it.
 Inputs are uploaded once per measurement, outside the timed runs.
 
-Of the resource profile (:data:`rlsched.profiles.METRICS`) only the GPU/CPU ``speedup`` can be
+Of the resource profile (:data:`~rlsched.interference.kind_profiles.METRICS`) only the GPU/CPU ``speedup``
+can be
 measured on every backend; ``sm``, ``l2``, ``dram`` and ``pcie`` need hardware counters (Nsight
 Compute, ``ncu``), which this profiler does not read. See :meth:`LiveProfiler.kind_profiles`.
 """
 
 from __future__ import annotations
 
-import csv
 import statistics
 import threading
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
-from rlsched.profiles import METRICS, REFERENCE_GPU, ProfileSamples
-from rlsched.profiling import colocation_survey
-from rlsched.scenario_io import SOLO_COLUMNS
+from rlsched.interference.instrument import colocation_survey
+from rlsched.interference.kind_profiles import METRICS, REFERENCE_GPU, ProfileSamples
+from rlsched.interference.measurements import (
+    ColocationData,
+    write_colocation_csv,
+    write_solo_csv,
+)
 from rlsched.tasks import Device as Where
 from rlsched.tasks import KindSpec
 from rlsched.workloads import APPS
 from runtime.backends.base import Backend, Device, DeviceConfig, DeviceFull, Stream
 from runtime.backends.select import choose_backend
-from runtime.config import LiveClusterSpec, LiveGpu, fold_ordinals
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, fold_ordinals
+from runtime.cluster.workload import VIDEO_APPS
 from runtime.kernels import LIVE_APPS, StagePlan, make_task_data, run_task_numpy, stage_plan
-from runtime.workload import VIDEO_APPS
-
-if TYPE_CHECKING:
-    from rlsched.interference import ColocationData
 
 #: Timed runs per measurement. Three keeps the default cluster's profile (two video apps, four
 #: GPU models, half the pairs) within ~15 s on two cores; the median of three already ignores
@@ -198,7 +199,7 @@ class LiveProfiler:
         """Co-run a random ``fraction`` of (device, kind, partner) triples, at least one partner
         per device and kind, and return their normalised throughputs (0 = cannot share).
 
-        The selection is :func:`rlsched.profiling.colocation_survey`'s, as for the simulator's
+        The selection is :func:`rlsched.interference.instrument.colocation_survey`'s, as for the simulator's
         instrument: both pick the same triples for one seed. Triples measured before are not
         measured again.
 
@@ -228,10 +229,12 @@ class LiveProfiler:
         ``sm``, ``l2``, ``dram`` and ``pcie`` are fractions of GPU resources that only hardware
         counters report (Nsight Compute), and ``cpu_eff`` needs a FLOP count of the kernel; this
         profiler reads neither, so it returns one ``speedup`` sample per kind whatever
-        ``metrics_per_kind`` asks, and :func:`rlsched.profiles.complete_profiles` fills the other
+        ``metrics_per_kind`` asks, and :func:`~rlsched.interference.kind_profiles.complete_profiles` fills the
+        other
         columns with its nominal stand-ins. ``speedup`` is the median time of the kernel with
         NumPy on one CPU thread over its solo median time on the reference device: the catalog's
-        :data:`~rlsched.profiles.REFERENCE_GPU` when the cluster has one, else its fastest model
+        :data:`~rlsched.interference.kind_profiles.REFERENCE_GPU` when the cluster has one, else its fastest
+        model
         (on the NumPy backend the fastest model runs at native host speed, so speedups there are
         about 1). A kind that does not fit on the reference device is left out.
 
@@ -402,20 +405,6 @@ class LiveProfiler:
         return hit
 
 
-def write_solo_csv(path: str | Path, rows: Sequence[tuple[str, str, float]]) -> None:
-    """Write a solo-speed CSV ``device,kind,solo_throughput`` (values as shortest round-trip
-    decimals).
-
-    :param path: output file.
-    :param rows: ``(device, kind, solo_throughput)`` rows, throughputs positive.
-    """
-    with Path(path).open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(SOLO_COLUMNS)
-        for d, k, t in rows:
-            w.writerow((d, k, repr(float(t))))
-
-
 def profile_to_csv(
     profiler: LiveProfiler,
     out_dir: str | Path,
@@ -433,7 +422,6 @@ def profile_to_csv(
     :return: the paths of the co-location CSV and of the solo CSV.
     :raises ValueError: for a fraction outside (0, 1].
     """
-    from rlsched.interference import write_colocation_csv
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

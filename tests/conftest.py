@@ -1,6 +1,6 @@
 """Shared test helpers: small hand-built scenarios.
 
-``small_scenario`` builds a :class:`~rlsched.scenario.Scenario` straight from the dataclasses, so
+``small_scenario`` builds a :class:`~rlsched.scenarios.spec.Scenario` straight from the dataclasses, so
 tests stay fast and do not depend on scenario files. Tests get it through the fixture of the same
 name (session-scoped, so it also works inside ``hypothesis`` tests).
 """
@@ -21,7 +21,7 @@ from hypothesis import settings
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
-from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+from rlsched.scenarios.spec import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
 
 # Property tests draw the same examples on every run (CI time and outcome never depend on the
 # draw); `HYPOTHESIS_PROFILE=explore make test` draws new ones, to hunt for new failures.

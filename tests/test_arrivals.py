@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsched.arrivals import arrival_times, mean_rate_per_min, read_trace_times
-from rlsched.scenario import ArrivalSpec
+from rlsched.scenarios.arrivals import arrival_times, mean_rate_per_min, read_trace_times
+from rlsched.scenarios.spec import ArrivalSpec
 
 ALIBABA_PODS = Path(__file__).resolve().parents[2] / "shared/data/traces/alibaba-gpu-v2023"
 

@@ -20,9 +20,9 @@ from test_simulator import scenarios
 from envs.capacity import capacity_bound, task_latency_bounds
 from envs.simulator import Simulator
 from rlsched.policies.registry import parse_scheduler, placer_names, selector_names
-from rlsched.scenario import ArrivalSpec, Scenario
-from rlsched.scenario_io import ScenarioError, list_scenarios, load_scenario
-from rlsched.taskgen import generate_tasks
+from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
+from rlsched.scenarios.spec import ArrivalSpec, Scenario
+from rlsched.scenarios.taskgen import generate_tasks
 
 SATURATING = 1e5  # tasks per minute: every task arrives within a fraction of a second
 

@@ -113,8 +113,8 @@ def test_ldwp_selector_picks_the_best_feasible_node(tmp_path: Path, small_scenar
     from envs.simulator import Simulator
     from rlsched.policies.ldwp import LdwpSelector, encode_batch
     from rlsched.policies.registry import make_placer
+    from rlsched.scenarios.taskgen import generate_tasks
     from rlsched.scheduler import TwoStageScheduler
-    from rlsched.taskgen import generate_tasks
 
     net = scorer()
     save_checkpoint(tmp_path, net.state_dict(), meta())

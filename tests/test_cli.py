@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from rlsched.scenario_io import find_data_dir
+from rlsched.scenarios.loader import find_data_dir
 
 REQUIRED_KEYS = {
     "throughput",

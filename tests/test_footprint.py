@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rlsched.footprint import BYTES_PER_TASK, RunTooLarge, available_bytes, check_fits, run_bytes
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
 
 
 def test_a_run_that_would_not_fit_is_refused_naming_the_task_count() -> None:

@@ -23,9 +23,9 @@ from rlsched.features import (
     encode_task,
 )
 from rlsched.policies.registry import make_placer, make_selector, parse_scheduler
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 

@@ -9,7 +9,7 @@ import numpy as np
 from envs.simulator import Simulator
 from rlsched.policies.registry import parse_scheduler
 from rlsched.policies.selectors import MctMemSelector, MctSelector, host_memory_wait
-from rlsched.taskgen import generate_tasks
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario
 

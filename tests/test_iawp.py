@@ -7,16 +7,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from envs.colocation_profiler import SimulatedProfiler
+from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
-from rlsched.interference import ColocationData, fit_interference
+from rlsched.interference.instrument import ObservingPlacer, ProfilingInstrument
+from rlsched.interference.kind_profiles import METRICS
+from rlsched.interference.predictor import ColocationData, fit_interference
 from rlsched.policies.iawp import ONLINE_BATCH, ColocGreedyPlacer, IawpPlacer
 from rlsched.policies.iawp_cosine import IawpCosinePlacer
 from rlsched.policies.registry import make_selector, parse_scheduler
-from rlsched.profiles import METRICS
-from rlsched.profiling import ObservingPlacer, ProfilingInstrument
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import CPU, TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Subtask, Task
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario

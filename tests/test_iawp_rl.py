@@ -16,8 +16,8 @@ from models.checkpoint import CheckpointError
 from rlsched.policies.iawp import IawpPassPlacer
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import make_placer, make_selector
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.taskgen import generate_tasks, scenario_for_seed
 from tests.conftest import interrupt_rlsched
 
 SMALL = "interference-saturated#250"

@@ -10,21 +10,23 @@ import numpy as np
 import pytest
 import torch
 
-from models import interference as mi
+from models import interference_nets as mi
 from models.checkpoint import META, WEIGHTS, CheckpointError
-from rlsched.interference import (
+from rlsched.interference.measurements import (
     ColocationData,
     ColocationError,
+    read_colocation_csv,
+    write_colocation_csv,
+)
+from rlsched.interference.predictor import (
     FitOptions,
     InterferencePredictor,
     evaluate,
     family_of,
     fit_interference,
-    kind_features,
-    read_colocation_csv,
-    write_colocation_csv,
+    kind_name_features,
 )
-from rlsched.scenario_io import builtin_dir, find_data_dir
+from rlsched.scenarios.loader import builtin_dir, find_data_dir
 
 FAMILIES = {
     "Alpha": (0.9, 0.3, 3.0),
@@ -76,9 +78,9 @@ def halves(data: ColocationData, seed: int = 0) -> tuple[ColocationData, Colocat
 
 
 FAST = FitOptions(
-    ncf_train=mi.TrainConfig(epochs=150, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True),
+    ncf_train=mi.NetTrainConfig(epochs=150, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True),
     ncf_members=[{"weight_decay": 0.3}],
-    svd_train=mi.TrainConfig(
+    svd_train=mi.NetTrainConfig(
         epochs=200, lr=0.2, batch_size=256, optimizer="sgd", weight_decay=0.0, prior=True
     ),
     svd_members=[{"l2": 0.1}],
@@ -119,7 +121,7 @@ def test_csv_round_trip_is_exact(tmp_path: Path, data: ColocationData) -> None:
         ),
         ("device,kind,partner,norm_throughput\nv100,a,b,-0.1\n", ["line 2", "norm_throughput", "[0, 2]"]),
         ("device,kind,partner,norm_throughput\nv100,a,b,nan\n", ["line 2", "norm_throughput"]),
-        ("device,kind,partner,norm_throughput\n", ["no data rows"]),
+        ("device,kind,partner,norm_throughput\n", ["at least one data row"]),
     ],
 )
 def test_bad_csv_names_file_line_and_field(tmp_path: Path, text: str, fragments: list[str]) -> None:
@@ -137,7 +139,7 @@ def test_bad_csv_names_file_line_and_field(tmp_path: Path, text: str, fragments:
 
 
 def test_kind_features_parse_family_and_batch_and_builtin_costs() -> None:
-    x = kind_features(
+    x = kind_name_features(
         ["ResNet-18 (batch size 32)", "ResNet-18 (batch size 128)", "A3C", "matmul"], ["A3C", "ResNet-18"]
     )
     assert x[0, 1] == x[1, 1] == 1 and x[0, 0] == 0 and x[2, 0] == 1

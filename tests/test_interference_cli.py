@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from rlsched.interference import ColocationData, write_colocation_csv
+from rlsched.interference.measurements import ColocationData, write_colocation_csv
 
 KINDS = [f"{f} (batch size {b})" for f in ("Alpha", "Beta", "Gamma") for b in (16, 64)]
 

@@ -111,10 +111,10 @@ def test_only_simulator_and_oracle_import_ground_truth() -> None:
                     "oracle.py",
                     "capacity.py",  # report-only, like the oracle
                     # Closes a measuring function over the truth; placers get the function only.
-                    "colocation_profiler.py",
+                    "simulated_instrument.py",
                     # The simulated world's measuring instrument (nsight/nvprof on a real machine):
                     # it hands schedulers sparse, noisy measurements, never the truth itself.
-                    "kind_profiler.py",
+                    "simulated_kind_profiles.py",
                 }:
                     readers.append(str(f.relative_to(ROOT)))
     assert not readers, f"modules other than the simulator and the oracle import ground truth: {readers}"
@@ -160,12 +160,12 @@ def test_reaching_checker_sees_attribute_and_getattr(tmp_path: Path) -> None:
 
 def test_objects_handed_to_policies_hold_no_truth(small_scenario) -> None:
     """The instrument a placer calibrates from and the Gym env hold no public simulator or truth."""
-    from envs.colocation_profiler import SimulatedProfiler
     from envs.ground_truth import GroundTruth
     from envs.gym_env import ClusterSchedulingEnv
+    from envs.simulated_instrument import SimulatedProfiler
     from envs.simulator import Simulator
     from rlsched.policies.placers import MlsmPlacer
-    from rlsched.taskgen import generate_tasks
+    from rlsched.scenarios.taskgen import generate_tasks
 
     sc = small_scenario(tasks=5)
     sim = Simulator(sc, generate_tasks(sc), MlsmPlacer())

@@ -12,7 +12,7 @@ from gymnasium import spaces
 from envs.gym_env import ClusterSchedulingEnv
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy, MaskedQNetwork, sample_masked
 from models.qnet import MASKED_Q, NodeScorer
-from rlsched.scenario import Scenario
+from rlsched.scenarios.spec import Scenario
 from tests.conftest import node
 
 

@@ -30,9 +30,9 @@ from rlsched.policies.registry import (
 )
 from rlsched.policies.registry import make_selector as registry_selector
 from rlsched.policies.selectors import MctSelector
-from rlsched.scenario import Scenario, WorkloadSpec
+from rlsched.scenarios.spec import Scenario, WorkloadSpec
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Device, Task
 from rlsched.view import ClusterView
 from rlsched.workloads import APPS, build_graph

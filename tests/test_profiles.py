@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from envs.kind_profiler import profile_kinds, true_profiles
+from envs.simulated_kind_profiles import profile_kinds, true_profiles
 from models.profile_completion import SvdConfig, fit_column_mean, fit_ncf, fit_svd
-from rlsched.profiles import (
+from rlsched.interference.kind_profiles import (
     METRICS,
     ProfileSamples,
     complete_profiles,
     cosine_similarity,
-    kind_features,
+    kind_cost_features,
     nominal_speedup,
 )
 from rlsched.workloads import KINDS
@@ -109,7 +109,7 @@ def test_profile_samples_reject_bad_input() -> None:
 
 
 def test_kind_features_are_public_and_standardised() -> None:
-    x = kind_features(ALL)
+    x = kind_cost_features(ALL)
     assert x.shape[0] == len(ALL) and np.all(np.isfinite(x))
     np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-9)
 

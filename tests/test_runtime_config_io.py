@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from rlsched.scenario_io import ScenarioError
-from runtime.config_io import load_live_cluster
+from rlsched.scenarios.loader import ScenarioError
+from runtime.cluster.config_io import load_live_cluster
 
 GOOD = """
 device_concurrency = 1

@@ -10,11 +10,11 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from envs.gym_env import ClusterSchedulingEnv
 from rlsched.cluster import ClusterSpec
-from rlsched.scenario import Scenario, WorkloadSpec
-from runtime.cluster import LocalCluster
-from runtime.config import default_live_cluster
-from runtime.gym_env import LiveSchedulingEnv
-from runtime.workload import LiveWorkload
+from rlsched.scenarios.spec import Scenario, WorkloadSpec
+from runtime.cluster.config import default_live_cluster
+from runtime.cluster.gym_env import LiveSchedulingEnv
+from runtime.cluster.local import LocalCluster
+from runtime.cluster.workload import LiveWorkload
 
 
 def make_env(tasks: int = 10) -> LiveSchedulingEnv:

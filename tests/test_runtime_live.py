@@ -12,11 +12,11 @@ from rlsched.policies.selectors import MctSelector
 from rlsched.scheduler import CPU, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
-from runtime.cluster import LocalCluster
-from runtime.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster
+from runtime.cluster.live import LiveOptions, LiveResult, run_live
+from runtime.cluster.local import LocalCluster
+from runtime.cluster.workload import LiveWorkload, build_work
 from runtime.kernels import check_result
-from runtime.live import LiveOptions, LiveResult, run_live
-from runtime.workload import LiveWorkload, build_work
 
 ALL_APPS = {"intrusion_detection": 1.0, "video_synopsis": 1.0, "face_recognition": 1.0, "matmul": 1.0}
 

@@ -15,8 +15,8 @@ import pytest
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.view import ClusterView
 from runtime.backends.base import DeviceFull
-from runtime.memory import DeviceMemory, MemoryStats
-from runtime.monitor import GpuSample, NvmlMonitor, fill_view_from_samples
+from runtime.cluster.monitor import GpuSample, NvmlMonitor, fill_view_from_samples
+from runtime.mlsm.memory import DeviceMemory, MemoryStats
 
 
 def load_value(value: Any = "v") -> Callable[[], Any]:
@@ -325,7 +325,7 @@ def test_evictable_bytes_track_the_entries_through_any_sequence() -> None:
     import random
 
     from runtime.backends.base import DeviceFull
-    from runtime.memory import DeviceMemory
+    from runtime.mlsm.memory import DeviceMemory
 
     rng = random.Random(7)
     mem = DeviceMemory(1000, "t")

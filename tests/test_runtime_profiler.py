@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
-from rlsched.interference import read_colocation_csv
+from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.measurements import SOLO_COLUMNS, read_colocation_csv
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.iawp_cosine import IawpCosinePlacer
-from rlsched.profiling import ProfilingInstrument
-from rlsched.scenario_io import SOLO_COLUMNS
 from rlsched.tasks import Device
-from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 from runtime.profiler import NORM_MAX, LiveProfiler, profile_to_csv
 
 FRACTION = 0.5
@@ -128,10 +127,10 @@ def test_a_pair_that_does_not_fit_together_cannot_share() -> None:
 
 
 def test_selection_matches_the_simulators_instrument(monkeypatch: pytest.MonkeyPatch) -> None:
-    from envs.colocation_profiler import SimulatedProfiler
+    from envs.simulated_instrument import SimulatedProfiler
     from envs.simulator import Simulator
     from rlsched.policies.registry import parse_scheduler
-    from rlsched.taskgen import generate_tasks
+    from rlsched.scenarios.taskgen import generate_tasks
     from tests.conftest import node, small_scenario
 
     sc = small_scenario(nodes=(node("a", gpus=("V100M16",)), node("b", gpus=("T4",))), apps={APP: 1.0})

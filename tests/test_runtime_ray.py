@@ -14,15 +14,15 @@ import pytest
 from rlsched.hardware import gpu_model
 from rlsched.policies.registry import parse_scheduler
 from rlsched.view import ClusterView
-from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
+from runtime.cluster.live import LiveOptions, LiveResult, run_live
+from runtime.cluster.workload import LiveWorkload, build_work
 from runtime.kernels import check_result
-from runtime.live import LiveOptions, LiveResult, run_live
-from runtime.workload import LiveWorkload, build_work
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip)
 
-from runtime.ray_cluster import RayCluster, apply_node_snapshot, node_snapshot  # noqa: E402
+from runtime.cluster.ray_cluster import RayCluster, apply_node_snapshot, node_snapshot  # noqa: E402
 
 MB = 1 << 20
 # The actors must never look for a GPU, whatever this machine has.

@@ -1,4 +1,4 @@
-"""Stream pools and the MLSM feedback rule (runtime.streams)."""
+"""Stream pools and the MLSM feedback rule (runtime.mlsm.streams)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import time
 
 from runtime.backends.base import DeviceConfig
 from runtime.backends.numpy_backend import NumpyBackend
-from runtime.streams import StreamFeedback, StreamPool, StreamStats
+from runtime.mlsm.streams import StreamFeedback, StreamPool, StreamStats
 
 
 def stats(active: int, busy: float, rate: float, interval: float = 1.0) -> StreamStats:

@@ -21,9 +21,9 @@ from envs.simulator import PlacementError, Simulator
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import CATALOG, GpuModel
 from rlsched.policies.registry import make_selector, parse_scheduler, placer_names, selector_names
-from rlsched.scenario import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+from rlsched.scenarios.spec import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import CPU, NodeSelector, TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView, FastState
 

@@ -13,8 +13,8 @@ import pytest
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
-from rlsched.scenario import AlibabaSpec, Scenario, TaskClass, WorkloadSpec
-from rlsched.taskgen import generate_tasks
+from rlsched.scenarios.spec import AlibabaSpec, Scenario, TaskClass, WorkloadSpec
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.workloads import APPS, PAPER_APPS, build_graph
 
 CLUSTER = ClusterSpec((NodeSpec("n0", cpu_cores=16, host_mem_gib=32, gpus=(gpu_model("P4"),)),))
@@ -116,9 +116,9 @@ def test_no_tasks() -> None:
 
 def test_alibaba_workloads_are_delegated(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    fake = types.ModuleType("rlsched.traces")
+    fake = types.ModuleType("rlsched.scenarios.traces")
     fake.alibaba_tasks = lambda spec, n, seed: calls.append((spec, n, seed)) or []  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "rlsched.traces", fake)
+    monkeypatch.setitem(sys.modules, "rlsched.scenarios.traces", fake)
     spec = AlibabaSpec(node_csv="nodes.csv", pod_csv="pods.csv")
     assert generate_tasks(_scenario(seed=4, tasks=77, alibaba=spec)) == []
     assert generate_tasks(_scenario(seed=4, tasks=77, alibaba=spec), seed=8) == []

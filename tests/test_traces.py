@@ -9,10 +9,9 @@ from pathlib import Path
 import pytest
 
 from rlsched.hardware import gpu_model
-from rlsched.scenario import AlibabaSpec
-from rlsched.scenario_io import builtin_dir, find_data_dir
-from rlsched.tasks import Device
-from rlsched.traces import (
+from rlsched.scenarios.loader import builtin_dir, find_data_dir
+from rlsched.scenarios.spec import AlibabaSpec
+from rlsched.scenarios.traces import (
     NOMINAL_EFFICIENCY,
     POD_COLUMNS,
     POD_TIME_COLUMNS,
@@ -23,6 +22,7 @@ from rlsched.traces import (
     check_pod_csv,
     trace_window_start,
 )
+from rlsched.tasks import Device
 
 POD_HEADER = ",".join((*POD_COLUMNS, "gpu_spec", "qos", "pod_phase", *POD_TIME_COLUMNS))
 
@@ -214,8 +214,8 @@ def test_real_cluster_keeps_model_proportions() -> None:
 @needs_data
 def test_seeds_of_a_trace_scenario_are_different_runs() -> None:
     """Each seed samples its own nodes (same count) and trace window; the file's seed is the file."""
-    from rlsched.scenario_io import load_scenario
-    from rlsched.taskgen import generate_tasks, scenario_for_seed
+    from rlsched.scenarios.loader import load_scenario
+    from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
     sc = load_scenario("alibaba")
     assert scenario_for_seed(sc, sc.seed) is sc

@@ -18,7 +18,7 @@ from experiments.train import TrainConfig, behaviour_clone, collect_teacher, sco
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
 from tests.conftest import interrupt_rlsched
 
 SMALL = """name = "tiny"

@@ -21,10 +21,10 @@ from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
 from rlsched.policies.ldwp import LdwpSelector
 from rlsched.policies.registry import make_placer
-from rlsched.scenario import Scenario
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 

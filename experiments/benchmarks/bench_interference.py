@@ -15,7 +15,7 @@ svd's in the same run, feasible accuracy >= 0.95.
 
 ``--dev`` never touches the held-out rows: it carves a validation split out of the *observed*
 rows (``a``: a quarter of them; ``b``: a third of the observed p100 rows) and scores on that.
-The defaults of :class:`rlsched.interference.FitOptions` were chosen with it.
+The defaults of :class:`rlsched.interference.predictor.FitOptions` were chosen with it.
 
     python -m experiments.benchmarks.bench_interference [--seeds 5] [--dev] [--data CSV]
 """
@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from experiments.report_stats import mean_pm
-from rlsched.interference import ColocationData, evaluate, fit_interference, read_colocation_csv
-from rlsched.scenario_io import find_data_dir
+from rlsched.interference.measurements import ColocationData, read_colocation_csv
+from rlsched.interference.predictor import evaluate, fit_interference
+from rlsched.scenarios.loader import find_data_dir
 
 METHODS = ("ncf", "svd", "mean")
 SETTINGS = ("a", "b", "b-online")

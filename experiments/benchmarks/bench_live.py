@@ -66,11 +66,11 @@ from rlsched.tasks import Task
 from rlsched.workloads import KINDS
 from runtime.backends.base import BACKEND_ENV, Backend, Device, DeviceConfig, Stream
 from runtime.backends.select import choose_backend, cupy_unavailable_reason
-from runtime.cluster import LocalCluster
-from runtime.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster, fold_ordinals
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster, fold_ordinals
+from runtime.cluster.live import LiveOptions, LiveResult, LiveSession, device_table
+from runtime.cluster.local import LocalCluster
+from runtime.cluster.workload import VIDEO_APPS, LiveWorkload, build_work, live_task
 from runtime.kernels import KERNELS, LIVE_APPS, TaskData, make_task_data, run_task_numpy, stage_plan
-from runtime.live import LiveOptions, LiveResult, LiveSession, device_table
-from runtime.workload import VIDEO_APPS, LiveWorkload, build_work, live_task
 
 T = TypeVar("T")
 
@@ -728,7 +728,7 @@ def section_backend(sz: Sizes, backend: str, device_backend: Backend | None = No
 # ---- 6. interference matrix ------------------------------------------------------------------
 def section_interference(sz: Sizes, backend: str, out_dir: Path) -> dict[str, float]:
     """Section 6; returns the number of measured pairs."""
-    from rlsched.interference import read_colocation_csv
+    from rlsched.interference.measurements import read_colocation_csv
     from runtime.profiler import DEFAULT_REPS, LiveProfiler, profile_to_csv
 
     spec = on_real_gpus(default_live_cluster(), backend)

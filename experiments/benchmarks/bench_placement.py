@@ -19,12 +19,12 @@ import numpy as np
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
 from rlsched.hardware import gpu_model
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.policies.registry import make_placer, make_selector
-from rlsched.profiling import ProfilingInstrument
-from rlsched.scenario import Scenario
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
+from rlsched.scenarios.spec import Scenario
+from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import SubtaskPlacer, TwoStageScheduler
-from rlsched.taskgen import generate_tasks
 from rlsched.tasks import Subtask, Task
 from rlsched.view import ClusterView
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from envs.kind_profiler import profile_kinds, true_profiles
+from envs.simulated_kind_profiles import profile_kinds, true_profiles
 from experiments.report_stats import mean_pm
 from models.profile_completion import NcfConfig, SvdConfig
-from rlsched.profiles import LOG_METRICS, METRICS, Method, ProfileSamples, complete_profiles
+from rlsched.interference.kind_profiles import LOG_METRICS, METRICS, Method, ProfileSamples, complete_profiles
 from rlsched.tasks import KindSpec
 from rlsched.workloads import KINDS
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from envs.gym_env import ClusterSchedulingEnv
 from experiments.simulate import compare, format_table, simulate
-from rlsched.scenario_io import load_scenario
+from rlsched.scenarios.loader import load_scenario
 
 TABLE_SCHEDULERS = (
     "random+speedup",

@@ -36,8 +36,8 @@ from experiments.evaluation import load_entry
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
 from rlsched.policies.registry import make_placer, make_selector
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
-from rlsched.taskgen import generate_tasks, scenario_for_seed
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 

@@ -1,7 +1,7 @@
 """Stage 2, IAWP: interference-aware placement of ready subtasks on GPU streams and CPU cores.
 
 ``iawp`` places each ready subtask where it is predicted to finish soonest: its predicted solo time
-on the unit, stretched by the interference a learned model (NCF, :mod:`rlsched.interference`)
+on the unit, stretched by the interference a learned model (NCF, :mod:`rlsched.interference.predictor`)
 predicts with the subtasks already running there, plus the slowdown it would inflict on them.
 The model is fitted from the cluster's profiler before the run (sparse pairs, never the
 simulator's parameters) and keeps learning online from subtasks the executor sees finish.
@@ -19,9 +19,9 @@ from collections.abc import Hashable
 import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
-from rlsched.interference import ColocationData, InterferencePredictor, fit_interference
+from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.predictor import ColocationData, InterferencePredictor, fit_interference
 from rlsched.policies.placers import MlsmPlacer, core_free, cpu_seconds, ever_fits, fitting_gpus
-from rlsched.profiling import ProfilingInstrument
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView

@@ -1,7 +1,7 @@
 """Stage 2, ``iawp-cosine``: the TPDS 2021 paper's own IAWP rule, for comparison with ``iawp``.
 
 Each kind is profiled on two random resource metrics and its profile completed by NCF
-(:func:`rlsched.profiles.complete_profiles`). A ready subtask goes to the GPU whose running
+(:func:`rlsched.interference.kind_profiles.complete_profiles`). A ready subtask goes to the GPU whose running
 subtasks are least similar to it — priority ``1 / mean cosine similarity`` of resource vectors
 (similar kinds fight for the same SMs, caches and bandwidth) — and a subtask that may run on a CPU
 takes a free core when its predicted GPU/CPU speedup is low: below what its share of the GPU would
@@ -14,9 +14,9 @@ from collections.abc import Hashable
 
 import numpy as np
 
+from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.kind_profiles import METRICS, complete_profiles, cosine_similarity
 from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
-from rlsched.profiles import METRICS, complete_profiles, cosine_similarity
-from rlsched.profiling import ProfilingInstrument
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsched.interference import InterferencePredictor
+from rlsched.interference.predictor import InterferencePredictor
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.placers import core_free, cpu_seconds, ever_fits, fitting_gpus
 from rlsched.scheduler import CPU

@@ -50,7 +50,7 @@ import numpy as np
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
-from rlsched.scenario import AlibabaSpec
+from rlsched.scenarios.spec import AlibabaSpec
 from rlsched.tasks import Device, KindSpec, Subtask, SubtaskGraph, Task
 from rlsched.textfile import open_text
 

@@ -6,11 +6,11 @@ real profiler it is sparse and noisy: each kind is measured on a few metrics onl
 measurement off by a small multiplicative error. :func:`true_profiles` gives the exact matrix for
 evaluating completion; no scheduler may use it.
 
-Metric definitions (columns of :data:`rlsched.profiles.METRICS`): the kind's true demand on the
-four shared GPU resources, its true CPU vector efficiency, and its GPU/CPU speedup — solo time on
-one CPU core of ``core_gflops`` over solo time on an undrifted ``reference_gpu``, both for the
-work of one MB of input (the ratio does not depend on the input size). The speedup is defined
-for every kind, also those declared for one device only: the ground truth can time any kind
+Metric definitions (columns of :data:`~rlsched.interference.kind_profiles.METRICS`): the kind's true
+demand on the four shared GPU resources, its true CPU vector efficiency, and its GPU/CPU speedup —
+solo time on one CPU core of ``core_gflops`` over solo time on an undrifted ``reference_gpu``, both
+for the work of one MB of input (the ratio does not depend on the input size). The speedup is
+defined for every kind, also those declared for one device only: the ground truth can time any kind
 anywhere, as an offline profiler could run a kernel's reference implementation.
 
 **An oracle counter.** The SM, L2, DRAM and PCIe columns are the hidden demand vector of the
@@ -30,8 +30,8 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth, kind_truth
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
-from rlsched.profiles import METRICS, REFERENCE_GPU, ProfileSamples
-from rlsched.scenario import DriftSpec, InterferenceSpec
+from rlsched.interference.kind_profiles import METRICS, REFERENCE_GPU, ProfileSamples
+from rlsched.scenarios.spec import DriftSpec, InterferenceSpec
 from rlsched.tasks import KindSpec, Subtask
 
 

@@ -20,7 +20,7 @@ mem_mib = 4096                # memory the runtime may use (optional: the datash
 speed = 15.7                  # emulated relative speed (optional: the datasheet FP32 TFLOP/s)
 ```
 
-A bad file raises :class:`rlsched.scenario_io.ScenarioError` naming the file and the field, so the
+A bad file raises :class:`rlsched.scenarios.loader.ScenarioError` naming the file and the field, so the
 command line prints one line and exits 2, as for scenario files.
 """
 
@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from rlsched.hardware import gpu_model
-from rlsched.scenario_io import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU, ScenarioError
+from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU, ScenarioError
 from rlsched.textfile import TextFileError, read_text
-from runtime.config import LiveClusterSpec, LiveGpu, LiveNode
+from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 
 #: Nodes a live cluster file may declare: each is an agent with its own worker threads on this
 #: machine (or a Ray actor), so hundreds already mean thousands of threads.

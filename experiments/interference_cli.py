@@ -14,14 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from models.checkpoint import CheckpointError
-from rlsched.interference import (
-    ColocationData,
-    ColocationError,
-    InterferencePredictor,
-    evaluate,
-    fit_interference,
-    read_colocation_csv,
-)
+from rlsched.interference.measurements import ColocationData, ColocationError, read_colocation_csv
+from rlsched.interference.predictor import InterferencePredictor, evaluate, fit_interference
 
 
 class InterferenceCliError(Exception):

@@ -1,6 +1,6 @@
 """MLSM stream pools and feedback-based stream adjustment.
 
-Every GPU has a pool of streams, each served by one lane (``runtime.lanes``). Only the first
+Every GPU has a pool of streams, each served by one lane (``runtime.mlsm.lanes``). Only the first
 ``active`` streams take work; the placer sees ``active`` as the GPU's stream count
 (``ClusterView.gpu_streams``). After each interval the feedback controller moves one stream per
 node towards the GPU that turns a stream into the most work.
@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 
 from runtime.backends.base import Device, Stream
-from runtime.lanes import Lane
+from runtime.mlsm.lanes import Lane
 
 
 @dataclass

@@ -1,8 +1,8 @@
-"""The node side of :class:`~runtime.ray_cluster.RayCluster`: what runs inside one Ray node.
+"""The node side of :class:`~runtime.cluster.ray_cluster.RayCluster`: what runs inside one Ray node.
 
 :class:`NodeActor` is the body of the Ray actor pinned to one Ray node (the driver wraps it with
 ``ray.remote``). It keeps its own :class:`~rlsched.view.ClusterView`, of which its
-:class:`~runtime.agent.NodeAgent` writes only its node's row, and runs stage 2 there: the
+:class:`~runtime.cluster.agent.NodeAgent` writes only its node's row, and runs stage 2 there: the
 agent places each task's subtasks on the node's devices. Each finished task comes back with a
 :data:`Snapshot` of that row (:func:`node_snapshot`), which the driver copies into its own view
 (:func:`apply_node_snapshot`).
@@ -25,9 +25,9 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-from runtime.agent import NodeAgent, TaskOutcome
 from runtime.backends.select import choose_backend
-from runtime.config import LiveClusterSpec
+from runtime.cluster.agent import NodeAgent, TaskOutcome
+from runtime.cluster.config import LiveClusterSpec
 from runtime.kernels import TaskData
 
 #: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full

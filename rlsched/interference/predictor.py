@@ -9,7 +9,7 @@ the throughput of ``kind`` while sharing ``device`` with ``partner``, divided by
 throughput there; ``0`` means the pair cannot share the device. :class:`InterferencePredictor`
 learns them sparsely and predicts every triple, including pairs never measured:
 
-- ``ncf`` — NeuMF (:class:`models.interference.NeuMF`, an average of three trained with different
+- ``ncf`` — NeuMF (:class:`models.interference_nets.NeuMF`, an average of three trained with different
   weight decay) with side information: kinds parsed into model family and batch size
   (``"ResNet-18 (batch size 32)"``) or, for the simulator's built-in kinds, their nominal cost
   model; devices from the public specs of :data:`rlsched.hardware.CATALOG`. With those it can
@@ -26,7 +26,7 @@ Both learned methods also learn feasibility from each observed row read the othe
 
 Device names match case-insensitively, and a name the model knows covers the catalog models it
 stands for: a model fitted on ``v100`` answers for ``V100M16`` and ``V100M32`` (see
-:func:`rlsched.scenario_io.device_models`).
+:func:`rlsched.scenarios.loader.device_models`).
 
 A fitted predictor saves as a checkpoint directory (:mod:`models.checkpoint`: ``weights.pt``, a
 torch state_dict loaded with ``weights_only=True``, and ``meta.json`` with the vocabularies,
@@ -35,11 +35,10 @@ hyper-parameters and the weights' sha256).
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -47,10 +46,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from models import interference as mi
+from models import interference_nets as mi
 from models.checkpoint import META, CheckpointError, load_checkpoint, save_checkpoint
-from rlsched.scenario_io import COLOCATION_COLUMNS, NORM_THROUGHPUT_MAX, device_models
-from rlsched.textfile import TextFileError, open_text
+from rlsched.hardware import device_models
+from rlsched.interference.measurements import (
+    ColocationData,
+)
 from rlsched.workloads import KINDS
 
 #: Version of the side-feature encoding below; a model saved with another one is refused.
@@ -67,134 +68,6 @@ _KIND_TAIL = 9
 _DEVICE_DIM = 5
 
 
-class ColocationError(ValueError):
-    """A co-location CSV that cannot be read; the message names the file, line and field."""
-
-
-@dataclass
-class ColocationData:
-    """Co-location measurements as columns.
-
-    :param device: device names.
-    :param kind: measured kinds.
-    :param partner: kinds sharing the device with them.
-    :param y: normalised throughputs (float64), 0 = cannot share.
-    """
-
-    device: list[str]
-    kind: list[str]
-    partner: list[str]
-    y: np.ndarray
-
-    def __post_init__(self) -> None:
-        self.y = np.asarray(self.y, dtype=np.float64)
-        n = len(self.device)
-        if not (len(self.kind) == len(self.partner) == len(self.y) == n):
-            raise ValueError(
-                f"columns differ in length: device {n}, kind {len(self.kind)}, "
-                f"partner {len(self.partner)}, y {len(self.y)}"
-            )
-
-    def __len__(self) -> int:
-        return len(self.device)
-
-    def take(self, idx: Iterable[int] | np.ndarray) -> ColocationData:
-        """The rows at ``idx``."""
-        ix = np.asarray(list(idx) if not isinstance(idx, np.ndarray) else idx, dtype=np.int64)
-        return ColocationData(
-            [self.device[i] for i in ix],
-            [self.kind[i] for i in ix],
-            [self.partner[i] for i in ix],
-            self.y[ix],
-        )
-
-    @staticmethod
-    def concat(parts: Sequence[ColocationData]) -> ColocationData:
-        """All rows of ``parts``, in order."""
-        return ColocationData(
-            [d for p in parts for d in p.device],
-            [k for p in parts for k in p.kind],
-            [q for p in parts for q in p.partner],
-            np.concatenate([p.y for p in parts]) if parts else np.zeros(0),
-        )
-
-
-# --- CSV ------------------------------------------------------------------------------------------
-
-
-def read_colocation_csv(path: str | Path) -> ColocationData:
-    """Read and validate a co-location CSV.
-
-    Repeated (device, kind, partner) rows are kept: they are repeated measurements, and the
-    runtime's profiler appends them.
-
-    :param path: a file with the header ``device,kind,partner,norm_throughput``.
-    :raises ColocationError: naming the file, the line and the field at fault.
-    :raises FileNotFoundError: if the file does not exist.
-    """
-    p = Path(path)
-    dev: list[str] = []
-    kind: list[str] = []
-    part: list[str] = []
-    ys: list[float] = []
-    try:
-        f = open_text(p)
-    except TextFileError as e:
-        raise ColocationError(str(e)) from None
-    with f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        if header != list(COLOCATION_COLUMNS):
-            raise ColocationError(
-                f"{p} line 1: header: expected {','.join(COLOCATION_COLUMNS)}, got {','.join(header)!r}"
-            )
-        for cells in reader:
-            if not any(c.strip() for c in cells):
-                continue
-            line = reader.line_num
-            if len(cells) != len(COLOCATION_COLUMNS):
-                raise ColocationError(
-                    f"{p} line {line}: expected {len(COLOCATION_COLUMNS)} fields, got {len(cells)}"
-                )
-            d, k, q, v = (c.strip() for c in cells)
-            for name, value in (("device", d), ("kind", k), ("partner", q)):
-                if not value:
-                    raise ColocationError(f"{p} line {line}: {name}: expected a non-empty name")
-            ys.append(_throughput(p, line, v))
-            dev.append(d)
-            kind.append(k)
-            part.append(q)
-    if not ys:
-        raise ColocationError(f"{p}: no data rows")
-    return ColocationData(dev, kind, part, np.array(ys))
-
-
-def _throughput(path: Path, line: int, text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and 0.0 <= v <= NORM_THROUGHPUT_MAX):
-        raise ColocationError(
-            f"{path} line {line}: norm_throughput: expected a number in [0, {NORM_THROUGHPUT_MAX:g}], "
-            f"got {text!r}"
-        )
-    return v
-
-
-def write_colocation_csv(path: str | Path, data: ColocationData) -> None:
-    """Write ``data`` as a co-location CSV (values as shortest round-trip decimals).
-
-    :param path: output file.
-    :param data: the rows.
-    """
-    with Path(path).open("w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f)
-        w.writerow(COLOCATION_COLUMNS)
-        for row in zip(data.device, data.kind, data.partner, data.y.tolist(), strict=True):
-            w.writerow((*row[:3], repr(row[3])))
-
-
 # --- side information -------------------------------------------------------------------------
 
 
@@ -205,7 +78,7 @@ def family_of(kind: str) -> str:
     return m["family"] if m else kind
 
 
-def kind_features(kinds: Sequence[str], families: Sequence[str]) -> np.ndarray:
+def kind_name_features(kinds: Sequence[str], families: Sequence[str]) -> np.ndarray:
     """Side features of kinds: one-hot of the family among ``families`` (all zero for a family
     not among them), the batch size when the name carries one, and the nominal cost model of the
     simulator's built-in kinds.
@@ -267,7 +140,7 @@ class FitOptions:
     Defaults were chosen on validation splits carved from the *observed* rows of the Gavel
     benchmark (``experiments/benchmarks/bench_interference.py --dev``), the same way for ``ncf``
     and ``svd``. Each method fits an ensemble over regularisation strengths
-    (:class:`models.interference.Ensemble`): on a few hundred rows no single strength suits both
+    (:class:`models.interference_nets.Ensemble`): on a few hundred rows no single strength suits both
     dense data and a device seen a few dozen times, and averaging them beats choosing one on a
     validation split that small.
 
@@ -278,7 +151,7 @@ class FitOptions:
     :param svd_train: BiasedMF training (mini-batch SGD with momentum, Gaussian-prior L2).
     :param svd_members: one BiasedMF per entry, trained with ``svd_train`` updated by the entry.
     :param mirror_feasibility: ``ncf`` and ``svd`` also learn feasibility from each observed row
-        read the other way round (:meth:`models.interference.Rows.mirrored`).
+        read the other way round (:meth:`models.interference_nets.Rows.mirrored`).
     """
 
     ncf: dict[str, Any] = field(
@@ -291,8 +164,8 @@ class FitOptions:
             "symmetric": True,
         }
     )
-    ncf_train: mi.TrainConfig = field(
-        default_factory=lambda: mi.TrainConfig(
+    ncf_train: mi.NetTrainConfig = field(
+        default_factory=lambda: mi.NetTrainConfig(
             epochs=300, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True, optimizer="adam"
         )
     )
@@ -306,8 +179,8 @@ class FitOptions:
     # batch 1,000 epochs lr 1.0 0.0758/0.0886, 1.5 0.0753/0.0885, 2.0 0.0733/0.0885, 3.0
     # diverges (0.129/0.112); 800 epochs lr 1.5 0.0759/0.0885, 2.0 0.0751/0.0883. lr 1.5 keeps
     # a 2x margin below divergence; 800 epochs keeps the fit under 5 s.
-    svd_train: mi.TrainConfig = field(
-        default_factory=lambda: mi.TrainConfig(
+    svd_train: mi.NetTrainConfig = field(
+        default_factory=lambda: mi.NetTrainConfig(
             epochs=800, lr=1.5, batch_size=0, optimizer="sgd", weight_decay=0.0, l2=0.1, prior=True
         )
     )
@@ -348,11 +221,11 @@ class InterferencePredictor:
         self.families = list(families)
         self.y_max = float(y_max)
         self.info = dict(info or {})
-        #: Samples each id-table cell has learnt from (:func:`models.interference.usage`).
+        #: Samples each id-table cell has learnt from (:func:`models.interference_nets.usage`).
         self.counts: dict[str, torch.Tensor] = {}
         self._kind_ix = {k: i for i, k in enumerate(self.kinds)}
         self._dev_ix = {d: i for i, d in enumerate(self.devices)}
-        self.kind_x = kind_features(self.kinds, self.families)
+        self.kind_x = kind_name_features(self.kinds, self.families)
         self.device_x = device_features(self.devices)
         self._resolved: dict[str, int] = {}
 
@@ -415,7 +288,7 @@ class InterferencePredictor:
         return mi.Rows(t(k_ix), t(p_ix), t(d_ix), t(data.y.astype(np.float32)), t(k_x), t(p_x), t(d_x))
 
     def _kinds_x(self, names: Sequence[str]) -> np.ndarray:
-        return kind_features(names, self.families)
+        return kind_name_features(names, self.families)
 
     @staticmethod
     def _encode(
@@ -479,12 +352,12 @@ class InterferencePredictor:
         rows.y = torch.from_numpy(data.y.astype(np.float32))
         self.y_max = max(self.y_max, float(data.y.max()))
         if isinstance(self.model, mi.MeanModel):
-            mi.train(self.model, rows, mi.TrainConfig())
+            mi.train(self.model, rows, mi.NetTrainConfig())
             self.info["n_seen"] = int(self.info.get("n_seen", 0)) + len(rows)
             return
         seen = int(self.info.get("n_seen", len(rows))) + len(rows)
         updates = int(self.info.get("updates", 0))
-        base = mi.TrainConfig(**self.info.get("train", {}))
+        base = mi.NetTrainConfig(**self.info.get("train", {}))
         with mi.one_thread():
             mi.online_update(self.model, rows, base, self.counts, steps, lr, tables_only, seen, updates)
         self._count(rows)
@@ -503,7 +376,7 @@ class InterferencePredictor:
         self.devices += new_d
         self._kind_ix = {k: i for i, k in enumerate(self.kinds)}
         self._dev_ix = {d: i for i, d in enumerate(self.devices)}
-        self.kind_x = kind_features(self.kinds, self.families)
+        self.kind_x = kind_name_features(self.kinds, self.families)
         self.device_x = device_features(self.devices)
         self._resolved.clear()
         if any(k in KINDS for k in new_k):
@@ -604,7 +477,7 @@ def fit_interference(
     rows = pred._rows(data.device, data.kind, data.partner)
     rows.y = torch.from_numpy(data.y.astype(np.float32))
     if method == "mean":
-        mi.train(model, rows, mi.TrainConfig())
+        mi.train(model, rows, mi.NetTrainConfig())
         return pred
     if opt.mirror_feasibility:
         rows = rows.cat(_unobserved_mirrors(rows))
@@ -639,7 +512,7 @@ def _ensemble(
     n_kinds: int,
     n_devices: int,
     args: dict[str, Any],
-    base: mi.TrainConfig,
+    base: mi.NetTrainConfig,
     members: list[dict[str, Any]],
     rows: mi.Rows,
     seed: int,

@@ -517,7 +517,7 @@ Model = NeuMF | BiasedMF | MeanModel | Ensemble
 
 
 @dataclass
-class TrainConfig:
+class NetTrainConfig:
     """How a model is trained.
 
     :param epochs: passes over the data.
@@ -659,7 +659,7 @@ def predict(model: Model, rows: Rows, y_max: float) -> np.ndarray:
     return combine(logit, value, y_max).double().numpy()
 
 
-def _loss(model: Model, rows: Rows, cfg: TrainConfig, n_total: int) -> torch.Tensor:
+def _loss(model: Model, rows: Rows, cfg: NetTrainConfig, n_total: int) -> torch.Tensor:
     if isinstance(model, Ensemble):
         # The sum of the members' own losses: each learns on its own, as when fitted alone.
         return sum((_loss(m, rows, cfg, n_total) for m in model.parts), torch.zeros(()))
@@ -766,7 +766,7 @@ def table_parameters(model: Model) -> list[nn.Parameter]:
     return [p for n, p in model.named_parameters() if n != "mu"]
 
 
-def _optimizer(model: Model, cfg: TrainConfig) -> torch.optim.Optimizer:
+def _optimizer(model: Model, cfg: NetTrainConfig) -> torch.optim.Optimizer:
     params = table_parameters(model) if cfg.tables_only else list(model.parameters())
     if cfg.optimizer == "adam":
         return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
@@ -780,7 +780,7 @@ def _optimizer(model: Model, cfg: TrainConfig) -> torch.optim.Optimizer:
 def train(
     model: Model,
     rows: Rows,
-    cfg: TrainConfig,
+    cfg: NetTrainConfig,
     seed: int = 0,
     on_epoch: Callable[[int], None] | None = None,
     n_total: int | None = None,
@@ -826,7 +826,7 @@ def train(
 def online_update(
     model: Model,
     rows: Rows,
-    base: TrainConfig,
+    base: NetTrainConfig,
     counts: dict[str, torch.Tensor],
     steps: int,
     lr: float,
@@ -851,7 +851,7 @@ def online_update(
     :param seed: shuffling seed.
     """
     bs = min(len(rows), 64)
-    cfg = TrainConfig(
+    cfg = NetTrainConfig(
         epochs=max(1, round(steps * bs / max(len(rows), 1))),
         lr=lr,
         weight_decay=0.0,

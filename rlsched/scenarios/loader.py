@@ -73,20 +73,20 @@ is not followed by a digit: ``v100`` covers ``V100M16`` and ``V100M32``; ``a10``
 from __future__ import annotations
 
 import csv
-import importlib.util
 import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from rlsched import traces
 from rlsched.cluster import ClusterSpec, NodeSpec
-from rlsched.hardware import ALIASES, CATALOG, CPU_CORE_GFLOPS, GpuModel, gpu_model
-from rlsched.scenario import (
+from rlsched.hardware import ALIASES, CATALOG, CPU_CORE_GFLOPS, GpuModel, device_models, gpu_model
+from rlsched.interference.measurements import MeasurementError, read_colocation_csv, read_solo_csv
+from rlsched.scenarios import traces
+from rlsched.scenarios.spec import (
     AlibabaSpec,
     ArrivalSpec,
     DriftSpec,
@@ -122,10 +122,6 @@ MAX_TASKS = 1_000_000
 MAX_SEED = 2**32 - 1
 #: Apps named ``colo:<kind>`` run one kind of a co-location CSV.
 COLO_PREFIX = "colo:"
-COLOCATION_COLUMNS: tuple[str, ...] = ("device", "kind", "partner", "norm_throughput")
-SOLO_COLUMNS: tuple[str, ...] = ("device", "kind", "solo_throughput")
-#: Normalised co-located throughput above 2 is not a measurement (two jobs cannot each gain 2x).
-NORM_THROUGHPUT_MAX = 2.0
 
 _TRACE_DIR = "${RLSCHED_DATA}/traces/alibaba-gpu-v2023"
 DEFAULT_NODE_CSV = f"{_TRACE_DIR}/openb_node_list_gpu_node.csv"
@@ -156,6 +152,9 @@ _NOTHING: Any = object()
 _REQUIRED: Any = object()
 _VAR = re.compile(r"\$\{([^}]*)\}")
 _NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+_M = TypeVar("_M")
 
 
 class ScenarioError(Exception):
@@ -196,15 +195,8 @@ class ScenarioError(Exception):
 
 
 def builtin_dir() -> Path:
-    """Folder of the built-in scenario files (``experiments/scenarios``).
-
-    Located through the installed ``experiments`` package without importing it: ``rlsched`` must
-    not import ``experiments`` (layering), only read its data files.
-    """
-    spec = importlib.util.find_spec("experiments")
-    if spec is not None and spec.submodule_search_locations:
-        return Path(next(iter(spec.submodule_search_locations))) / "scenarios"
-    return Path(__file__).resolve().parents[1] / "experiments" / "scenarios"
+    """Folder of the built-in scenario files (package data of ``rlsched.scenarios``)."""
+    return Path(__file__).resolve().parent / "builtin"
 
 
 def list_scenarios() -> list[str]:
@@ -424,98 +416,30 @@ def _data_file(ctx: _Ctx, field: str, raw: str) -> str:
     return str(path)
 
 
-def _csv_rows(ctx: _Ctx, field: str, path: str, columns: tuple[str, ...]) -> list[tuple[int, list[str]]]:
-    """Data rows of a CSV with exactly ``columns``, as (line number, stripped cells)."""
+def _measurements(ctx: _Ctx, field: str, read: Callable[[str], _M], path: str) -> _M:
+    """A measurement CSV read by its one owner (:mod:`rlsched.interference.measurements`), a
+    rejection reported against the scenario field that names the file."""
     try:
-        f = open_text(path)
-    except TextFileError as e:
-        raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
-    with f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        if header != list(columns):
-            raise ctx.error(field, f"a CSV header {','.join(columns)} in {path} line 1", ",".join(header))
-        rows = []
-        for cells in reader:
-            if not any(c.strip() for c in cells):
-                continue
-            if len(cells) != len(columns):
-                raise ctx.error(
-                    field, f"{len(columns)} fields at {path} line {reader.line_num}", ",".join(cells)
-                )
-            rows.append((reader.line_num, [c.strip() for c in cells]))
-    if not rows:
-        raise ctx.error(field, f"at least one data row in {path}")
-    return rows
-
-
-def _csv_num(
-    ctx: _Ctx, field: str, where: str, text: str, lo: float, hi: float, lo_open: bool = False
-) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi
-    if not ok:
-        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]" if math.isfinite(hi) else f"> {lo:g}"
-        raise ctx.error(field, f"a number in {rng} at {where}", text)
-    return v
+        return read(path)
+    except MeasurementError as e:
+        where = f"{e.path} line {e.line}" if e.line else e.path
+        column = f" ({e.column})" if e.column else ""
+        got = _NOTHING if e.got is None else e.got
+        raise ctx.error(field, f"{e.expected} at {where}{column}", got) from None
 
 
 def _read_colocation(ctx: _Ctx, field: str, path: str) -> tuple[set[str], list[str]]:
-    """Devices and kinds (in first-seen order) of a co-location CSV, every value checked."""
-    devices: set[str] = set()
-    kinds: dict[str, None] = {}
-    seen: set[tuple[str, str, str]] = set()
-    for line, (device, kind, partner, value) in _csv_rows(ctx, field, path, COLOCATION_COLUMNS):
-        where = f"{path} line {line}"
-        if not (device and kind and partner):
-            raise ctx.error(
-                field, f"non-empty device, kind and partner at {where}", f"{device},{kind},{partner}"
-            )
-        _csv_num(ctx, field, f"{where} (norm_throughput)", value, 0.0, NORM_THROUGHPUT_MAX)
-        key = (device.lower(), kind, partner)
-        if key in seen:
-            raise ctx.error(
-                field, f"one row per device, kind and partner; repeated at {where}", ",".join(key)
-            )
-        seen.add(key)
-        devices.add(device.lower())
-        kinds[kind] = None
-    return devices, list(kinds)
+    """Devices (lower case) and kinds (in first-seen order) of a co-location CSV."""
+    data = _measurements(ctx, field, read_colocation_csv, path)
+    return {d.lower() for d in data.device}, list(dict.fromkeys(data.kind))
 
 
 def _read_solo(ctx: _Ctx, field: str, path: str) -> dict[str, set[str]]:
-    """Device -> kinds measured alone, every value checked."""
+    """Device (lower case) -> kinds measured alone."""
+    data = _measurements(ctx, field, read_solo_csv, path)
     out: dict[str, set[str]] = {}
-    for line, (device, kind, value) in _csv_rows(ctx, field, path, SOLO_COLUMNS):
-        where = f"{path} line {line}"
-        if not (device and kind):
-            raise ctx.error(field, f"non-empty device and kind at {where}", f"{device},{kind}")
-        _csv_num(ctx, field, f"{where} (solo_throughput)", value, 0.0, math.inf, lo_open=True)
-        out.setdefault(device.lower(), set()).add(kind)
-    return out
-
-
-def device_models(device: str) -> set[str]:
-    """Catalog models a CSV device name covers.
-
-    Case-insensitive; an exact catalog name covers itself, and a prefix not followed by a digit
-    covers its variants: ``v100`` -> ``{V100M16, V100M32}``, ``a100`` -> ``{A100, A100-80}``,
-    ``a10`` -> ``{A10}``.
-
-    :param device: device name as written in a measurement CSV.
-    """
-    d = device.strip().upper()
-    out = set()
-    for name in CATALOG:
-        u = name.upper()
-        if u == d or (d and u.startswith(d) and not u[len(d)].isdigit()):
-            out.add(name)
-    alias = ALIASES.get(device.strip())
-    if alias:
-        out.add(alias)
+    for d, k in zip(data.device, data.kind, strict=True):
+        out.setdefault(d.lower(), set()).add(k)
     return out
 
 

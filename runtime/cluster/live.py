@@ -18,14 +18,14 @@ import numpy as np
 from tqdm import tqdm
 
 from rlsched.feasibility import feasible_nodes, task_needs
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.metrics import RunMetrics, summarise
-from rlsched.profiling import ProfilingInstrument
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from rlsched.world import drive, hand_over
-from runtime.agent import TaskOutcome
-from runtime.cluster import ClusterBackend, DeviceReport
+from runtime.cluster.agent import TaskOutcome
+from runtime.cluster.local import ClusterBackend, DeviceReport
 from runtime.kernels import TaskData
 
 #: ``TaskOutcome.error`` of a task whose node died: the run loop places it again.

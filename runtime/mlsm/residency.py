@@ -18,9 +18,9 @@ import numpy as np
 
 from rlsched.scheduler import CPU
 from runtime.backends.base import DeviceFull, Stream
+from runtime.cluster.workload import input_id
 from runtime.kernels import TaskData
-from runtime.memory import DeviceMemory
-from runtime.workload import input_id
+from runtime.mlsm.memory import DeviceMemory
 
 MIB = float(1 << 20)
 

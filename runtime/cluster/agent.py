@@ -34,12 +34,12 @@ from rlsched.tasks import Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
 from runtime.backends.base import Backend, DeviceConfig, DeviceFull
-from runtime.config import LiveClusterSpec, LiveNode
+from runtime.cluster.config import LiveClusterSpec, LiveNode
 from runtime.kernels import StagePlan, TaskData, stage_plan
-from runtime.lanes import Lane
-from runtime.memory import DeviceMemory
-from runtime.residency import Residency, TaskArrays
-from runtime.streams import StreamFeedback, StreamPool
+from runtime.mlsm.lanes import Lane
+from runtime.mlsm.memory import DeviceMemory
+from runtime.mlsm.residency import Residency, TaskArrays
+from runtime.mlsm.streams import StreamFeedback, StreamPool
 
 #: EMA weight of one speed sample (the simulator uses the same).
 SPEED_EMA = 0.2
@@ -389,13 +389,8 @@ class NodeAgent:
         run.units[sub.index] = job.unit
         v.backlog_gpu_s[n] -= run.gpu_nominal[sub.index]
         v.backlog_cpu_s[n] -= run.cpu_nominal[sub.index]
-        run.done += 1
         self.subtasks_done += 1
-        for c in run.task.graph.children[sub.index]:
-            run.deps_left[c] -= 1
-            if run.deps_left[c] == 0:
-                self._ready(run, run.task.graph.subtasks[c])
-        if run.done == len(run.task.graph):
+        if dispatch.subtask_done(run, sub, self._ready):
             self._finish_task(run)
 
     def _release_unit(self, job: _Job, measured: float) -> None:

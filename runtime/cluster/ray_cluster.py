@@ -3,7 +3,8 @@
 Our scheduler, not Ray, decides placement: stage 1 runs in the driver against the driver's
 :class:`~rlsched.view.ClusterView` and picks a node; the task goes to the actor pinned (hard node
 affinity) to the Ray node that spec node maps to; stage 2 runs inside that actor
-(:class:`runtime.ray_actor.NodeActor`), whose :class:`~runtime.agent.NodeAgent` places subtasks
+(:class:`~runtime.cluster.ray_actor.NodeActor`), whose :class:`~runtime.cluster.agent.NodeAgent` places
+subtasks
 on the node's devices. The actor answers each task with its outcome and a snapshot of its node's
 row of the view, which the driver copies into its own view; stream-feedback ticks bring
 snapshots between completions too.
@@ -11,11 +12,12 @@ snapshots between completions too.
 This module holds the driver: :class:`RayCluster`, the waiter thread that hands finished calls
 back, the classification of Ray errors (node lost or task failed), and :class:`AgentSummary`,
 the driver's record of each remote agent. What runs on the nodes lives in
-:mod:`runtime.ray_actor`; its public names are importable from here too.
+:mod:`runtime.cluster.ray_actor`; its public names are importable from here too.
 
 A node that dies (its Ray node removed or crashed, its actor killed) fails the calls in flight on
 it: the driver marks the node dead in its view and hands each of those tasks back with
-:data:`runtime.live.NODE_LOST`, so :func:`runtime.live.run_live` places them again on a live node.
+:data:`~runtime.cluster.live.NODE_LOST`, so :func:`~runtime.cluster.live.run_live` places them again on a
+live node.
 
 Actors ask Ray for no CPUs and no GPUs: the node's devices are the agent's to schedule, and
 with no GPU assigned Ray 2.60 leaves ``CUDA_VISIBLE_DEVICES`` alone, so ``LiveGpu.index`` keeps
@@ -42,12 +44,11 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
-from runtime.agent import TaskOutcome
-from runtime.cluster import DeviceReport, Observe
-from runtime.config import LiveClusterSpec
-from runtime.kernels import TaskData
-from runtime.live import NODE_LOST
-from runtime.ray_actor import (
+from runtime.cluster.agent import TaskOutcome
+from runtime.cluster.config import LiveClusterSpec
+from runtime.cluster.live import NODE_LOST
+from runtime.cluster.local import DeviceReport, Observe
+from runtime.cluster.ray_actor import (
     AGENT_SHUT_DOWN,
     CONTROL_GROUP,
     NodeActor,
@@ -56,6 +57,7 @@ from runtime.ray_actor import (
     apply_node_snapshot,
     node_snapshot,
 )
+from runtime.kernels import TaskData
 
 __all__ = [
     "AGENT_SHUT_DOWN",

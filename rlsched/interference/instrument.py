@@ -18,8 +18,8 @@ import numpy as np
 from rlsched.tasks import KindSpec
 
 if TYPE_CHECKING:
-    from rlsched.interference import ColocationData
-    from rlsched.profiles import ProfileSamples
+    from rlsched.interference.kind_profiles import ProfileSamples
+    from rlsched.interference.measurements import ColocationData
 
 
 @runtime_checkable
@@ -90,7 +90,7 @@ def colocation_survey(
     :param measure: normalised throughput of a kind next to a partner on a device (0 = cannot share).
     :raises ValueError: for a fraction outside (0, 1].
     """
-    from rlsched.interference import ColocationData  # brings in torch; only IAWP needs it
+    from rlsched.interference.measurements import ColocationData
 
     if not 0.0 < fraction <= 1.0:
         raise ValueError(f"fraction must be in (0, 1], got {fraction}")

@@ -17,7 +17,7 @@ Values are on these natural scales everywhere outside the completers. Inside, ``
 taken as its logarithm (it spans orders of magnitude) and every metric is standardised by its
 observed mean and spread, so one loss weighs all metrics alike.
 
-The measurements themselves come from a profiler: ``envs.kind_profiler`` in the simulated world.
+The measurements themselves come from a profiler: ``envs.simulated_kind_profiles`` in the simulated world.
 What this module knows of a kind beyond them is public: its declared cost model (:class:`KindSpec`)
 and the datasheet of the reference GPU.
 """
@@ -156,7 +156,7 @@ def nominal_speedup(
     )
 
 
-def kind_features(
+def kind_cost_features(
     kinds: Sequence[KindSpec], reference_gpu: str = REFERENCE_GPU, core_gflops: float = CPU_CORE_GFLOPS
 ) -> np.ndarray:
     """Public side features of each kind, ``(K, 10)``, standardised across the given kinds.
@@ -232,7 +232,7 @@ def complete_profiles(
     y = (obs[rows, cols] - mean[cols]) / std[cols]
     k, m = obs.shape
     if method == "ncf":
-        z = fit_ncf(rows, cols, y, kind_features(kinds), m, ncf or NcfConfig(), seed)
+        z = fit_ncf(rows, cols, y, kind_cost_features(kinds), m, ncf or NcfConfig(), seed)
     elif method == "svd":
         z = fit_svd(rows, cols, y, k, m, svd or SvdConfig(), seed)
     elif method == "mean":

@@ -1,7 +1,7 @@
 """What a scenario is: a cluster, a workload, dynamics and an interference source.
 
-Loading and validating scenario files is in ``rlsched.scenario_io``; generating the tasks of a
-workload is in ``rlsched.taskgen``.
+Loading and validating scenario files is in ``rlsched.scenarios.loader``; generating the tasks of a
+workload is in ``rlsched.scenarios.taskgen``.
 """
 
 from __future__ import annotations

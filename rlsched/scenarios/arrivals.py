@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rlsched.scenario import ArrivalSpec
+from rlsched.scenarios.spec import ArrivalSpec
 from rlsched.textfile import open_text
 
 #: Columns a trace CSV may carry its arrival times in, by preference.

@@ -15,15 +15,15 @@ from typing import Any
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.policies.registry import make_placer, make_selector, placer_names
-from rlsched.profiling import ProfilingInstrument
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.scheduling_env import INVALID_PENALTY, SchedulingEnv
 from rlsched.world import World
-from runtime.cluster import ClusterBackend
-from runtime.config import LiveClusterSpec
-from runtime.live import LiveOptions, LiveResult, LiveSession
-from runtime.workload import LiveWorkload, build_work
+from runtime.cluster.config import LiveClusterSpec
+from runtime.cluster.live import LiveOptions, LiveResult, LiveSession
+from runtime.cluster.local import ClusterBackend
+from runtime.cluster.workload import LiveWorkload, build_work
 
 __all__ = ["INVALID_PENALTY", "LiveSchedulingEnv", "LiveWorlds"]
 

@@ -2,7 +2,7 @@
 
 It is to the simulator what a co-location micro-benchmark is to a real cluster: it returns
 measurements (with noise, for a random subset of pairs), never the ground-truth parameters that
-produced them. Placers calibrate from it through :class:`rlsched.profiling.ProfilingInstrument`.
+produced them. Placers calibrate from it through :class:`rlsched.interference.instrument.ProfilingInstrument`.
 """
 
 from __future__ import annotations
@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from envs.kind_profiler import profile_kinds
+from envs.simulated_kind_profiles import profile_kinds
 from rlsched.hardware import GpuModel
-from rlsched.profiles import ProfileSamples
-from rlsched.profiling import colocation_survey
+from rlsched.interference.instrument import colocation_survey
+from rlsched.interference.kind_profiles import ProfileSamples
 from rlsched.tasks import Device, KindSpec
 
 if TYPE_CHECKING:
     from envs.ground_truth import GroundTruth
     from envs.simulator import Simulator
-    from rlsched.interference import ColocationData
+    from rlsched.interference.measurements import ColocationData
 
 #: Relative noise (log-normal sigma) of one co-location measurement.
 MEASUREMENT_NOISE = 0.02

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from rlsched.arrivals import arrival_times
-from rlsched.scenario import Scenario, TaskClass, WorkloadSpec
+from rlsched.scenarios.arrivals import arrival_times
+from rlsched.scenarios.spec import Scenario, TaskClass, WorkloadSpec
 from rlsched.tasks import Task
 from rlsched.workloads import PAPER_APPS, build_graph, default_input_mb, is_known_app
 
@@ -33,7 +33,7 @@ def scenario_for_seed(scenario: Scenario, seed: int) -> Scenario:
     ali = scenario.workload.alibaba
     if ali is None or ali.nodes == 0 or seed == scenario.seed:
         return scenario
-    from rlsched.traces import alibaba_cluster  # lazy, as in generate_tasks
+    from rlsched.scenarios.traces import alibaba_cluster  # lazy, as in generate_tasks
 
     sample = alibaba_cluster(ali, seed)
     added = scenario.cluster.nodes[ali.nodes :]  # the file's own node groups follow the sample
@@ -44,7 +44,7 @@ def scenario_for_seed(scenario: Scenario, seed: int) -> Scenario:
 def generate_tasks(scenario: Scenario, seed: int | None = None) -> list[Task]:
     """The tasks of ``scenario``'s workload, with dense ids 0..n-1 in arrival order.
 
-    With ``workload.alibaba`` set, tasks come from the Alibaba trace (``rlsched.traces``): the
+    With ``workload.alibaba`` set, tasks come from the Alibaba trace (``rlsched.scenarios.traces``): the
     seed draws which window of the trace is replayed.
     Otherwise apps are drawn by their shares (the paper's three video apps in equal shares when
     none are given), input sizes uniformly from ``workload.input_mb`` or each app's default range,
@@ -58,7 +58,7 @@ def generate_tasks(scenario: Scenario, seed: int | None = None) -> list[Task]:
     wl = scenario.workload
     seed = scenario.seed if seed is None else seed
     if wl.alibaba is not None:
-        from rlsched.traces import alibaba_tasks  # lazy: trace parsing is only needed for traces
+        from rlsched.scenarios.traces import alibaba_tasks  # lazy: trace parsing is only needed for traces
 
         return alibaba_tasks(wl.alibaba, wl.tasks, seed)
     n = wl.tasks

@@ -3,7 +3,7 @@
 A cluster backend owns the :class:`~rlsched.view.ClusterView` the schedulers read and the lock
 that guards it, and runs each task on the node stage 1 chose. ``LocalCluster`` is the embedded
 default: every node agent runs in-process (emulated GPUs on the NumPy backend, or real GPUs of
-this machine on CuPy). ``runtime.ray_cluster.RayCluster`` puts one agent on each Ray node.
+this machine on CuPy). ``runtime.cluster.ray_cluster.RayCluster`` puts one agent on each Ray node.
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-from runtime.agent import DeviceReport, NodeAgent, TaskOutcome
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
-from runtime.config import LiveClusterSpec, fold_ordinals
+from runtime.cluster.agent import DeviceReport, NodeAgent, TaskOutcome
+from runtime.cluster.config import LiveClusterSpec, fold_ordinals
+from runtime.cluster.monitor import NvmlMonitor, fill_view_from_samples
 from runtime.kernels import TaskData
-from runtime.monitor import NvmlMonitor, fill_view_from_samples
 
 Observe = Callable[[str, str, tuple[str, ...], float], None]
 
