@@ -12,6 +12,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from experiments.configs import (
+    DemoConfig,
+    EvalConfig,
+    FinetuneConfig,
+    LiveFinetuneConfig,
+    PlacerTrainConfig,
+    TrainConfig,
+    default,
+)
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.footprint import RunTooLarge, check_fits
@@ -25,6 +34,7 @@ if TYPE_CHECKING:
     from runtime.cluster.config import LiveClusterSpec
 
 #: The simulated demo's scenario; at 60 tasks/min unless ``--rate`` says otherwise.
+DEMO = DemoConfig()
 DEMO_SCENARIO = "paper"
 DEMO_SCHEDULERS = (
     "random+speedup",
@@ -126,18 +136,28 @@ def _parser() -> argparse.ArgumentParser:
         "--scenario",
         default=None,
         help="built-in name or path, or several comma-separated NAME[@RATE][#TASKS] entries to train "
-        "on all of them (default: paper for stage 1; "
-        "interference-saturated#2000,hetero-saturated#2000 for stage 2)",
+        f"on all of them (default: {default(TrainConfig, 'scenario')} for stage 1; "
+        f"{default(PlacerTrainConfig, 'scenarios')} for stage 2)",
     )
     t.add_argument(
-        "--iterations", type=_COUNT, default=None, help="stage 2: random-search iterations (default: 12)"
+        "--iterations",
+        type=_COUNT,
+        default=None,
+        help=f"stage 2: random-search iterations (default: {default(PlacerTrainConfig, 'iterations')})",
     )
     t.add_argument(
         "--selector",
         default=None,
-        help="stage 2: node selector while the placer trains (default: mct; with --stage both: the new LDWP)",
+        help="stage 2: node selector while the placer trains "
+        f"(default: {default(PlacerTrainConfig, 'selector')}; "
+        "with --stage both: the new LDWP)",
     )
-    t.add_argument("--jobs", type=_COUNT, default=None, help="stage 2: worker processes (default: 2)")
+    t.add_argument(
+        "--jobs",
+        type=_COUNT,
+        default=None,
+        help=f"stage 2: worker processes (default: {default(PlacerTrainConfig, 'jobs')})",
+    )
     t.add_argument(
         "--rate",
         type=_positive_float,
@@ -145,13 +165,17 @@ def _parser() -> argparse.ArgumentParser:
         help="arrival rate override, tasks/min (default: the scenario's)",
     )
     t.add_argument(
-        "--steps", type=_STEPS, default=20_000, help="stage 1: DQN environment steps (default: 20000)"
+        "--steps",
+        type=_STEPS,
+        default=default(TrainConfig, "steps"),
+        help=f"stage 1: DQN environment steps (default: {default(TrainConfig, 'steps')})",
     )
-    t.add_argument("--seed", type=_SEED, default=0)
+    t.add_argument("--seed", type=_SEED, default=default(TrainConfig, "seed"))
     t.add_argument(
         "--pretrain",
-        default="mct-mem",
-        help="teacher selector for behaviour cloning, or 'none' (default: mct-mem, the memory-aware ETC)",
+        default=default(TrainConfig, "pretrain"),
+        help="teacher selector for behaviour cloning, or 'none' "
+        f"(default: {default(TrainConfig, 'pretrain')})",
     )
     t.add_argument("--out", required=True, help="output directory (best/, last/, history.json, summary.json)")
     t.add_argument(
@@ -162,24 +186,29 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--half-life",
         type=_nonneg_float,
-        default=30.0,
-        help="semi-MDP discount: simulated seconds after which a reward counts half (default: 30); "
-        "0 = discount per decision (gamma 0.9)",
+        default=default(TrainConfig, "half_life_s"),
+        help="semi-MDP discount: simulated seconds after which a reward counts half "
+        f"(default: {default(TrainConfig, 'half_life_s'):g}); "
+        f"0 = discount per decision (gamma {default(TrainConfig, 'gamma')})",
     )
     t.add_argument(
         "--n-steps",
         type=_COUNT,
-        default=1,
-        help="decisions per return (n-step targets, discounted by elapsed time; default: 1)",
+        default=default(TrainConfig, "n_steps"),
+        help="decisions per return (n-step targets, discounted by elapsed time; "
+        f"default: {default(TrainConfig, 'n_steps')})",
     )
     t.add_argument(
         "--double-q",
         action=argparse.BooleanOptionalAction,
-        default=True,
+        default=default(TrainConfig, "double_q"),
         help="double DQN targets (default: on)",
     )
     t.add_argument(
-        "--learning-rate", type=_positive_float, default=1e-4, help="DQN learning rate (default: 1e-4)"
+        "--learning-rate",
+        type=_positive_float,
+        default=default(TrainConfig, "learning_rate"),
+        help=f"DQN learning rate (default: {default(TrainConfig, 'learning_rate'):g})",
     )
 
     d = sub.add_parser(
@@ -192,10 +221,15 @@ def _parser() -> argparse.ArgumentParser:
         "--rate",
         type=_positive_float,
         default=None,
-        help="arrival rate, tasks per minute (default: 60 on paper, the scenario's own elsewhere; 2400 live)",
+        help=f"arrival rate, tasks per minute (default: {DEMO.paper_rate_per_min:g} on paper, "
+        "the scenario's own "
+        f"elsewhere; {DEMO.live_rate_per_min:g} live)",
     )
     d.add_argument(
-        "--seeds", type=_COUNT, default=None, help="number of seeds (default: 3 simulated, 2 live)"
+        "--seeds",
+        type=_COUNT,
+        default=None,
+        help=f"number of seeds (default: {DEMO.seeds} simulated, {DEMO.live_seeds} live)",
     )
     d.add_argument(
         "--schedulers",
@@ -207,8 +241,18 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--backend", choices=("numpy", "cupy"), default=None, help="live backend (default: automatic)"
     )
-    d.add_argument("--tasks", type=_COUNT, default=300, help="live: tasks per run (default: 300)")
-    d.add_argument("--streams", type=_COUNT, default=6, help="live: video streams (default: 6)")
+    d.add_argument(
+        "--tasks",
+        type=_COUNT,
+        default=DEMO.live_tasks,
+        help=f"live: tasks per run (default: {DEMO.live_tasks})",
+    )
+    d.add_argument(
+        "--streams",
+        type=_COUNT,
+        default=DEMO.live_streams,
+        help=f"live: video streams (default: {DEMO.live_streams})",
+    )
     d.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
     f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
@@ -221,13 +265,17 @@ def _parser() -> argparse.ArgumentParser:
         "--steps",
         type=_STEPS,
         default=None,
-        help="DQN steps on the target (default: 10000 simulated, 300 live)",
+        help=f"DQN steps on the target (default: {default(FinetuneConfig, 'steps')} simulated, "
+        f"{default(LiveFinetuneConfig, 'steps')} live)",
     )
-    f.add_argument("--seed", type=_SEED, default=0)
+    f.add_argument("--seed", type=_SEED, default=default(FinetuneConfig, "seed"))
     f.add_argument("--out", required=True, help="output directory (checkpoints, transfer.json)")
     f.add_argument("--live", action="store_true", help="fine-tune on real executions of the live runtime")
     f.add_argument(
-        "--backend", choices=("local", "ray"), default="local", help="live cluster backend (default: local)"
+        "--backend",
+        choices=("local", "ray"),
+        default=default(LiveFinetuneConfig, "cluster_backend"),
+        help=f"live cluster backend (default: {default(LiveFinetuneConfig, 'cluster_backend')})",
     )
     f.add_argument(
         "--device-backend",
@@ -235,9 +283,18 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="live device backend (default: automatic)",
     )
-    f.add_argument("--tasks", type=_COUNT, default=60, help="live: tasks per training episode (default: 60)")
     f.add_argument(
-        "--eval-tasks", type=_COUNT, default=120, help="live: tasks per evaluation run (default: 120)"
+        "--tasks",
+        type=_COUNT,
+        default=default(LiveFinetuneConfig, "tasks_per_episode"),
+        help="live: tasks per training episode "
+        f"(default: {default(LiveFinetuneConfig, 'tasks_per_episode')})",
+    )
+    f.add_argument(
+        "--eval-tasks",
+        type=_COUNT,
+        default=default(LiveFinetuneConfig, "eval_tasks"),
+        help=f"live: tasks per evaluation run (default: {default(LiveFinetuneConfig, 'eval_tasks')})",
     )
     f.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
@@ -266,7 +323,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     e.add_argument("--jobs", type=_COUNT, default=None, help="worker processes (default: the cores)")
     e.add_argument(
-        "--timeout", type=_positive_float, default=600.0, help="seconds one run may take (default 600)"
+        "--timeout",
+        type=_positive_float,
+        default=default(EvalConfig, "timeout_s"),
+        help=f"seconds one run may take (default {default(EvalConfig, 'timeout_s'):g})",
     )
     e.add_argument(
         "--runs",
@@ -277,8 +337,9 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--convergence-steps",
         type=_STEPS,
-        default=20_000,
-        help="--suite paper without --runs: DQN steps of each convergence run (0 skips; default 20000)",
+        default=default(EvalConfig, "convergence_steps"),
+        help="--suite paper without --runs: DQN steps of each convergence run "
+        f"(0 skips; default {default(EvalConfig, 'convergence_steps')})",
     )
     e.add_argument("--out", required=True, help="output folder (report.md, report.html, results.*, img/)")
 
@@ -447,7 +508,7 @@ def _train_stage2(
 def _cmd_finetune_live(args: argparse.Namespace) -> int:
     from experiments.finetune_live import LiveFinetuneConfig, finetune_live
 
-    steps = 300 if args.steps is None else args.steps
+    steps = default(LiveFinetuneConfig, "steps") if args.steps is None else args.steps
     try:
         cfg = LiveFinetuneConfig(
             steps=steps,
@@ -493,7 +554,7 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
         args.source,
         args.scenario,
         args.out,
-        10_000 if args.steps is None else args.steps,
+        default(FinetuneConfig, "steps") if args.steps is None else args.steps,
         args.seed,
         args.rate,
     )
@@ -577,10 +638,10 @@ def _cmd_live_demo(args: argparse.Namespace) -> int:
     from runtime.cluster.workload import LiveWorkload
 
     specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
-    rate = 2400.0 if args.rate is None else args.rate  # the parser checked it and the counts
+    rate = DEMO.live_rate_per_min if args.rate is None else args.rate  # the parser checked it
     cfg = LiveDemoConfig(
         schedulers=specs,
-        seeds=tuple(range(2 if args.seeds is None else args.seeds)),
+        seeds=tuple(range(DEMO.live_seeds if args.seeds is None else args.seeds)),
         workload=LiveWorkload(streams=args.streams, tasks=args.tasks, rate_per_s=rate / 60.0),
         backend=args.backend,
         cluster=_live_cluster(args.cluster),
@@ -600,8 +661,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.live:
         return _cmd_live_demo(args)
     if args.rate is None and args.scenario == DEMO_SCENARIO:
-        args.rate = 60.0  # the paper's busiest rate; other scenarios keep their own
-    args.seeds = 3 if args.seeds is None else args.seeds
+        args.rate = DEMO.paper_rate_per_min  # the paper's busiest rate; other scenarios keep their own
+    args.seeds = DEMO.seeds if args.seeds is None else args.seeds
     scenario = load_scenario(args.scenario, rate_per_min=args.rate)
     check_fits(scenario)
     specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]

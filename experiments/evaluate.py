@@ -15,11 +15,12 @@ import re
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from experiments import report_plots as plots
+from experiments.configs import EvalConfig
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
 from experiments.paper_suite import convergence_note, paper_blocks
 from experiments.report_stats import Summary, summarise
@@ -40,41 +41,6 @@ from experiments.report_writer import (
 
 class EvaluateError(ValueError):
     """Bad input to ``rlsched evaluate``, found before any work starts."""
-
-
-@dataclass
-class EvalConfig:
-    """An evaluation.
-
-    :param scenarios: built-in names or scenario files.
-    :param schedulers: ``SELECTOR[+PLACER]`` specs.
-    :param seeds: the seeds every scheduler runs.
-    :param rate: arrival-rate override, tasks/min (``None``: each scenario's own).
-    :param model: LDWP checkpoint for ``ldwp`` (``None``: shipped weights).
-    :param placer_model: placer checkpoint for ``iawp-rl`` (``None``: shipped parameters).
-    :param jobs: worker processes.
-    :param timeout_s: wall-time limit of one run.
-    :param runs: training or fine-tuning run folders (``history.json``) whose curves to plot.
-    :param title: the report's title.
-    :param command: the command line, printed in every report.
-    :param suite: the suite it came from, if any.
-    :param convergence_steps: with ``suite == "paper"`` and no ``runs``: DQN steps of each of the
-        two training runs (with and without pretraining) whose curves the report shows; 0 skips.
-    """
-
-    scenarios: list[str]
-    schedulers: list[str]
-    seeds: list[int]
-    rate: float | None = None
-    model: str | None = None
-    placer_model: str | None = None
-    jobs: int = 1
-    timeout_s: float = 600.0
-    runs: dict[str, str] = field(default_factory=dict)
-    title: str = "rlsched evaluation"
-    command: str = "rlsched evaluate"
-    suite: str | None = None
-    convergence_steps: int = 20_000
 
 
 def validate(cfg: EvalConfig, out: Path) -> None:

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from experiments.configs import FinetuneConfig
 from experiments.train import TrainConfig, evaluate, evaluate_selector, train
 from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.selectors import MctSelector
@@ -21,8 +22,8 @@ def finetune(
     source: str | Path,
     scenario: str,
     out: str | Path,
-    steps: int = 10_000,
-    seed: int = 0,
+    steps: int = FinetuneConfig.steps,
+    seed: int = FinetuneConfig.seed,
     rate_per_min: float | None = None,
 ) -> dict[str, Any]:
     """Zero-shot evaluation, fine-tuning and a report (``transfer.json`` in ``out``).

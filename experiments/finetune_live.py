@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,14 @@ from tqdm import tqdm
 
 from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
+from experiments.configs import LiveFinetuneConfig, TrainConfig
 from experiments.report_stats import sample_std
-from experiments.train import GreedySelector, TrainConfig, build_dqn
+from experiments.train import GreedySelector, build_dqn
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.interference.predictor import ColocationData, evaluate, fit_interference
 from rlsched.policies.ldwp import scorer_from_checkpoint
-from rlsched.policies.registry import make_placer, placer_names
+from rlsched.policies.registry import make_placer
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.spec import Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
@@ -47,51 +47,6 @@ from runtime.cluster.live import LiveOptions, run_live
 from runtime.cluster.local import ClusterBackend, LocalCluster
 from runtime.cluster.workload import VIDEO_APPS, LiveWorkload, build_work
 from runtime.profiler import LiveProfiler
-
-
-@dataclass(frozen=True)
-class LiveFinetuneConfig:
-    """What ``finetune --live`` runs.
-
-    :param steps: DQN steps (one step = one live task decision).
-    :param seed: training seed.
-    :param cluster_backend: ``local`` (in-process agents) or ``ray`` (one agent per Ray node).
-    :param device_backend: ``numpy``, ``cupy`` or ``None`` (automatic).
-    :param tasks_per_episode: live tasks per training episode.
-    :param rate_per_s: task arrival rate of training and evaluation workloads.
-    :param eval_seeds: held-out workload seeds for evaluation.
-    :param eval_tasks: tasks per evaluation run.
-    :param placer: stage 2 during training and evaluation.
-    :param profile_fraction: share of (device, kind, partner) triples the live profiler measures.
-    :param progress: show progress bars (profiling, every live run, DQN steps).
-    """
-
-    steps: int = 300
-    seed: int = 0
-    cluster_backend: str = "local"
-    device_backend: str | None = None
-    tasks_per_episode: int = 60
-    rate_per_s: float = 40.0
-    eval_seeds: tuple[int, ...] = (10_001, 10_002)
-    eval_tasks: int = 120
-    placer: str = "mlsm"
-    profile_fraction: float = 1.0
-    progress: bool = False
-
-    def __post_init__(self) -> None:
-        if self.cluster_backend not in ("local", "ray"):
-            raise ValueError(f"backend must be 'local' or 'ray', got {self.cluster_backend!r}")
-        for name, ok in (
-            ("steps", self.steps >= 0),
-            ("tasks_per_episode", self.tasks_per_episode >= 1),
-            ("eval_tasks", self.eval_tasks >= 1),
-            ("rate_per_s", self.rate_per_s > 0),
-        ):
-            if not ok:
-                limit = ">= 0" if name == "steps" else "positive"
-                raise ValueError(f"{name} must be {limit}, got {getattr(self, name)!r}")
-        if self.placer not in placer_names():
-            raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(placer_names())}")
 
 
 def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[[], ClusterBackend]:
@@ -189,16 +144,17 @@ def _write_rows(path: Path, data: ColocationData) -> None:
 def finetune_live(
     source: str | Path,
     out: str | Path,
-    cfg: LiveFinetuneConfig = LiveFinetuneConfig(),
+    cfg: LiveFinetuneConfig | None = None,
     cluster: LiveClusterSpec | None = None,
 ) -> dict:
     """Both transfers of the module docstring; returns (and writes) the report.
 
     :param source: checkpoint directory of the simulator-trained network.
     :param out: output directory.
-    :param cfg: the run's settings.
+    :param cfg: the run's settings (``None``: the defaults).
     :param cluster: the live cluster (default: the embedded one).
     """
+    cfg = cfg or LiveFinetuneConfig()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.seed)

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from experiments.configs import DemoConfig, default
 from experiments.report_stats import mean_pm
 from rlsched.policies.registry import parse_scheduler
 from rlsched.world import CalibratingPlacer
@@ -39,7 +40,7 @@ class LiveDemoConfig:
     """
 
     schedulers: Sequence[str] = LIVE_SCHEDULERS
-    seeds: Sequence[int] = (0,)
+    seeds: Sequence[int] = tuple(range(default(DemoConfig, "live_seeds")))
     workload: LiveWorkload = dataclasses.field(default_factory=LiveWorkload)
     backend: str | None = None
     cluster: LiveClusterSpec | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from envs.gym_env import ClusterSchedulingEnv
 from envs.simulator import Simulator
+from experiments.configs import TrainConfig
 from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
@@ -33,69 +34,9 @@ from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduler import NodeSelector, TwoStageScheduler
-from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
+from rlsched.seeds import VALIDATION, describe, training_seed
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-
-
-@dataclass
-class TrainConfig:
-    """Everything that defines a training run (recorded in every checkpoint).
-
-    :param scenario: built-in name or path, or several comma-separated entries
-        ``NAME[@RATE][#TASKS]`` to train one network on all of them (each episode draws one;
-        ``best/`` is chosen on the mean, over scenarios, of throughput relative to the teacher).
-    :param rate_per_min: arrival-rate override for entries without ``@RATE`` (``None`` = each
-        scenario's own).
-    :param steps: DQN environment steps.
-    :param seed: seeds torch, numpy and the training episodes.
-    :param pretrain: teacher selector for behaviour cloning, or ``None`` to skip.
-    :param pretrain_episodes: teacher episodes collected for cloning.
-    :param bc_epochs: passes over the cloning data.
-    :param net_arch: hidden sizes of the node scorer (the paper's 256, 128).
-    :param placer: stage-2 policy inside the environment.
-    :param eval_seeds: validation seeds: every evaluation during training, and so the choice of
-        ``best/``, uses these (never trained on, never reported as test figures; ``rlsched.seeds``).
-    :param eval_every: DQN steps between evaluations.
-    :param half_life_s: semi-MDP discounting: a reward ``dt`` simulated seconds later counts
-        ``0.5 ** (dt / half_life_s)`` (:mod:`models.time_discount`); ``None`` = the per-decision
-        ``gamma``. The default, 30 s, is about the run time of one of ``paper``'s tasks (5-35 s):
-        chosen from the workload, not tuned.
-    :param double_q: double DQN targets.
-    :param n_steps: decisions per return (n-step targets, semi-MDP discounted; needs
-        ``half_life_s``); 1 = one-step targets.
-    """
-
-    scenario: str = "paper"
-    rate_per_min: float | None = None
-    steps: int = 20_000
-    seed: int = 0
-    pretrain: str | None = "mct-mem"
-    pretrain_episodes: int = 4
-    bc_epochs: int = 8
-    net_arch: tuple[int, ...] = (256, 128)
-    placer: str = "speedup"
-    eval_seeds: tuple[int, ...] = DEFAULT_VALIDATION
-    eval_every: int = 5_000
-    # With the dueling Q-network (models.qnet) the long-horizon value sits in V and TD learning
-    # leaves the cloned ranking alone at an ordinary rate: on alibaba-dense (validation seeds)
-    # lr 1e-4 rose from 721 to 809 tasks/min in 20k steps and 3e-4 to 812, where without the
-    # dueling head 1e-4 fell from 739 to 208-543 and 1e-5 stayed at 709-743.
-    learning_rate: float = 1e-4
-    buffer_size: int = 50_000
-    batch_size: int = 64
-    gamma: float = 0.9
-    half_life_s: float | None = 30.0
-    double_q: bool = True
-    n_steps: int = 1
-    learning_starts: int = 1_000
-    target_update_interval: int = 2_000
-    train_freq: int = 4
-    exploration_fraction: float = 0.2
-    exploration_initial_eps: float = 0.05
-    exploration_final_eps: float = 0.01
-    threads: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def dims() -> tuple[int, int, int]:

@@ -22,80 +22,16 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from experiments.configs import PlacerTrainConfig
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import PolicyOptions, make_selector
-from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION, describe, training_seed
-
-
-@dataclass
-class PlacerTrainConfig:
-    """Everything that defines a stage-2 training run (recorded in every checkpoint).
-
-    :param scenarios: comma-separated entries ``NAME[@RATE][#TASKS]`` the placer trains on; the
-        defaults are the built-ins where the placer decides throughput (saturated GPUs),
-        shortened to 2,000 tasks. (At 1,000 the queues of a full run never built, and the rule
-        trained there lost to ``iawp-pass`` on full-size validation runs.)
-    :param rate_per_min: arrival-rate override for entries without ``@RATE``.
-    :param selector: stage-1 policy during training (``ldwp`` reads ``selector_model``).
-    :param selector_model: LDWP checkpoint for ``selector = "ldwp"`` (``None`` = shipped).
-    :param iterations: random-search iterations.
-    :param directions: perturbations per iteration (each runs twice, + and -).
-    :param top: directions used in the update (the ones whose returns differ most).
-    :param noise: standard deviation of a perturbation, in parameter units.
-    :param step_size: update length, in parameter units per unit of normalised return.
-    :param seeds_per_iteration: training seeds each perturbation runs on (the same for all).
-    :param eval_seeds: validation seeds that select ``best/``.
-    :param eval_every: iterations between evaluations (and after the last).
-    :param seed: seeds the perturbations and the training episodes.
-    :param jobs: worker processes.
-    """
-
-    scenarios: str = "interference-saturated#2000,hetero-saturated#2000"
-    rate_per_min: float | None = None
-    selector: str = "mct"
-    selector_model: str | None = None
-    iterations: int = 12
-    directions: int = 4
-    top: int = 2
-    noise: float = 0.1
-    step_size: float = 0.05
-    seeds_per_iteration: int = 1
-    eval_seeds: tuple[int, ...] = DEFAULT_VALIDATION
-    eval_every: int = 3
-    seed: int = 0
-    jobs: int = 2
-
-    def entries(self) -> list[str]:
-        """The scenario entries, stripped."""
-        return [e.strip() for e in self.scenarios.split(",") if e.strip()]
-
-    def check(self) -> None:
-        """Refuse settings that cannot train, naming the field.
-
-        :raises ValueError: on the first bad field.
-        """
-        if not self.entries():
-            raise ValueError("scenarios: at least one scenario entry is needed")
-        for name in ("iterations", "directions", "top", "seeds_per_iteration", "eval_every", "jobs"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name}: must be at least 1, got {getattr(self, name)}")
-        if self.top > self.directions:
-            raise ValueError(f"top: must be at most directions ({self.directions}), got {self.top}")
-        for name in ("noise", "step_size"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ValueError(f"{name}: must be a positive number, got {v}")
-        bad = [s for s in self.eval_seeds if s not in VALIDATION]
-        if bad or not self.eval_seeds:
-            raise ValueError(
-                f"eval_seeds: must be non-empty validation seeds (10000-19999), got {bad or '[]'}"
-            )
+from rlsched.seeds import describe, training_seed
 
 
 def run_episode(

@@ -8,7 +8,8 @@ import pytest
 
 from experiments.cli import main
 from rlsched.scenarios.loader import ScenarioError
-from runtime.cluster.config_io import load_live_cluster
+from runtime.cluster.config import default_live_cluster
+from runtime.cluster.config_io import dump_live_cluster, load_live_cluster, write_live_cluster
 
 GOOD = """
 device_concurrency = 1
@@ -47,6 +48,21 @@ def test_a_file_builds_the_cluster(tmp_path: Path) -> None:
     assert spec.device_concurrency == 1 and spec.max_streams_per_gpu == 6 and spec.nodes[2].gpus == ()
     assert spec.emulate_core_speed and spec.fastest_gpu == box.gpus[0]
     assert spec.view().gpu_mem_mb[0, 0] == 256.0  # placers see the runtime's capacity
+
+
+def test_round_trips_write_then_read_equal(tmp_path: Path) -> None:
+    """The writer is the reader's inverse: the embedded cluster and a file's cluster come back equal."""
+    for spec in (default_live_cluster(), load_live_cluster(write(tmp_path, GOOD))):
+        write_live_cluster(spec, tmp_path / "out.toml")
+        back = load_live_cluster(tmp_path / "out.toml")
+        assert back == spec
+        assert dump_live_cluster(back) == (tmp_path / "out.toml").read_text()
+
+
+def test_a_name_that_needs_quoting_round_trips(tmp_path: Path) -> None:
+    spec = load_live_cluster(write(tmp_path, '[[nodes]]\nname = "rack \\"7\\" ünïcode"\n'))
+    write_live_cluster(spec, tmp_path / "out.toml")
+    assert load_live_cluster(tmp_path / "out.toml").nodes[0].name == 'rack "7" ünïcode'
 
 
 @pytest.mark.parametrize(

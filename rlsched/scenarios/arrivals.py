@@ -117,6 +117,19 @@ def _trace_path(spec: ArrivalSpec) -> Path:
     return Path(spec.trace_path)
 
 
+def trace_time_column(path: str | Path) -> str:
+    """The arrival column of a trace CSV: ``arrival_s``, or ``creation_time`` of an Alibaba pod list.
+
+    :raises ValueError: naming the file when it is not UTF-8 text or has neither column.
+    """
+    with open_text(path) as f:
+        header = [h.strip() for h in next(csv.reader(f), [])]
+    col = next((c for c in TRACE_COLUMNS if c in header), None)
+    if col is None:
+        raise ValueError(f"{path}: no arrival column; expected one of {TRACE_COLUMNS}, found {header}")
+    return col
+
+
 def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
     """All arrival times of a trace CSV, sorted, shifted to start at 0 and scaled.
 
@@ -128,12 +141,10 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
     """
     _check_rate("time_scale", time_scale, positive=True)
     path = Path(path)
+    col = trace_time_column(path)
     with open_text(path) as f:
         reader = csv.DictReader(f)
-        cols = reader.fieldnames or []
-        col = next((c for c in TRACE_COLUMNS if c in cols), None)
-        if col is None:
-            raise ValueError(f"{path}: no arrival column; expected one of {TRACE_COLUMNS}, found {cols}")
+        reader.fieldnames = [h.strip() for h in reader.fieldnames or []]
         raw = [row[col] for row in reader]
     try:
         t = np.array(raw, dtype=np.float64)

@@ -72,7 +72,6 @@ is not followed by a digit: ``v100`` covers ``V100M16`` and ``V100M32``; ``a10``
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
@@ -86,6 +85,7 @@ from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import ALIASES, CATALOG, CPU_CORE_GFLOPS, GpuModel, device_models, gpu_model
 from rlsched.interference.measurements import MeasurementError, read_colocation_csv, read_solo_csv
 from rlsched.scenarios import traces
+from rlsched.scenarios.arrivals import trace_time_column
 from rlsched.scenarios.spec import (
     AlibabaSpec,
     ArrivalSpec,
@@ -95,7 +95,7 @@ from rlsched.scenarios.spec import (
     TaskClass,
     WorkloadSpec,
 )
-from rlsched.textfile import TextFileError, open_text, read_text
+from rlsched.textfile import TextFileError, read_text
 
 #: Environment variable naming the sample-data folder (``shared/data``).
 DATA_ENV = "RLSCHED_DATA"
@@ -888,12 +888,11 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
     field = f"{where}.trace_path"
     trace = _data_file(ctx, field, _str(ctx, tbl, where, "trace_path"))
     try:
-        with open_text(trace) as f:
-            header = [h.strip() for h in next(csv.reader(f), [])]
+        trace_time_column(trace)
     except TextFileError as e:
         raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
-    if "arrival_s" not in header and "creation_time" not in header:
-        raise ctx.error(field, f"a CSV with a column arrival_s or creation_time ({trace})", ",".join(header))
+    except ValueError as e:
+        raise ctx.error(field, "a CSV with a column arrival_s or creation_time", str(e)) from None
     ts = _num(ctx, tbl, where, "time_scale", 1.0, gt=0)
     return ArrivalSpec(process="trace", trace_path=trace, time_scale=ts)
 

@@ -26,11 +26,13 @@ command line prints one line and exits 2, as for scenario files.
 
 from __future__ import annotations
 
+import json
 import math
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from rlsched.defaults import default
 from rlsched.hardware import gpu_model
 from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU, ScenarioError
 from rlsched.textfile import TextFileError, read_text
@@ -47,6 +49,15 @@ MAX_GPU_INDEX = 63
 MAX_GPU_MEM_MIB = 1_048_576.0
 #: Emulated relative speed of a GPU (FP32 TFLOP/s scale; the fastest catalog model is ~67).
 MAX_SPEED = 10_000.0
+
+
+def _dc(name: str) -> Any:
+    return default(LiveClusterSpec, name)
+
+
+def _dn(name: str) -> Any:
+    return default(LiveNode, name)
+
 
 _TOP = ("device_concurrency", "emulate_core_speed", "min_streams_per_gpu", "max_streams_per_gpu", "nodes")
 _NODE = ("name", "count", "cpu_cores", "host_mem_gib", "streams_per_gpu", "gpus")
@@ -129,14 +140,16 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
         raise ScenarioError(shown, "nodes", "unique node names", dup)
     if len(nodes) > MAX_LIVE_NODES:
         raise ScenarioError(shown, "nodes", f"at most {MAX_LIVE_NODES} nodes in all", len(nodes))
-    lo = r.integer(doc, "", "min_streams_per_gpu", 1, ge=1, le=MAX_STREAMS_PER_GPU)
-    hi = r.integer(doc, "", "max_streams_per_gpu", 8, ge=lo, le=MAX_STREAMS_PER_GPU)
+    lo = r.integer(doc, "", "min_streams_per_gpu", _dc("min_streams_per_gpu"), ge=1, le=MAX_STREAMS_PER_GPU)
+    hi = r.integer(doc, "", "max_streams_per_gpu", _dc("max_streams_per_gpu"), ge=lo, le=MAX_STREAMS_PER_GPU)
     return LiveClusterSpec(
         nodes=tuple(nodes),
         max_streams_per_gpu=hi,
         min_streams_per_gpu=lo,
-        device_concurrency=r.integer(doc, "", "device_concurrency", 2, ge=0, le=MAX_STREAMS_PER_GPU),
-        emulate_core_speed=r.boolean(doc, "", "emulate_core_speed", False),
+        device_concurrency=r.integer(
+            doc, "", "device_concurrency", _dc("device_concurrency"), ge=0, le=MAX_STREAMS_PER_GPU
+        ),
+        emulate_core_speed=r.boolean(doc, "", "emulate_core_speed", _dc("emulate_core_speed")),
     )
 
 
@@ -144,9 +157,9 @@ def _nodes(r: _Reader, g: dict[str, Any], where: str) -> list[LiveNode]:
     r.keys(g, where, _NODE)
     name = r.text(g, where, "name")
     count = r.integer(g, where, "count", 1, ge=1, le=MAX_LIVE_NODES)
-    cores = r.integer(g, where, "cpu_cores", 2, ge=0, le=MAX_CPU_CORES)
-    streams = r.integer(g, where, "streams_per_gpu", 4, ge=1, le=MAX_STREAMS_PER_GPU)
-    mem = r.number(g, where, "host_mem_gib", le=MAX_HOST_MEM_GIB) or 16.0
+    cores = r.integer(g, where, "cpu_cores", _dn("cpu_cores"), ge=0, le=MAX_CPU_CORES)
+    streams = r.integer(g, where, "streams_per_gpu", _dn("streams_per_gpu"), ge=1, le=MAX_STREAMS_PER_GPU)
+    mem = r.number(g, where, "host_mem_gib", le=MAX_HOST_MEM_GIB) or _dn("host_mem_gib")
     tables = r.tables(g, where, "gpus")
     if len(tables) > MAX_GPUS_PER_NODE:
         raise ScenarioError(r.path, f"{where}gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
@@ -172,3 +185,48 @@ def _gpu(r: _Reader, t: dict[str, Any], where: str, position: int) -> LiveGpu:
         mem_mib=r.number(t, where, "mem_mib", le=MAX_GPU_MEM_MIB),
         speed=r.number(t, where, "speed", le=MAX_SPEED),
     )
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return repr(v)
+    # A TOML basic string: JSON's escaping is a subset of TOML's.
+    return json.dumps(str(v), ensure_ascii=False)
+
+
+def dump_live_cluster(spec: LiveClusterSpec) -> str:
+    """``spec`` as a live cluster file that :func:`load_live_cluster` reads back equal (one
+    ``[[nodes]]`` table per node; every value written, defaults included)."""
+    lines = [
+        f"device_concurrency = {_toml_value(spec.device_concurrency)}",
+        f"emulate_core_speed = {_toml_value(spec.emulate_core_speed)}",
+        f"min_streams_per_gpu = {_toml_value(spec.min_streams_per_gpu)}",
+        f"max_streams_per_gpu = {_toml_value(spec.max_streams_per_gpu)}",
+    ]
+    for n in spec.nodes:
+        lines += [
+            "",
+            "[[nodes]]",
+            f"name = {_toml_value(n.name)}",
+            f"cpu_cores = {_toml_value(n.cpu_cores)}",
+            f"host_mem_gib = {_toml_value(float(n.host_mem_gib))}",
+            f"streams_per_gpu = {_toml_value(n.streams_per_gpu)}",
+        ]
+        for g in n.gpus:
+            lines += [
+                "",
+                "[[nodes.gpus]]",
+                f"model = {_toml_value(g.model)}",
+                f"index = {_toml_value(g.index)}",
+            ]
+            lines += [
+                f"{k} = {_toml_value(float(v))}" for k, v in (("mem_mib", g.mem_mib), ("speed", g.speed)) if v
+            ]
+    return "\n".join(lines) + "\n"
+
+
+def write_live_cluster(spec: LiveClusterSpec, path: str | Path) -> None:
+    """Write ``spec`` as a live cluster file (see :func:`dump_live_cluster`)."""
+    Path(path).write_text(dump_live_cluster(spec), encoding="utf-8")
