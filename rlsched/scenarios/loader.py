@@ -82,7 +82,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from rlsched.cluster import ClusterSpec, NodeSpec
-from rlsched.hardware import ALIASES, CATALOG, CPU_CORE_GFLOPS, GpuModel, device_models, gpu_model
+from rlsched.defaults import default as _d
+from rlsched.hardware import ALIASES, CATALOG, GpuModel, device_models, gpu_model
 from rlsched.interference.measurements import MeasurementError, read_colocation_csv, read_solo_csv
 from rlsched.scenarios import traces
 from rlsched.scenarios.arrivals import trace_time_column
@@ -491,7 +492,7 @@ def _build(ctx: _Ctx, path: Path, doc: dict[str, Any], rate: float | None, trace
         raise ctx.error("name", "a non-empty string", name)
     _check_rate(ctx, name, rate)
     description = _str(ctx, doc, "", "description", "")
-    seed = _int(ctx, doc, "", "seed", 0, ge=0, le=MAX_SEED)
+    seed = _int(ctx, doc, "", "seed", _d(Scenario, "seed"), ge=0, le=MAX_SEED)
     wl = _table(ctx, doc.get("workload"), "workload")
     _check_keys(ctx, wl, "workload", _WORKLOAD_KEYS)
     ali = _alibaba(ctx, wl, trace_dir)
@@ -523,8 +524,8 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
     tbl = _table(ctx, wl["alibaba"], where)
     _check_keys(ctx, tbl, where, _ALIBABA_KEYS)
     files = {}
-    for key, default in (("node_csv", DEFAULT_NODE_CSV), ("pod_csv", DEFAULT_POD_CSV)):
-        raw = _str(ctx, tbl, where, key, default)
+    for key, fallback in (("node_csv", DEFAULT_NODE_CSV), ("pod_csv", DEFAULT_POD_CSV)):
+        raw = _str(ctx, tbl, where, key, fallback)
         if trace_dir is not None:
             # --trace-dir is a command-line path: relative to the current directory, not the file.
             raw = str(Path(trace_dir).expanduser().resolve() / Path(raw).name)
@@ -539,9 +540,9 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
     return AlibabaSpec(
         node_csv=files["node_csv"],
         pod_csv=files["pod_csv"],
-        nodes=_int(ctx, tbl, where, "nodes", 64, ge=0, le=MAX_NODES),
-        time_scale=_num(ctx, tbl, where, "time_scale", 1.0, gt=0),
-        arrival_speedup=_num(ctx, tbl, where, "arrival_speedup", 1.0, ge=1),
+        nodes=_int(ctx, tbl, where, "nodes", _d(AlibabaSpec, "nodes"), ge=0, le=MAX_NODES),
+        time_scale=_num(ctx, tbl, where, "time_scale", _d(AlibabaSpec, "time_scale"), gt=0),
+        arrival_speedup=_num(ctx, tbl, where, "arrival_speedup", _d(AlibabaSpec, "arrival_speedup"), ge=1),
     )
 
 
@@ -602,7 +603,7 @@ def _group(ctx: _Ctx, g: dict[str, Any], where: str) -> list[NodeSpec]:
     if not _NODE_NAME.fullmatch(name):
         raise ctx.error(f"{where}.name", "a name of letters, digits, '_', '.' or '-'", name)
     count = _int(ctx, g, where, "count", 1, ge=1, le=MAX_NODES)
-    join = _num(ctx, g, where, "join_s", 0.0, ge=0)
+    join = _num(ctx, g, where, "join_s", _d(NodeSpec, "join_s"), ge=0)
     leave = _num(ctx, g, where, "leave_s", None, gt=0)
     if leave is not None and leave <= join:
         raise ctx.error(f"{where}.leave_s", f"a time after join_s ({join:g} s)", leave)
@@ -611,9 +612,17 @@ def _group(ctx: _Ctx, g: dict[str, Any], where: str) -> list[NodeSpec]:
         cpu_cores=_int(ctx, g, where, "cpu_cores", ge=1, le=MAX_CPU_CORES),
         host_mem_gib=_num(ctx, g, where, "host_mem_gib", gt=0),
         gpus=_gpus(ctx, g, where),
-        streams_per_gpu=_int(ctx, g, where, "streams_per_gpu", 4, ge=1, le=MAX_STREAMS_PER_GPU),
-        net_gbps=_num(ctx, g, where, "net_gbps", 1.0, gt=0),
-        cpu_core_gflops=_num(ctx, g, where, "cpu_core_gflops", CPU_CORE_GFLOPS, gt=0),
+        streams_per_gpu=_int(
+            ctx,
+            g,
+            where,
+            "streams_per_gpu",
+            _d(NodeSpec, "streams_per_gpu"),
+            ge=1,
+            le=MAX_STREAMS_PER_GPU,
+        ),
+        net_gbps=_num(ctx, g, where, "net_gbps", _d(NodeSpec, "net_gbps"), gt=0),
+        cpu_core_gflops=_num(ctx, g, where, "cpu_core_gflops", _d(NodeSpec, "cpu_core_gflops"), gt=0),
         join_s=join,
         leave_s=leave,
     )
@@ -739,7 +748,7 @@ def _workload(
     colo_kinds: list[str],
     rate: float | None,
 ) -> WorkloadSpec:
-    tasks = _int(ctx, wl, "workload", "tasks", 1500, ge=1, le=MAX_TASKS)
+    tasks = _int(ctx, wl, "workload", "tasks", _d(WorkloadSpec, "tasks"), ge=1, le=MAX_TASKS)
     if ali is not None:
         for key in ("apps", "input_mb", "deadline_s", "tenants", "arrival", "classes"):
             if key in wl:
@@ -790,7 +799,7 @@ def _classes(ctx: _Ctx, wl: dict[str, Any]) -> tuple[TaskClass, ...]:
             TaskClass(
                 name=name,
                 share=_num(ctx, tbl, where, "share", gt=0, le=1e6),
-                priority=_int(ctx, tbl, where, "priority", 0, ge=-1000, le=1000),
+                priority=_int(ctx, tbl, where, "priority", _d(TaskClass, "priority"), ge=-1000, le=1000),
                 deadline_s=_num(ctx, tbl, where, "deadline_s", None, gt=0),
             )
         )
@@ -893,7 +902,7 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
         raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
     except ValueError as e:
         raise ctx.error(field, "a CSV with a column arrival_s or creation_time", str(e)) from None
-    ts = _num(ctx, tbl, where, "time_scale", 1.0, gt=0)
+    ts = _num(ctx, tbl, where, "time_scale", _d(ArrivalSpec, "time_scale"), gt=0)
     return ArrivalSpec(process="trace", trace_path=trace, time_scale=ts)
 
 
