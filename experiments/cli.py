@@ -24,12 +24,12 @@ from experiments.configs import (
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
 from models.checkpoint import CheckpointError
 from rlsched.footprint import RunTooLarge, check_fits
-from rlsched.policies.registry import PolicyOptions
 from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
 from rlsched.textfile import TextFileError
 
 if TYPE_CHECKING:
     from rlsched.metrics import RunMetrics
+    from rlsched.policies.registry import PolicyOptions
     from rlsched.scenarios.spec import Scenario
     from runtime.cluster.config import LiveClusterSpec
 
@@ -387,6 +387,8 @@ def _demo_schedulers() -> list[str]:
 def _policy_options(model_dir: str | None, placer_dir: str | None = None) -> PolicyOptions:
     """The checkpoints ``ldwp`` and ``iawp-rl`` use (``None``: shipped); a placer checkpoint is
     verified now, before any run."""
+    from rlsched.policies.registry import PolicyOptions
+
     if placer_dir is not None:
         from rlsched.policies.iawp_rl import load_params
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlsched.defaults import default
-from rlsched.policies.registry import placer_names
 from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION
 from runtime.cluster.workload import LiveWorkload
 
@@ -183,6 +182,8 @@ class LiveFinetuneConfig:
             if not ok:
                 limit = ">= 0" if name == "steps" else "positive"
                 raise ValueError(f"{name} must be {limit}, got {getattr(self, name)!r}")
+        from rlsched.policies.registry import placer_names  # numpy-heavy: not at CLI start-up
+
         if self.placer not in placer_names():
             raise ValueError(f"unknown placer {self.placer!r}; known: {', '.join(placer_names())}")
 

@@ -73,6 +73,21 @@ GRID: dict[str, tuple[str, ...]] = {
     "large#1500": ("random", "least-loaded", "mct", "mct-mem", "ldwp"),
 }
 SEEDS = (20000, 20001)
+#: ``--full``: the BENCHMARKS tables' headline pairs on the full-size built-ins, one test seed
+#: (about 10 minutes on 2 cores). The default grid covers more pairs on capped task counts.
+_HEADLINE = ("mct", "mct-mem", "mct+iawp", "mct+iawp-pass", "ldwp+iawp")
+FULL_GRID: dict[str, tuple[str, ...]] = {
+    "paper@60": (*_HEADLINE, "oracle"),
+    "dynamic": _HEADLINE,
+    "transfer-4": _HEADLINE,
+    "transfer-32": _HEADLINE,
+    "interference": _HEADLINE,
+    "interference-saturated": _HEADLINE,
+    "hetero-saturated": _HEADLINE,
+    "priority-saturated": _HEADLINE,
+    "alibaba-dense": ("least-loaded", "mct", "mct-mem", "ldwp", "mct-mem+iawp"),
+}
+FULL_SEEDS = (20000,)
 #: Gym env checks: (scenario, seed, steps).
 GYM = (("paper", 0, 1500), ("interference-saturated#1200", 1, 1200), ("large#300", 2, 300))
 _WALL = ("wall_s", "decisions_per_s")
@@ -152,20 +167,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compare", type=Path, help="reference JSON: exit 1 naming every difference")
     p.add_argument("--jobs", type=int, default=len(os.sched_getaffinity(0)), help="worker processes")
     p.add_argument("--only", help="comma-separated scenario entries of the grid to run (default: all)")
+    p.add_argument("--full", action="store_true", help="the full-size headline grid instead (no Gym part)")
     args = p.parse_args(argv)
     print(f"# command: python -m experiments.benchmarks.regression_grid {' '.join(sys.argv[1:])}")
     print(f"# machine: {platform.machine()}, python {platform.python_version()}, jobs {args.jobs}")
-    grid = GRID
+    grid, seeds = (FULL_GRID, FULL_SEEDS) if args.full else (GRID, SEEDS)
     if args.only:
         wanted = args.only.split(",")
-        unknown = [w for w in wanted if w not in GRID]
+        unknown = [w for w in wanted if w not in grid]
         if unknown:
-            p.error(f"--only: not in the grid: {', '.join(unknown)}; known: {', '.join(GRID)}")
-        grid = {k: GRID[k] for k in wanted}
+            p.error(f"--only: not in the grid: {', '.join(unknown)}; known: {', '.join(grid)}")
+        grid = {k: grid[k] for k in wanted}
     t0 = time.perf_counter()
     result = {
-        "runs": run_sim_grid(grid, SEEDS, args.jobs),
-        "gym": {f"{e} | seed {s} | {n} steps": run_gym(e, s, n) for e, s, n in GYM if not args.only},
+        "runs": run_sim_grid(grid, seeds, args.jobs),
+        "gym": {
+            f"{e} | seed {s} | {n} steps": run_gym(e, s, n) for e, s, n in GYM if not (args.only or args.full)
+        },
     }
     args.out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     failed = [k for k, v in result["runs"].items() if v["status"] != "ok"]
@@ -178,8 +196,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare is None:
         return 0
     ref = json.loads(args.compare.read_text())
-    if args.only:
-        ref = {"runs": {k: v for k, v in ref["runs"].items() if k.split(" | ")[0] in grid}, "gym": {}}
+    if args.only or args.full:
+        keep = {k: v for k, v in ref["runs"].items() if k.split(" | ")[0] in grid}
+        ref = {"runs": keep, "gym": ref["gym"] if not (args.only or args.full) else {}}
     diffs = compare(ref, result)
     for line in diffs:
         print(f"DIFFERS {line}")
