@@ -7,6 +7,19 @@ registry through the ``rlsched.policies`` entry-point group, not through an impo
 
 from gymnasium.envs.registration import register, registry
 
+from rlsched.lazy import lazy_exports
+
+_EXPORTS = {
+    "Simulator": "envs.simulator",
+    "ClusterSchedulingEnv": "envs.gym_env",
+    "SimulatedWorlds": "envs.gym_env",
+    "capacity_bound": "envs.capacity",
+    "OracleSelector": "envs.oracle",
+    "SimulatedProfiler": "envs.simulated_instrument",
+}
+__all__ = ["ENV_ID", *sorted(_EXPORTS)]
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+
 ENV_ID = "rlsched/ClusterScheduling-v0"
 if ENV_ID not in registry:
     register(id=ENV_ID, entry_point="envs.gym_env:ClusterSchedulingEnv")

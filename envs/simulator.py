@@ -36,7 +36,7 @@ from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
-from rlsched.world import CalibratingPlacer, drive, hand_over
+from rlsched.world import CalibratingPlacer, drive, hand_over, take_decision
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
 _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
@@ -277,11 +277,7 @@ class Simulator:
 
     def assign(self, task: Task, node: int) -> None:
         """Apply a stage-1 decision for the task :meth:`next_decision` returned."""
-        if not self.pending or self.pending[0] != task.id:
-            raise ValueError(f"task {task.id} is not the task awaiting a decision")
-        if not self.mask(task)[node]:
-            raise ValueError(f"node {node} cannot run task {task.id}")
-        self.pending.pop(0)
+        take_decision(self.pending, task, node, self.mask(task))
         self.decisions += 1
         self._to_node(task, node)
 

@@ -18,7 +18,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.instrument import ObservingPlacer, ProfilingInstrument
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -96,8 +96,20 @@ def hand_over(placer: object, instrument: ProfilingInstrument | None) -> Observe
     """
     if instrument is not None and isinstance(placer, CalibratingPlacer):
         placer.calibrate(instrument)
-    observe = getattr(placer, "observe", None)
-    return observe if callable(observe) else None
+    return placer.observe if isinstance(placer, ObservingPlacer) else None
+
+
+def take_decision(pending: list[int], task: Task, node: int, mask: np.ndarray) -> None:
+    """Check a stage-1 decision against the world's queue of tasks awaiting one, and dequeue it
+    (both worlds' :meth:`World.assign` start here).
+
+    :raises ValueError: if ``task`` is not the one awaiting a decision or ``node`` cannot run it.
+    """
+    if not pending or pending[0] != task.id:
+        raise ValueError(f"task {task.id} is not the task awaiting a decision")
+    if not (0 <= node < len(mask)) or not mask[node]:
+        raise ValueError(f"node {node} cannot run task {task.id}")
+    pending.pop(0)
 
 
 def drive(world: World, selector: Selector, on_decision: Callable[[], object] | None = None) -> float:

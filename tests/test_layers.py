@@ -175,3 +175,23 @@ def test_objects_handed_to_policies_hold_no_truth(small_scenario) -> None:
     env.reset(seed=0)
     public = {k: v for k, v in vars(env).items() if not k.startswith("_")}
     assert not [k for k, v in public.items() if isinstance(v, GroundTruth | Simulator)]
+
+
+def test_package_namespaces_expose_their_public_api_without_heavy_imports() -> None:
+    """Each folder's ``__init__`` names its public API, every name resolves, and reading a name
+    imports only its module (a fresh interpreter: the light names bring in neither torch nor ray)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rlsched, runtime, envs, rlsched.scenarios as s, rlsched.interference as i, "
+        "runtime.cluster as c, runtime.mlsm as m, rlsched.policies as p\n"
+        "names = [rlsched.load_scenario, rlsched.World, runtime.LocalCluster, envs.Simulator, s.Scenario, "
+        "i.read_colocation_csv, c.LiveSession, m.StreamPool, p.parse_scheduler]\n"
+        "print('torch' in sys.modules, 'ray' in sys.modules)\n"
+        "for pkg in (rlsched, runtime, envs, s, i, c, m, p):\n"
+        "    assert all(hasattr(pkg, n) for n in pkg.__all__), pkg.__name__\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["False", "False"]

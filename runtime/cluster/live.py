@@ -23,7 +23,7 @@ from rlsched.metrics import RunMetrics, summarise
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-from rlsched.world import drive, hand_over
+from rlsched.world import drive, hand_over, take_decision
 from runtime.cluster.agent import TaskOutcome
 from runtime.cluster.local import ClusterBackend, DeviceReport
 from runtime.kernels import TaskData
@@ -215,11 +215,7 @@ class LiveSession:
 
     def assign(self, task: Task, node: int) -> None:
         """Send the task :meth:`next_decision` returned to ``node``."""
-        if not self._pending or self._pending[0] != task.id:
-            raise ValueError(f"task {task.id} is not the task awaiting a decision")
-        if not self.mask(task)[node]:
-            raise ValueError(f"node {node} cannot run task {task.id}")
-        self._pending.pop(0)
+        take_decision(self._pending, task, node, self.mask(task))
         self.decisions += 1
         self._submitted.add(task.id)
         self.records[task.id].node = node
