@@ -300,6 +300,16 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("scenarios", help="list the built-in scenarios with their offered load")
 
+    sv = sub.add_parser("serve", help="run the live scheduling service (HTTP API, tenants, durable queue)")
+    sv.add_argument("--config", required=True, help="service config file (TOML: tenants, scheduler, queue)")
+    sv.add_argument("--host", default=None, help="address to bind (default: the config's, else 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=None, help="TCP port (default: the config's, else 8470)")
+    sv.add_argument("--db", default=None, help="SQLite queue file (default: the config's)")
+    sv.add_argument(
+        "--scheduler", default=None, help="SELECTOR+PLACER (default: the config's, else ldwp+iawp)"
+    )
+    sv.add_argument("--backend", choices=("local",), default="local", help="cluster backend (default: local)")
+
     e = sub.add_parser(
         "evaluate",
         help="compare schedulers over scenarios and seeds against the capacity bound; write a report",
@@ -727,6 +737,28 @@ def _cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from rlsched.policies import parse_scheduler
+    from runtime.service.config import load_service_config
+    from runtime.service.service import serve
+
+    cfg = load_service_config(args.config)
+    over = {k: v for k, v in (("host", args.host), ("port", args.port), ("db", args.db)) if v is not None}
+    if args.scheduler is not None:
+        over["scheduler"] = args.scheduler
+    cfg = dataclasses.replace(cfg, **over)
+    try:
+        parse_scheduler(cfg.scheduler)
+    except ValueError as e:
+        print(f"rlsched: error: --scheduler: {e}", file=sys.stderr)
+        return 2
+    print(f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} (queue {cfg.db})", file=sys.stderr)
+    serve(cfg)
+    return 0
+
+
 def _cmd_scenarios() -> int:
     from experiments.suites import scenario_table
 
@@ -796,6 +828,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cmd_profile(args)
         if args.command == "evaluate":
             return _cmd_evaluate(args)
+        if args.command == "serve":
+            return _cmd_serve(args)
         return _cmd_scenarios()
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)

@@ -195,6 +195,23 @@ class ScenarioError(Exception):
 # --- public API --------------------------------------------------------------------------------
 
 
+def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
+    """A TOML file's table, for the readers of every rlsched TOML format.
+
+    :param path: the file.
+    :param what: what the file is, for the message (e.g. ``"live cluster file"``).
+    :raises ScenarioError: field ``<file>`` when it cannot be read, ``<syntax>`` when it is not
+        UTF-8 TOML.
+    """
+    shown = str(path)
+    try:
+        return tomllib.loads(read_text(path))
+    except OSError as e:
+        raise ScenarioError(shown, "<file>", f"a readable {what}", str(e)) from None
+    except (tomllib.TOMLDecodeError, TextFileError) as e:
+        raise ScenarioError(shown, "<syntax>", f"valid TOML: {e}") from None
+
+
 def builtin_dir() -> Path:
     """Folder of the built-in scenario files (package data of ``rlsched.scenarios``)."""
     return Path(__file__).resolve().parent / "builtin"

@@ -28,14 +28,18 @@ from __future__ import annotations
 
 import json
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
 from rlsched.defaults import default
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU, ScenarioError
-from rlsched.textfile import TextFileError, read_text
+from rlsched.scenarios.loader import (
+    MAX_CPU_CORES,
+    MAX_GPUS_PER_NODE,
+    MAX_STREAMS_PER_GPU,
+    ScenarioError,
+    read_toml_file,
+)
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 
 #: Nodes a live cluster file may declare: each is an agent with its own worker threads on this
@@ -122,12 +126,7 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
     :raises ScenarioError: naming the file and the field that is wrong.
     """
     shown = str(path)
-    try:
-        doc = tomllib.loads(read_text(path))
-    except OSError as e:
-        raise ScenarioError(shown, "<file>", "a readable live cluster file", str(e)) from None
-    except (tomllib.TOMLDecodeError, TextFileError) as e:
-        raise ScenarioError(shown, "<syntax>", f"valid TOML: {e}") from None
+    doc = read_toml_file(path, "live cluster file")
     r = _Reader(shown)
     r.keys(doc, "", _TOP)
     groups = r.tables(doc, "", "nodes")

@@ -1,0 +1,197 @@
+"""A running service: the durable queue, the live cluster, the dispatcher and the metrics.
+
+Start-up order (``readyz`` answers 200 only after it): open the queue, put back every task that
+was running when the last process died (:meth:`TaskStore.recover`), start the node agents,
+start dispatching. Nothing accepted is ever dropped: a crash between acceptance and completion
+leaves the task queued or running in the database, and the next process runs it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+
+from rlsched.policies import parse_scheduler
+from rlsched.world import hand_over
+from runtime.cluster.config import LiveClusterSpec, default_live_cluster
+from runtime.cluster.config_io import load_live_cluster
+from runtime.cluster.local import ClusterBackend, LocalCluster
+from runtime.service.config import ServiceConfig, Tenant
+from runtime.service.dispatcher import Dispatcher
+from runtime.service.store import TaskStore
+
+
+class ServiceMetrics:
+    """The Prometheus metrics of one service (its own registry)."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry()
+        self.accepted = Counter("rlsched_tasks_accepted", "tasks accepted", ["tenant"], registry=r)
+        self.rejected = Counter("rlsched_tasks_rejected", "tasks refused with 429", ["tenant"], registry=r)
+        self.completed = Counter("rlsched_tasks_completed", "tasks completed", ["tenant"], registry=r)
+        self.failed = Counter("rlsched_tasks_failed", "tasks failed", ["tenant"], registry=r)
+        self.decision = Histogram(
+            "rlsched_decision_seconds",
+            "stage-1 decision latency",
+            buckets=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1),
+            registry=r,
+        )
+        self.task = Histogram(
+            "rlsched_task_seconds",
+            "task latency from start to completion",
+            ["tenant"],
+            buckets=(0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100),
+            registry=r,
+        )
+        self.queue = Gauge("rlsched_queue_depth", "queued tasks", ["tenant"], registry=r)
+        self.running = Gauge("rlsched_tasks_running", "tasks running", ["tenant"], registry=r)
+        self.util = Gauge(
+            "rlsched_device_utilisation", "share of time a GPU ran a subtask", ["node", "gpu"], registry=r
+        )
+        self.mem = Gauge("rlsched_device_memory_used_mib", "device memory held", ["node", "gpu"], registry=r)
+        self.hits = Gauge("rlsched_cache_hits", "input cache hits", ["node", "gpu"], registry=r)
+        self.streams = Gauge("rlsched_streams", "active streams", ["node", "gpu"], registry=r)
+
+    def event(self, kind: str, tenant: str, seconds: float) -> None:
+        if kind == "decision":
+            self.decision.observe(seconds)
+        elif kind == "completed":
+            self.completed.labels(tenant).inc()
+            self.task.labels(tenant).observe(seconds)
+        elif kind == "failed":
+            self.failed.labels(tenant).inc()
+
+    def render(self, service: Service) -> tuple[bytes, str]:
+        """The text exposition, gauges refreshed from the queue and the devices first."""
+        counts = service.store.counts()
+        for t in service.config.tenants:
+            self.queue.labels(t.name).set(counts.get((t.name, "queued"), 0))
+            self.running.labels(t.name).set(counts.get((t.name, "running"), 0))
+        if service.ready.is_set():
+            view = service.cluster.view
+            for d in service.cluster.device_reports():
+                n = next(i for i, node in enumerate(service.cluster.spec.nodes) if node.name == d.node)
+                labels = (d.node, str(d.gpu))
+                self.util.labels(*labels).set(d.util)
+                self.hits.labels(*labels).set(d.hits)
+                self.streams.labels(*labels).set(d.streams)
+                self.mem.labels(*labels).set(float(view.gpu_mem_used_mb[n, d.gpu]))
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+class Service:
+    """The queue, the cluster and the dispatcher of one ``rlsched serve`` process.
+
+    :param config: the service's configuration.
+    :param cluster: a cluster backend (default: :class:`LocalCluster` on the config's cluster).
+    """
+
+    def __init__(self, config: ServiceConfig, cluster: ClusterBackend | None = None) -> None:
+        self.config = config
+        self.store = TaskStore(config.db)
+        spec: LiveClusterSpec = (
+            default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
+        )
+        self.cluster = cluster or LocalCluster(spec)
+        self.scheduler = parse_scheduler(config.scheduler)
+        self.metrics = ServiceMetrics()
+        self.ready = threading.Event()
+        self.recovered = 0
+        self.dispatcher: Dispatcher | None = None
+
+    def start(self) -> None:
+        """Recover the queue, start the agents and the dispatcher; then ready."""
+        self.recovered = self.store.recover()
+        sched = self.scheduler
+        with self.cluster.lock:
+            sched.reset(self.cluster.view, 0)
+        self.cluster.start(sched.placer, 0, hand_over(sched.placer, None))
+        self.dispatcher = Dispatcher(self.store, self.cluster, sched, self.config.tenants, self.metrics.event)
+        self.dispatcher.start()
+        self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
+        self._feedback.start()
+        self.ready.set()
+
+    def _tick(self) -> None:
+        while self.ready.is_set() or self.dispatcher is not None:
+            time.sleep(0.25)
+            if not self.ready.is_set():
+                return
+            self.cluster.tick()
+
+    def stop(self) -> None:
+        self.ready.clear()
+        if self.dispatcher is not None:
+            self.dispatcher.stop()
+        self.dispatcher = None
+        self.cluster.close()
+        self.store.close()
+
+    def admission(self, tenant: Tenant, n: int) -> str | None:
+        """Why ``n`` more tasks of ``tenant`` are refused now (``None``: accepted)."""
+        counts = self.store.counts()
+        mine = counts.get((tenant.name, "queued"), 0)
+        if mine + n > tenant.max_queued:
+            return f"tenant {tenant.name}: at most {tenant.max_queued} queued tasks ({mine} queued)"
+        total = sum(v for (_, s), v in counts.items() if s == "queued")
+        if total + n > self.config.queue_bound:
+            return f"service: the queue holds at most {self.config.queue_bound} tasks ({total} queued)"
+        return None
+
+    def cluster_state(self) -> dict[str, Any]:
+        """Nodes, their GPUs (model, streams, memory), and the queue depth per node."""
+        c = self.cluster
+        with c.lock:
+            v = c.view
+            nodes = [
+                {
+                    "name": n.name,
+                    "alive": bool(v.alive[i]),
+                    "cpu_cores": n.cpu_cores,
+                    "tasks": int(v.tasks_on_node[i]),
+                    "ready_waiting": int(v.ready_waiting[i]),
+                    "gpus": [
+                        {
+                            "model": g.model,
+                            "streams": int(v.gpu_streams[i, j]),
+                            "running": int(v.gpu_running[i, j]),
+                            "mem_used_mib": float(v.gpu_mem_used_mb[i, j]),
+                            "mem_mib": float(v.gpu_mem_mb[i, j]),
+                        }
+                        for j, g in enumerate(n.gpus)
+                    ],
+                }
+                for i, n in enumerate(c.spec.nodes)
+            ]
+        counts = self.store.counts()
+        return {
+            "scheduler": self.scheduler.name,
+            "backend": c.backend_name,
+            "nodes": nodes,
+            "queued": sum(v for (_, s), v in counts.items() if s == "queued"),
+            "running": sum(v for (_, s), v in counts.items() if s == "running"),
+        }
+
+
+def serve(config: ServiceConfig) -> None:
+    """Run the service in this process until interrupted (uvicorn on ``config.host:port``)."""
+    import uvicorn
+
+    from runtime.service.app import create_app
+
+    service = Service(config)
+    service.start()
+    try:
+        uvicorn.run(create_app(service), host=config.host, port=config.port, log_level="warning")
+    finally:
+        service.stop()
