@@ -310,6 +310,33 @@ def _parser() -> argparse.ArgumentParser:
     )
     sv.add_argument("--backend", choices=("local",), default="local", help="cluster backend (default: local)")
 
+    def _client_args(c: argparse.ArgumentParser) -> None:
+        c.add_argument("--url", default="http://127.0.0.1:8470", help="service URL (default: %(default)s)")
+        c.add_argument(
+            "--token-env",
+            default="RLSCHED_TOKEN",
+            help="environment variable holding the bearer token (default: RLSCHED_TOKEN; not a flag, "
+            "so it stays out of the process list)",
+        )
+
+    su = sub.add_parser("submit", help="submit tasks to a running service")
+    _client_args(su)
+    su.add_argument("--app", required=True, help="app of the tasks")
+    su.add_argument("--stream", type=_SEED, default=0, help="stream id (default 0)")
+    su.add_argument("--chunks", type=_COUNT, default=1, help="chunks 0..N-1 of the stream (default 1)")
+    su.add_argument("--priority", type=int, default=0)
+    su.add_argument("--wait", action="store_true", help="wait until every task has finished")
+    st = sub.add_parser("status", help="a task's state on a running service")
+    _client_args(st)
+    st.add_argument("id", type=int)
+    ca = sub.add_parser("cancel", help="cancel a queued task on a running service")
+    _client_args(ca)
+    ca.add_argument("id", type=int)
+    tp = sub.add_parser("top", help="live view of a running service: queue, devices, throughput")
+    _client_args(tp)
+    tp.add_argument("--once", action="store_true", help="print one frame and exit")
+    tp.add_argument("--interval", type=_positive_float, default=1.0, help="seconds between frames")
+
     e = sub.add_parser(
         "evaluate",
         help="compare schedulers over scenarios and seeds against the capacity bound; write a report",
@@ -759,6 +786,71 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_client(args: argparse.Namespace) -> int:
+    import httpx
+
+    from rlsched.client import Client, ServiceError
+
+    token = os.environ.get(args.token_env)
+    if not token:
+        print(f"rlsched: error: set the bearer token in ${args.token_env}", file=sys.stderr)
+        return 2
+    try:
+        with Client(args.url, token) as c:
+            if args.command == "submit":
+                body = [
+                    {"app": args.app, "stream": args.stream, "chunk": k, "priority": args.priority}
+                    for k in range(args.chunks)
+                ]
+                rows = c.submit(body)
+                if args.wait:
+                    rows = c.wait([r["id"] for r in rows])
+                print(json.dumps(rows))
+            elif args.command == "status":
+                print(json.dumps(c.get(args.id)))
+            elif args.command == "cancel":
+                print(json.dumps(c.cancel(args.id)))
+            else:
+                _top(c, args.once, args.interval)
+    except ServiceError as e:
+        print(f"rlsched: error: {e}", file=sys.stderr)
+        return 2
+    except httpx.HTTPError as e:  # the service is not there, or the connection broke
+        print(f"rlsched: error: {args.url}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _top(client: object, once: bool, interval: float) -> None:
+    """Frames of queue depth, running tasks, per-GPU streams and memory, and completions/s."""
+    from rlsched.client import Client
+
+    assert isinstance(client, Client)
+    last: tuple[float, int] | None = None
+    while True:
+        state = client.cluster()
+        done = sum(1 for _ in client.tasks(state="done"))
+        now = time.monotonic()
+        rate = (done - last[1]) / (now - last[0]) if last else 0.0
+        last = (now, done)
+        lines = [
+            f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
+            f"{state['running']} running, {done} done (yours), {rate:.1f}/s",
+            "node        gpu model      streams running mem MiB",
+        ]
+        for n in state["nodes"]:
+            for j, g in enumerate(n["gpus"]):
+                lines.append(
+                    f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
+                    f"{g['mem_used_mib']:>7.0f}/{g['mem_mib']:.0f}"
+                )
+        print("\n".join(lines), flush=True)
+        if once:
+            return
+        time.sleep(interval)
+        print("\x1b[2J\x1b[H", end="")  # clear the terminal for the next frame
+
+
 def _cmd_scenarios() -> int:
     from experiments.suites import scenario_table
 
@@ -830,6 +922,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cmd_evaluate(args)
         if args.command == "serve":
             return _cmd_serve(args)
+        if args.command in ("submit", "status", "cancel", "top"):
+            return _cmd_client(args)
         return _cmd_scenarios()
     except ScenarioError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)

@@ -7,6 +7,7 @@ restart every accepted task completes exactly once (the SQLite queue is read dir
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -220,3 +221,32 @@ def test_weighted_fair_share_under_contention_and_429_at_the_quota(tmp_path: Pat
         assert len(first) == 200 and abs(share - 0.75) <= 0.075, share
     finally:
         s.stop()
+
+
+def test_client_and_cli_commands(server: Server) -> None:
+    """The Python client and ``rlsched submit | status | cancel | top`` against the service."""
+    from rlsched.client import Client, ServiceError
+
+    with Client(server.url, TOKENS["video"]) as c:
+        rows = c.wait([t["id"] for t in c.submit([{"app": "matmul", "chunk": k} for k in range(3)])])
+        assert [r["state"] for r in rows] == ["done"] * 3
+        assert len(list(c.tasks(state="done", page=2))) == 3
+        with pytest.raises(ServiceError) as e:
+            c.get(10**9)
+        assert e.value.status == 404
+    env = {**os.environ, "RLSCHED_TOKEN": TOKENS["batch"]}
+
+    def cli(*a: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "experiments.cli", *a, "--url", server.url]
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    r = cli("submit", "--app", "fft", "--chunks", "2", "--wait")
+    assert r.returncode == 0, r.stderr
+    ids = [t["id"] for t in json.loads(r.stdout)]
+    assert json.loads(cli("status", str(ids[0])).stdout)["state"] == "done"
+    r = cli("cancel", str(ids[0]))
+    assert r.returncode == 2 and "already done" in r.stderr
+    r = cli("top", "--once")
+    assert r.returncode == 0 and "queued" in r.stdout and "V100M16" in r.stdout, r.stdout
+    r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")
+    assert r.returncode == 2 and "NO_SUCH_VARIABLE" in r.stderr

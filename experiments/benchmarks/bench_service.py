@@ -1,0 +1,169 @@
+"""Load benchmark of ``rlsched serve`` (a script, not a test): accepted submissions per second and
+accept latency, against a bare FastAPI endpoint doing one SQLite insert per request (the ceiling),
+both measured in the same run on loopback.
+
+    python -m experiments.benchmarks.bench_service [--seconds 60] [--clients 4] [--batch 100]
+
+Each server runs as its own uvicorn process; ``--clients`` threads post batches of ``--batch``
+tasks as fast as they are answered. Figures: tasks accepted per second over the run, p50/p99 of
+the time to an answer per request, and lost tasks (accepted by the answer, missing from the
+database afterwards — must be 0). The service meanwhile runs the tasks on its live cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from runtime.service.config import hash_token
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "bench-token"
+
+#: The ceiling: FastAPI + one SQLite insert per request, same durability settings as the queue.
+BARE_APP = """
+import sqlite3, sys, threading
+from fastapi import FastAPI, Request
+db = sqlite3.connect(sys.argv[1], check_same_thread=False, isolation_level=None)
+db.execute("PRAGMA journal_mode=WAL"); db.execute("PRAGMA synchronous=FULL")
+db.execute("CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY, body TEXT)")
+lock = threading.Lock()
+app = FastAPI()
+@app.post("/v1/tasks", status_code=201)
+async def submit(request: Request):
+    body = await request.body()
+    with lock:
+        db.execute("INSERT INTO tasks (body) VALUES (?)", (body.decode(),))
+    return {"ok": True}
+@app.get("/readyz")
+def readyz():
+    return {"ready": True}
+import uvicorn
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("server exited during start-up")
+        try:
+            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("server not ready in 60 s")
+
+
+def _load(url: str, seconds: float, clients: int, batch: int) -> tuple[int, list[float], int]:
+    """(tasks accepted, per-request latencies in s, failed requests)."""
+    accepted = [0] * clients
+    lat: list[list[float]] = [[] for _ in range(clients)]
+    failed = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def worker(i: int) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+            k = 0
+            while time.monotonic() < stop:
+                body = [{"app": "matmul", "stream": i, "chunk": k + j} for j in range(batch)]
+                t0 = time.perf_counter()
+                r = c.post("/v1/tasks", json=body)
+                lat[i].append(time.perf_counter() - t0)
+                if r.status_code in (200, 201):
+                    accepted[i] += batch
+                else:
+                    failed[i] += 1
+                k += batch
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(accepted), [x for xs in lat for x in xs], sum(failed)
+
+
+def run(kind: str, seconds: float, clients: int, batch: int, folder: Path) -> dict[str, float]:
+    port = _port()
+    db = folder / f"{kind}.db"
+    if kind == "service":
+        cfg = folder / "service.toml"
+        cfg.write_text(
+            f'port = {port}\ndb = "{db}"\nscheduler = "mct+mlsm"\nqueue_bound = 100000000\n\n'
+            f'[[tenants]]\nname = "bench"\ntoken_sha256 = "{hash_token(TOKEN)}"\nmax_queued = 100000000\n'
+        )
+        cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(cfg)]
+    else:
+        script = folder / "bare.py"
+        script.write_text(BARE_APP)
+        cmd = [sys.executable, str(script), str(db), str(port)]
+    env = {**os.environ, "RLSCHED_BACKEND": "numpy"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc)
+        t0 = time.perf_counter()
+        accepted, lat, failed = _load(url, seconds, clients, batch)
+        wall = time.perf_counter() - t0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    con = sqlite3.connect(db)
+    stored = con.execute("SELECT COUNT(*) FROM tasks").fetchone()[0]
+    con.close()
+    stored_tasks = stored if kind == "service" else stored * batch
+    return {
+        "tasks_per_s": accepted / wall,
+        "p50_ms": float(np.percentile(lat, 50)) * 1e3,
+        "p99_ms": float(np.percentile(lat, 99)) * 1e3,
+        "requests": len(lat),
+        "failed_requests": failed,
+        "lost": max(accepted - stored_tasks, 0),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seconds", type=float, default=60.0)
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--batch", type=int, default=100)
+    args = p.parse_args()
+    print(f"# command: python -m experiments.benchmarks.bench_service {' '.join(sys.argv[1:])}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
+    print(f"# machine: {platform.machine()}, python {platform.python_version()}, usable cpus {cpus}")
+    with tempfile.TemporaryDirectory() as d:
+        res = {k: run(k, args.seconds, args.clients, args.batch, Path(d)) for k in ("bare", "service")}
+    print("\n| server | tasks accepted/s | p50 ms | p99 ms | requests | failed | lost |")
+    print("|---|---|---|---|---|---|---|")
+    for k, r in res.items():
+        print(
+            f"| {k} | {r['tasks_per_s']:,.0f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['requests']:.0f} "
+            f"| {r['failed_requests']:.0f} | {r['lost']:.0f} |"
+        )
+    ratio = res["service"]["tasks_per_s"] / res["bare"]["tasks_per_s"]
+    print(f"\nservice / bare: {ratio:.2f}x accepted tasks/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""A small Python client of the scheduling service (``rlsched serve``), over httpx.
+
+    from rlsched.client import Client
+    with Client("http://127.0.0.1:8470", token="my-secret-token") as c:
+        ids = [t["id"] for t in c.submit([{"app": "matmul", "stream": 0, "chunk": k} for k in range(10)])]
+        print(c.wait(ids))
+
+Every method raises :class:`ServiceError` with the service's status and message on a 4xx/5xx.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+
+
+class ServiceError(RuntimeError):
+    """The service answered with an error.
+
+    :param status: the HTTP status.
+    :param detail: the service's message (it names the field at fault).
+    :param retry_after_s: with 429, how long the service asks to wait.
+    """
+
+    def __init__(self, status: int, detail: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
+
+
+class Client:
+    """A tenant's connection to the service.
+
+    :param url: the service's base URL.
+    :param token: the tenant's bearer token.
+    :param timeout_s: per-request timeout.
+    """
+
+    def __init__(self, url: str, token: str, timeout_s: float = 30.0) -> None:
+        self._http = httpx.Client(
+            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, **kw: Any) -> Any:
+        r = self._http.request(method, path, **kw)
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail", r.text)
+            except ValueError:
+                detail = r.text
+            retry = r.headers.get("Retry-After")
+            raise ServiceError(r.status_code, str(detail), float(retry) if retry else None)
+        return r.json()
+
+    def submit(self, tasks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Queue tasks (``app``, ``stream``, ``chunk``, optional ``priority``, ``deadline_s``,
+        ``idempotency_key``); the tasks as recorded."""
+        out: list[dict[str, Any]] = self._call("POST", "/v1/tasks", json=list(tasks))
+        return out
+
+    def get(self, task_id: int) -> dict[str, Any]:
+        """One task's state and timings."""
+        out: dict[str, Any] = self._call("GET", f"/v1/tasks/{task_id}")
+        return out
+
+    def tasks(self, state: str | None = None, page: int = 100) -> Iterator[dict[str, Any]]:
+        """Every task of the tenant (optionally in one state), oldest first, page by page."""
+        after = 0
+        while True:
+            params: dict[str, Any] = {"after": after, "limit": page}
+            if state is not None:
+                params["state"] = state
+            body = self._call("GET", "/v1/tasks", params=params)
+            yield from body["tasks"]
+            if body["next_after"] is None:
+                return
+            after = body["next_after"]
+
+    def cancel(self, task_id: int) -> dict[str, Any]:
+        """Cancel a queued task."""
+        out: dict[str, Any] = self._call("POST", f"/v1/tasks/{task_id}/cancel")
+        return out
+
+    def cluster(self) -> dict[str, Any]:
+        """Nodes, GPUs, streams, memory and queue depth."""
+        out: dict[str, Any] = self._call("GET", "/v1/cluster")
+        return out
+
+    def wait(self, ids: Sequence[int], timeout_s: float = 600.0, poll_s: float = 0.2) -> list[dict[str, Any]]:
+        """Poll until every task is done, failed or cancelled; the tasks.
+
+        :raises TimeoutError: naming how many are unfinished.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            rows = [self.get(i) for i in ids]
+            left = [r for r in rows if r["state"] in ("queued", "running")]
+            if not left:
+                return rows
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(left)} of {len(ids)} tasks unfinished after {timeout_s:g} s")
+            time.sleep(poll_s)
