@@ -128,7 +128,11 @@ class TaskStore:
                         "state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
                         (tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idem_key, now),
                     )
-                    row = self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE id = ?", (cur.lastrowid,))[0]
+                    # The new row is what was inserted: no read-back (one query per task, not two).
+                    row = TaskRow(
+                        int(cur.lastrowid or 0), tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s,
+                        t.idem_key, "queued", 0, 0, None, None, now, None, None,
+                    )  # fmt: skip
                     out.append((row, True))
                 self._db.execute("COMMIT")
             except BaseException:
