@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
+from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
@@ -28,6 +29,9 @@ from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask
 
 MAX_BATCH = 1000
+#: Largest task id (SQLite's INTEGER): larger ids answer 422, not a server error.
+MAX_ID = 2**63 - 1
+TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 MAX_BODY_BYTES = 1 << 20
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 1
@@ -74,6 +78,11 @@ def _out(row: Any) -> TaskOut:
     return TaskOut(**{k: v for k, v in d.items() if k in TaskOut.model_fields})
 
 
+def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> None:
+    """Answer 422 in the shape of every other validation error (the published schema's)."""
+    raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": got}])
+
+
 def current_tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> Tenant:
     """The caller, from its bearer token (every tenant's digest compared in constant time)."""
     service: Service = request.app.state.service
@@ -103,12 +112,10 @@ def create_app(service: Service) -> FastAPI:
     def submit(body: TaskIn | list[TaskIn], who: Caller, response: Response) -> list[TaskOut]:
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_BATCH:
-            raise HTTPException(422, f"body: 1 to {MAX_BATCH} tasks")
+            _invalid(("body",), f"1 to {MAX_BATCH} tasks, got {len(items)}", len(items))
         for i, t in enumerate(items):
             if t.app not in LIVE_APPS:
-                raise HTTPException(
-                    422, f"body[{i}].app: one of {', '.join(sorted(LIVE_APPS))}, got {t.app!r}"
-                )
+                _invalid(("body", i, "app"), f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
         reason = service.admission(who, len(items))
         if reason is not None:
             service.metrics.rejected.labels(who.name).inc(len(items))
@@ -122,7 +129,7 @@ def create_app(service: Service) -> FastAPI:
         return [_out(r) for r, _ in rows]
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskOut)
-    def get_task(task_id: int, who: Caller) -> TaskOut:
+    def get_task(task_id: TaskId, who: Caller) -> TaskOut:
         row = service.store.get(who.name, task_id)
         if row is None:
             raise HTTPException(404, f"task {task_id}: no such task")
@@ -132,14 +139,14 @@ def create_app(service: Service) -> FastAPI:
     def list_tasks(
         who: Caller,
         state: Annotated[str | None, Query(pattern="^(" + "|".join(STATES) + ")$")] = None,
-        after: Annotated[int, Query(ge=0)] = 0,
+        after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> TaskList:
         rows = service.store.list_tasks(who.name, state, after, limit)
         return TaskList(tasks=[_out(r) for r in rows], next_after=rows[-1].id if len(rows) == limit else None)
 
     @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskOut)
-    def cancel(task_id: int, who: Caller) -> TaskOut:
+    def cancel(task_id: TaskId, who: Caller) -> TaskOut:
         row = service.store.cancel(who.name, task_id)
         if row is None:
             raise HTTPException(404, f"task {task_id}: no such task")
