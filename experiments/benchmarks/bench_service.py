@@ -143,17 +143,59 @@ def run(kind: str, seconds: float, clients: int, batch: int, folder: Path) -> di
     }
 
 
+def end_to_end(tasks: int, folder: Path) -> dict[str, float]:
+    """Completed tasks/s: ``tasks`` video tasks submitted at once to the service, against the same
+    tasks as one ``run_live`` on the same (embedded) cluster and scheduler, arriving all at once."""
+    from rlsched.policies import parse_scheduler
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.live import LiveOptions, run_live
+    from runtime.cluster.local import LocalCluster
+    from runtime.cluster.workload import LiveWorkload, build_work
+
+    work = build_work(LiveWorkload(tasks=tasks, rate_per_s=1e6))  # every task at time ~0
+    t0 = time.perf_counter()
+    res = run_live(
+        LocalCluster(default_live_cluster(), "numpy"), parse_scheduler("mct+mlsm"), work, LiveOptions()
+    )
+    direct = len(res.outcomes) / (time.perf_counter() - t0)
+    port = _port()
+    cfg = folder / "e2e.toml"
+    cfg.write_text(
+        f'port = {port}\ndb = "{folder / "e2e.db"}"\nscheduler = "mct+mlsm"\n\n'
+        f'[[tenants]]\nname = "bench"\ntoken_sha256 = "{hash_token(TOKEN)}"\n'
+    )
+    env = {**os.environ, "RLSCHED_BACKEND": "numpy"}
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(cfg)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ready(url, proc)
+        body = [{"app": t.app, "stream": d.stream, "chunk": d.chunk} for t, d in work]
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+            t0 = time.perf_counter()
+            c.post("/v1/tasks", json=body).raise_for_status()
+            while len(c.get("/v1/tasks", params={"state": "done", "limit": 1000}).json()["tasks"]) < tasks:
+                time.sleep(0.05)
+            served = tasks / (time.perf_counter() - t0)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    return {"run_live": direct, "service": served}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=60.0)
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--batch", type=int, default=100)
+    p.add_argument("--e2e-tasks", type=int, default=300, help="tasks of the end-to-end comparison (0 skips)")
     args = p.parse_args()
     print(f"# command: python -m experiments.benchmarks.bench_service {' '.join(sys.argv[1:])}")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     print(f"# machine: {platform.machine()}, python {platform.python_version()}, usable cpus {cpus}")
     with tempfile.TemporaryDirectory() as d:
         res = {k: run(k, args.seconds, args.clients, args.batch, Path(d)) for k in ("bare", "service")}
+        e2e = end_to_end(args.e2e_tasks, Path(d)) if args.e2e_tasks else None
     print("\n| server | tasks accepted/s | p50 ms | p99 ms | requests | failed | lost |")
     print("|---|---|---|---|---|---|---|")
     for k, r in res.items():
@@ -163,6 +205,12 @@ def main() -> None:
         )
     ratio = res["service"]["tasks_per_s"] / res["bare"]["tasks_per_s"]
     print(f"\nservice / bare: {ratio:.2f}x accepted tasks/s")
+    if e2e is not None:
+        print(
+            f"\nend to end, {args.e2e_tasks} video tasks at once, mct+mlsm on the embedded cluster: "
+            f"run_live {e2e['run_live']:.1f} tasks/s, service {e2e['service']:.1f} tasks/s "
+            f"({e2e['service'] / e2e['run_live']:.2f}x)"
+        )
 
 
 if __name__ == "__main__":
