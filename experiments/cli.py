@@ -829,13 +829,13 @@ def _top(client: object, once: bool, interval: float) -> None:
     last: tuple[float, int] | None = None
     while True:
         state = client.cluster()
-        done = sum(1 for _ in client.tasks(state="done"))
+        done = state["done"]
         now = time.monotonic()
         rate = (done - last[1]) / (now - last[0]) if last else 0.0
         last = (now, done)
         lines = [
             f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
-            f"{state['running']} running, {done} done (yours), {rate:.1f}/s",
+            f"{state['running']} running, {done} done, {rate:.1f}/s",
             "node        gpu model      streams running mem MiB",
         ]
         for n in state["nodes"]:

@@ -11,7 +11,7 @@ Every method raises :class:`ServiceError` with the service's status and message 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import httpx
@@ -28,6 +28,28 @@ class ServiceError(RuntimeError):
     def __init__(self, status: int, detail: str, retry_after_s: float | None = None) -> None:
         super().__init__(f"HTTP {status}: {detail}")
         self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
+
+
+def wait_ready(url: str, timeout_s: float = 60.0, alive: Callable[[], bool] | None = None) -> None:
+    """Wait until the service at ``url`` answers ``/readyz`` with 200 (queue recovered, agents up).
+
+    :param url: the service's base URL.
+    :param timeout_s: how long to wait.
+    :param alive: if given, checked between tries; False (the server process exited) stops the wait.
+    :raises RuntimeError: when ``alive`` turns False.
+    :raises TimeoutError: when the service is not ready in time.
+    """
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if alive is not None and not alive():
+            raise RuntimeError(f"{url}: the server exited before it was ready")
+        try:
+            if httpx.get(f"{url.rstrip('/')}/readyz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass  # not listening yet
+        time.sleep(0.2)
+    raise TimeoutError(f"{url}: not ready in {timeout_s:g} s")
 
 
 class Client:

@@ -25,9 +25,6 @@ from typing import Any, Protocol
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 
-#: Unit code for "any free CPU core of the node" (the same value as ``rlsched.scheduler.CPU``).
-_CPU = -1
-
 
 class Owner(Protocol):
     """What a world keeps per task on a node; dispatch only reads its task."""

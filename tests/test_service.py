@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from rlsched.client import wait_ready
 from runtime.service.config import hash_token
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,16 +62,11 @@ class Server:
                 stdout=subprocess.DEVNULL,
                 stderr=log,
             )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.log.read_text()
-            try:
-                if httpx.get(f"{self.url}/readyz", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        raise AssertionError("the service did not become ready in 60 s")
+        proc = self.proc
+        try:
+            wait_ready(self.url, alive=lambda: proc.poll() is None)
+        except RuntimeError:
+            raise AssertionError(self.log.read_text()) from None
 
     def kill9(self) -> None:
         assert self.proc is not None

@@ -27,6 +27,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from rlsched.client import wait_ready
 from runtime.service.config import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,20 +60,6 @@ def _port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError("server exited during start-up")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("server not ready in 60 s")
 
 
 def _load(url: str, seconds: float, clients: int, batch: int) -> tuple[int, list[float], int]:
@@ -122,7 +109,7 @@ def run(kind: str, seconds: float, clients: int, batch: int, folder: Path) -> di
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, alive=lambda: proc.poll() is None)
         t0 = time.perf_counter()
         accepted, lat, failed = _load(url, seconds, clients, batch)
         wall = time.perf_counter() - t0
@@ -169,7 +156,7 @@ def end_to_end(tasks: int, folder: Path) -> dict[str, float]:
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        _wait_ready(url, proc)
+        wait_ready(url, alive=lambda: proc.poll() is None)
         body = [{"app": t.app, "stream": d.stream, "chunk": d.chunk} for t, d in work]
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
             t0 = time.perf_counter()

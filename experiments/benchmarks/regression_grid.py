@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ref = json.loads(args.compare.read_text())
     if args.only or args.full:
         keep = {k: v for k, v in ref["runs"].items() if k.split(" | ")[0] in grid}
-        ref = {"runs": keep, "gym": ref["gym"] if not (args.only or args.full) else {}}
+        ref = {"runs": keep, "gym": {}}
     diffs = compare(ref, result)
     for line in diffs:
         print(f"DIFFERS {line}")

@@ -70,7 +70,6 @@ class Dispatcher:
         self.max_inflight = max(INFLIGHT_PER_UNIT * units, 1)
         self.inflight: dict[int, _Flight] = {}
         self.vtime: dict[str, float] = {}
-        self.started_by_tenant: dict[str, int] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlsched-dispatch", daemon=True)
@@ -82,10 +81,6 @@ class Dispatcher:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
-
-    def running(self, tenant: str) -> int:
-        with self._lock:
-            return sum(1 for f in self.inflight.values() if f.row.tenant == tenant)
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -138,7 +133,6 @@ class Dispatcher:
             return True
         t = self.tenants[row.tenant]
         self.vtime[row.tenant] = self.vtime.get(row.tenant, 0.0) + 1.0 / t.weight
-        self.started_by_tenant[row.tenant] = self.started_by_tenant.get(row.tenant, 0) + 1
         with self._lock:
             self.inflight[row.id] = _Flight(row, attempt, time.perf_counter())
         c.submit(node, task, data, functools.partial(self._done, row, attempt))

@@ -9,7 +9,6 @@ leaves the task queued or running in the database, and the next process runs it.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from prometheus_client import (
@@ -28,7 +27,7 @@ from runtime.cluster.config_io import load_live_cluster
 from runtime.cluster.local import ClusterBackend, LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
-from runtime.service.store import TaskStore
+from runtime.service.store import STATES, TaskStore
 
 
 class ServiceMetrics:
@@ -106,6 +105,7 @@ class Service:
         self.scheduler = parse_scheduler(config.scheduler)
         self.metrics = ServiceMetrics()
         self.ready = threading.Event()
+        self._stopping = threading.Event()
         self.recovered = 0
         self.dispatcher: Dispatcher | None = None
 
@@ -123,14 +123,15 @@ class Service:
         self.ready.set()
 
     def _tick(self) -> None:
-        while self.ready.is_set() or self.dispatcher is not None:
-            time.sleep(0.25)
-            if not self.ready.is_set():
-                return
+        """Stream feedback every 0.25 s until :meth:`stop`."""
+        while not self._stopping.wait(0.25):
             self.cluster.tick()
 
     def stop(self) -> None:
         self.ready.clear()
+        self._stopping.set()
+        if hasattr(self, "_feedback"):
+            self._feedback.join(timeout=5)  # no tick may run on a closed cluster
         if self.dispatcher is not None:
             self.dispatcher.stop()
         self.dispatcher = None
@@ -178,8 +179,7 @@ class Service:
             "scheduler": self.scheduler.name,
             "backend": c.backend_name,
             "nodes": nodes,
-            "queued": sum(v for (_, s), v in counts.items() if s == "queued"),
-            "running": sum(v for (_, s), v in counts.items() if s == "running"),
+            **{state: sum(v for (_, s), v in counts.items() if s == state) for state in STATES},
         }
 
 
