@@ -308,7 +308,18 @@ def _parser() -> argparse.ArgumentParser:
     sv.add_argument(
         "--scheduler", default=None, help="SELECTOR+PLACER (default: the config's, else ldwp+iawp)"
     )
-    sv.add_argument("--backend", choices=("local",), default="local", help="cluster backend (default: local)")
+    sv.add_argument(
+        "--backend",
+        choices=("local", "ray"),
+        default=None,
+        help="cluster backend: node agents in this process, or one per Ray node (default: the config's, "
+        "else local)",
+    )
+    sv.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to join with --backend ray (default: the config's; none: start a local Ray)",
+    )
 
     def _client_args(c: argparse.ArgumentParser) -> None:
         c.add_argument("--url", default="http://127.0.0.1:8470", help="service URL (default: %(default)s)")
@@ -772,7 +783,14 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from runtime.service.service import serve
 
     cfg = load_service_config(args.config)
-    over = {k: v for k, v in (("host", args.host), ("port", args.port), ("db", args.db)) if v is not None}
+    pairs = (
+        ("host", args.host),
+        ("port", args.port),
+        ("db", args.db),
+        ("backend", args.backend),
+        ("ray_address", args.ray_address),
+    )
+    over = {k: v for k, v in pairs if v is not None}
     if args.scheduler is not None:
         over["scheduler"] = args.scheduler
     cfg = dataclasses.replace(cfg, **over)
@@ -781,7 +799,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"rlsched: error: --scheduler: {e}", file=sys.stderr)
         return 2
-    print(f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} (queue {cfg.db})", file=sys.stderr)
+    print(
+        f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} "
+        f"({cfg.backend} cluster, queue {cfg.db})",
+        file=sys.stderr,
+    )
     serve(cfg)
     return 0
 

@@ -34,6 +34,33 @@ DYN_COLUMNS: tuple[str, ...] = (
 )
 
 
+#: Per-node arrays that are dataclass fields (the static and dynamic ones ``from_spec`` fills).
+_NODE_ARRAYS: tuple[str, ...] = (
+    "cores",
+    "host_mem_mb",
+    "net_mbps",
+    "cpu_gflops",
+    "alive",
+    "cpu_busy",
+    "host_mem_used_mb",
+    "net_in_busy_s",
+    "net_out_busy_s",
+    "net_in_util",
+    "net_out_util",
+    "tasks_on_node",
+    "ready_waiting",
+    "backlog_gpu_s",
+    "backlog_cpu_s",
+    "speed_cpu",
+)
+
+
+def _renumber(model: np.ndarray, old: list[str], new: list[str]) -> np.ndarray:
+    """GPU model indices into ``old`` names as indices into ``new`` (padding stays -1)."""
+    table = np.array([new.index(m) for m in old] + [-1], dtype=np.int64)
+    return table[model]  # index -1 reads the trailing -1
+
+
 #: Memory (MB) below which a running total is zero: floating-point residue of adding and
 #: subtracting the same amounts must not keep a subtask that asks for a whole GPU, or a task for
 #: all of a node's host memory, out of an idle device forever.
@@ -324,6 +351,59 @@ class ClusterView:
         f.host_mem_used[node] = f.node_gpu_mem_used[node] = 0.0
         f.gpu_running[node] = [0] * g
         f.gpu_mem_used[node] = [0.0] * g
+
+    def append_nodes(self, joining: ClusterView) -> None:
+        """Grow this view in place by the nodes of ``joining`` (an all-idle view of them).
+
+        For nodes that join a running cluster: policies and agents keep their reference to this
+        object, so it grows rather than being replaced. GPU columns are padded to the wider of
+        the two views and model indices are renumbered over the union of model names.
+
+        :param joining: a view of the new nodes only (e.g. ``from_spec`` of a one-node spec).
+        """
+        models = sorted(set(self.model_names) | set(joining.model_names))
+        g = max(self.max_gpus, joining.max_gpus)
+        grids = {"gpu_valid": False, "gpu_model": -1, "speed_gpu": 1.0}
+        for name in (
+            "gpu_valid",
+            "gpu_tflops",
+            "gpu_bw_gbs",
+            "gpu_mem_mb",
+            "gpu_streams",
+            "gpu_model",
+            "gpu_running",
+            "gpu_mem_used_mb",
+            "speed_gpu",
+        ):
+            a, b = getattr(self, name), getattr(joining, name)
+            if name == "gpu_model":
+                a = _renumber(a, self.model_names, models)
+                b = _renumber(b, joining.model_names, models)
+            pad = grids.get(name, 0)
+            a = np.pad(a, ((0, 0), (0, g - a.shape[1])), constant_values=pad)
+            b = np.pad(b, ((0, 0), (0, g - b.shape[1])), constant_values=pad)
+            setattr(self, name, np.concatenate([a, b]))
+        for name in (*_NODE_ARRAYS, "host_mem_queued_mb"):
+            setattr(self, name, np.concatenate([getattr(self, name), getattr(joining, name)]))
+        self._grow_extra(joining.n_nodes, g)
+        self.gpu_kinds = [row + [[] for _ in range(g - len(row))] for row in self.gpu_kinds]
+        self.gpu_kinds += [row + [[] for _ in range(g - len(row))] for row in joining.gpu_kinds]
+        self.node_names = self.node_names + joining.node_names
+        self.model_names = models
+        self.node_gpu_running = np.zeros(0, dtype=np.int64)  # recomputed from the GPU arrays
+        self.__post_init__()
+
+    def _grow_extra(self, rows: int, g: int) -> None:
+        """Caches in ``extra`` (keys starting with ``_``) are dropped, to be rebuilt at their next
+        use; per-node measurements (arrays with a row per node) get zero rows for the new nodes."""
+        n = self.n_nodes
+        for key in list(self.extra):
+            v = self.extra[key]
+            if key.startswith("_"):
+                del self.extra[key]
+            elif isinstance(v, np.ndarray) and v.ndim in (1, 2) and v.shape[0] == n:
+                width = ((0, rows),) if v.ndim == 1 else ((0, rows), (0, g - v.shape[1]))
+                self.extra[key] = np.pad(v, width)
 
     @property
     def n_nodes(self) -> int:

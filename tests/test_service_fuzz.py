@@ -18,15 +18,15 @@ from tests.test_service import TOKENS, Server, _config, _port
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("fuzz")
     port = _port()
-    s = Server(_config(folder, port), port)
+    s = Server(_config(folder, port, {"video": "admin = true\n"}), port)
     s.start()
     yield s
     s.stop()
 
 
 def test_no_5xx_and_every_response_matches_the_schema(live_server: Server) -> None:
-    """Every operation of the published schema, 25 generated requests each (authenticated as a
-    tenant, so the handlers, not only the auth check, are exercised)."""
+    """Every operation of the published schema, 25 generated requests each (authenticated as an
+    admin tenant, so the handlers, not only the auth and role checks, are exercised)."""
     schema = schemathesis.openapi.from_url(f"{live_server.url}/openapi.json")
     headers = {"Authorization": f"Bearer {TOKENS['video']}"}
     ran = []

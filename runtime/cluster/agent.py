@@ -41,6 +41,12 @@ from runtime.mlsm.memory import DeviceMemory
 from runtime.mlsm.residency import Residency, TaskArrays
 from runtime.mlsm.streams import StreamFeedback, StreamPool
 
+#: Error of a task whose node left the cluster (died, or was removed) before it finished: it is
+#: placed again on a live node.
+NODE_LOST = "node lost"
+#: Error of a task withdrawn from its node before any of its subtasks started (to be placed
+#: again elsewhere; see :meth:`NodeAgent.withdraw`).
+MOVED = "moved: withdrawn from an overloaded node before it started"
 #: EMA weight of one speed sample (the simulator uses the same).
 SPEED_EMA = 0.2
 #: Times a subtask may be handed back by full devices before it waits for memory to free.
@@ -506,6 +512,25 @@ class NodeAgent:
             run.units,
         )
         run.on_done(outcome)
+
+    def withdraw(self, limit: int) -> int:
+        """Hand back up to ``limit`` tasks none of whose subtasks has started, youngest first
+        (they would wait longest); each gets its outcome now with error :data:`MOVED`, for the
+        caller to place again on another node.
+
+        :return: how many tasks were withdrawn.
+        """
+        with self.lock:
+            idle = [r for r in self.runs.values() if math.isnan(r.first_start_s)]
+            idle.sort(key=lambda r: (r.assigned_s, r.task.id), reverse=True)
+            v, n = self.view, self.node
+            for run in idle[: max(limit, 0)]:
+                v.ready_waiting[n] -= sum(1 for item in self.waiting.items if item[1] is run)
+                v.backlog_gpu_s[n] -= sum(run.gpu_nominal)
+                v.backlog_cpu_s[n] -= sum(run.cpu_nominal)
+                run.error = MOVED
+                self._finish_task(run)
+            return min(len(idle), max(limit, 0))
 
     # ---- stream feedback and teardown -----------------------------------------------------
     def adjust_streams(self) -> list[int]:

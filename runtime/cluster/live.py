@@ -24,12 +24,11 @@ from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from rlsched.world import drive, hand_over, take_decision
-from runtime.cluster.agent import TaskOutcome
+from runtime.cluster.agent import NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend, DeviceReport
 from runtime.kernels import TaskData
 
-#: ``TaskOutcome.error`` of a task whose node died: the run loop places it again.
-NODE_LOST = "node lost"
+__all__ = ["NODE_LOST", "LiveOptions", "LiveRecord", "LiveResult", "LiveSession", "device_table", "run_live"]
 
 
 @dataclass

@@ -8,6 +8,8 @@ this machine on CuPy). ``runtime.cluster.ray_cluster.RayCluster`` puts one agent
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -21,8 +23,8 @@ from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
-from runtime.cluster.agent import DeviceReport, NodeAgent, TaskOutcome
-from runtime.cluster.config import LiveClusterSpec, fold_ordinals
+from runtime.cluster.agent import NODE_LOST, DeviceReport, NodeAgent, TaskOutcome
+from runtime.cluster.config import LiveClusterSpec, LiveNode, fold_ordinals
 from runtime.cluster.monitor import NvmlMonitor, fill_view_from_samples
 from runtime.kernels import TaskData
 
@@ -61,6 +63,26 @@ class ClusterBackend(Protocol):
         """Stop every agent."""
         ...
 
+    def add_node(self, node: LiveNode, where: str | None = None) -> int:
+        """Start an agent for a node joining at run time; its index in the view (which grows).
+
+        :param node: the node's devices.
+        :param where: backend-specific location (a Ray node id); ``None`` lets the backend choose.
+        """
+        ...
+
+    def remove_node(self, node: int) -> int:
+        """Stop a node's agent; its unfinished tasks get :data:`NODE_LOST`. How many it held."""
+        ...
+
+    def withdraw(self, node: int, limit: int) -> int:
+        """Hand back up to ``limit`` not-yet-started tasks of a node (error ``MOVED``)."""
+        ...
+
+    def set_placer(self, placer_spec: str | SubtaskPlacer, observe: Observe | None = None) -> None:
+        """Give every agent a new stage-2 placer (a registry spec or an object), as ``start``."""
+        ...
+
 
 class LocalCluster:
     """Node agents in this process.
@@ -91,7 +113,8 @@ class LocalCluster:
         return time.perf_counter() - self._t0
 
     def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None = None) -> None:
-        placer = make_placer(placer_spec)
+        placer = self._placer = make_placer(placer_spec)
+        self._observe = observe
         assert self.backend is not None
         self._t0 = time.perf_counter()
         self.agents = [
@@ -102,11 +125,78 @@ class LocalCluster:
             self.monitor = NvmlMonitor()  # real GPUs: NVML's utilisation and memory fill the view too
 
     def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
-        self.agents[node].assign(task, data, on_done)
+        agent = self.agents[node]
+        with self.lock:
+            if agent.alive:
+                agent.assign(task, data, on_done)
+                return
+        now = self.clock()  # stage 1 chose it just before it was removed
+        on_done(TaskOutcome(task, node, now, math.nan, now, {}, NODE_LOST))
+
+    def add_node(self, node: LiveNode, where: str | None = None) -> int:
+        """Start an agent for a node joining at run time; its index in the view.
+
+        :param node: the node (on CuPy, its GPU indices fold onto this machine's devices).
+        :param where: unused (one machine holds every agent).
+        :raises ValueError: a live node already has this name.
+        """
+        assert self.backend is not None
+        if self.backend.device_count() > 0:
+            node = fold_ordinals(LiveClusterSpec(nodes=(node,)), self.backend.device_count()).nodes[0]
+        with self.lock:
+            if any(n.name == node.name and self.view.alive[i] for i, n in enumerate(self.spec.nodes)):
+                raise ValueError(f"node {node.name!r} is already in the cluster")
+            i = len(self.spec.nodes)
+            self.spec = dataclasses.replace(self.spec, nodes=(*self.spec.nodes, node))
+            self.view.append_nodes(dataclasses.replace(self.spec, nodes=(node,)).view())
+            self.view.set_alive(i, True)
+            self.agents.append(
+                NodeAgent(
+                    i, self.spec, self.backend, self.view, self._placer, self.lock, self.clock, self._observe
+                )
+            )
+            return i
+
+    def remove_node(self, node: int) -> int:
+        """Stop a node's agent; its unfinished tasks come back with :data:`NODE_LOST`.
+
+        :return: how many tasks it held.
+        :raises ValueError: the node already left.
+        """
+        agent = self.agents[node]
+        with self.lock:
+            if not agent.alive:
+                raise ValueError(f"node {agent.nspec.name!r} already left the cluster")
+            self.view.set_alive(node, False)
+        left = agent.shutdown()
+        with self.lock:
+            self.view.clear_node(node)
+        now = self.clock()
+        for run in left:
+            run.on_done(TaskOutcome(run.task, node, run.assigned_s, math.nan, now, {}, NODE_LOST))
+        return len(left)
+
+    def withdraw(self, node: int, limit: int) -> int:
+        """Hand back up to ``limit`` tasks of ``node`` that have not started.
+
+        Their outcomes (error :data:`~runtime.cluster.agent.MOVED`) are given at once.
+        """
+        return self.agents[node].withdraw(limit) if self.agents[node].alive else 0
+
+    def set_placer(self, placer_spec: str | SubtaskPlacer, observe: Observe | None = None) -> None:
+        """Give every agent a new stage-2 placer (one object, as at start) and its ``observe``."""
+        placer = make_placer(placer_spec)
+        with self.lock:
+            if isinstance(placer_spec, str):
+                placer.reset(self.view, 0)  # an object was reset by its scheduler
+            self._placer, self._observe = placer, observe
+            for a in self.agents:
+                a.placer, a.observe = placer, observe
 
     def tick(self) -> None:
         for a in self.agents:
-            a.adjust_streams()
+            if a.alive:
+                a.adjust_streams()
         if self.monitor is not None:
             samples = self.monitor.sample()
             with self.lock:
@@ -135,8 +225,5 @@ def merge_utilisation(
     for a in agents:
         with a.lock:
             a.util.advance_node(a.node, now)
-    merged = {k: np.array(v, copy=True) for k, v in parts[0].items()}
-    for a, part in zip(agents, parts, strict=True):
-        for k, v in part.items():
-            merged[k][a.node] = v[a.node]
-    return merged
+    # Agents that joined later count more nodes than the first ones: each gives its own row.
+    return {k: np.array([part[k][a.node] for a, part in zip(agents, parts, strict=True)]) for k in parts[0]}

@@ -200,6 +200,20 @@ class NodeActor:
                 "dispatch_s": a.dispatch_s,
             }
 
+    def withdraw(self, limit: int) -> int:
+        """Hand back up to ``limit`` tasks that have not started (their ``run`` calls answer
+        with error ``MOVED``); how many."""
+        return self.agent.withdraw(limit)
+
+    def set_placer(self, placer_spec: str | SubtaskPlacer, observe: bool) -> None:
+        """Take a new stage-2 placer (a registry spec, or this actor's copy of an object)."""
+        placer = make_placer(placer_spec)
+        with self.lock:
+            if isinstance(placer_spec, str):
+                placer.reset(self.view, 0)
+            self.agent.placer = placer
+            self.agent.observe = getattr(placer, "observe", None) if observe else None
+
     def shutdown(self) -> int:
         """Stop the agent; tasks still on it come back with :data:`AGENT_SHUT_DOWN`.
 

@@ -30,6 +30,7 @@ Ray is an optional dependency: this module imports without it, and :class:`RayCl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import threading
@@ -44,9 +45,8 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
-from runtime.cluster.agent import TaskOutcome
-from runtime.cluster.config import LiveClusterSpec
-from runtime.cluster.live import NODE_LOST
+from runtime.cluster.agent import NODE_LOST, TaskOutcome
+from runtime.cluster.config import LiveClusterSpec, LiveNode
 from runtime.cluster.local import DeviceReport, Observe
 from runtime.cluster.ray_actor import (
     AGENT_SHUT_DOWN,
@@ -193,8 +193,9 @@ class RayCluster:
         :raises TimeoutError: an actor did not come up within ``start_timeout_s``.
         """
         self._check_placer(placer_spec)
-        actor_cls = self._r.remote(concurrency_groups={CONTROL_GROUP: 2})(NodeActor)
+        actor_cls = self._actor_cls = self._r.remote(concurrency_groups={CONTROL_GROUP: 2})(NodeActor)
         self._reset_run_state()
+        self._started_with = (placer_spec, seed, observe is not None)
         self._create_actors(actor_cls, placer_spec, seed, observe is not None)
         answers = self._await_actors()
         self.backend_name = ",".join(sorted({name for name, _ in answers}))
@@ -219,19 +220,23 @@ class RayCluster:
         self, actor_cls: Any, placer_spec: str | SubtaskPlacer, seed: int, observe: bool
     ) -> None:
         """One actor per spec node, pinned (hard affinity) to its Ray node, into ``self.actors``."""
+        for i, node_id in enumerate(self.node_ids):
+            self.actors.append(self._new_actor(actor_cls, i, node_id, placer_spec, seed, observe))
+
+    def _new_actor(
+        self, actor_cls: Any, i: int, node_id: str, placer_spec: str | SubtaskPlacer, seed: int, observe: bool
+    ) -> Any:
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        for i, node_id in enumerate(self.node_ids):
-            opts: dict[str, Any] = {
-                "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
-                "num_cpus": 0,  # the agent's lanes and GPUs are ours to count, not Ray's slots
-                "max_concurrency": self.max_in_flight,
-                "max_restarts": 0,  # a restarted agent would have lost its tasks anyway
-            }
-            if self.runtime_env is not None:
-                opts["runtime_env"] = self.runtime_env
-            actor = actor_cls.options(**opts).remote(i, self.spec, placer_spec, self._backend, seed, observe)
-            self.actors.append(actor)
+        opts: dict[str, Any] = {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False),
+            "num_cpus": 0,  # the agent's lanes and GPUs are ours to count, not Ray's slots
+            "max_concurrency": self.max_in_flight,
+            "max_restarts": 0,  # a restarted agent would have lost its tasks anyway
+        }
+        if self.runtime_env is not None:
+            opts["runtime_env"] = self.runtime_env
+        return actor_cls.options(**opts).remote(i, self.spec, placer_spec, self._backend, seed, observe)
 
     def _await_actors(self) -> list[tuple[str, str]]:
         """Wait for every actor's start-up handshake; its (backend name, Ray node id) answers.
@@ -338,6 +343,8 @@ class RayCluster:
         if err is None:
             out, snap = value
             self._apply(call.node, snap)
+            if out.error == AGENT_SHUT_DOWN and self._dead[call.node]:
+                out.error = NODE_LOST  # removed while the task ran: it is placed again
             call.on_done(_driver_outcome(out, call, now))
             return
         if _is_lost(ray, err):
@@ -375,6 +382,96 @@ class RayCluster:
             self._in_flight[node] = 0
             self.view.set_alive(node, False)
             self.view.clear_node(node)
+
+    # ---- membership --------------------------------------------------------------------------
+    def new_ray_nodes(self) -> list[dict[str, Any]]:
+        """Alive Ray nodes that hold no agent of this cluster (``ray.nodes()`` entries)."""
+        mine = set(self.node_ids)
+        return [x for x in self._r.nodes() if x.get("Alive") and str(x["NodeID"]) not in mine]
+
+    def add_node(self, node: LiveNode, where: str | None = None) -> int:
+        """Start an agent for a node joining at run time, pinned to a Ray node; its index.
+
+        :param node: the node's devices.
+        :param where: the Ray node id; ``None`` takes the first alive Ray node without an agent.
+        :raises ValueError: no such free Ray node, or a live node already has this name.
+        :raises TimeoutError: the actor did not come up within ``start_timeout_s``.
+        """
+        free = [str(x["NodeID"]) for x in self.new_ray_nodes()]
+        ray_id = where if where is not None else (free[0] if free else None)
+        if ray_id is None or ray_id not in free:
+            raise ValueError(f"Ray node {where or '(any)'}: not alive, or it already runs an agent")
+        with self.lock:
+            if any(n.name == node.name and not self._dead[i] for i, n in enumerate(self.spec.nodes)):
+                raise ValueError(f"node {node.name!r} is already in the cluster")
+            i = len(self.spec.nodes)
+            self.spec = dataclasses.replace(self.spec, nodes=(*self.spec.nodes, node))
+            self.view.append_nodes(dataclasses.replace(self.spec, nodes=(node,)).view())
+            self.view.set_alive(i, False)  # not offered to stage 1 until the actor is up
+            self._util_rows.append(None)
+            self._devices.append([])
+            self._seq.append(0)
+            self._in_flight.append(0)
+            self._dead.append(True)
+            self._ticking.append(False)
+            self.node_ids.append(ray_id)
+            self.agents.append(AgentSummary(i))
+            actor = self._new_actor(self._actor_cls, i, ray_id, *self._started_with)
+            self.actors.append(actor)
+        ready = actor.ready.options(concurrency_group=CONTROL_GROUP).remote()
+        done, _ = self._r.wait([ready], timeout=self.start_timeout_s)
+        if not done:
+            with contextlib.suppress(Exception):
+                self._r.kill(actor, no_restart=True)
+            raise TimeoutError(f"node actor for {node.name!r} not up after {self.start_timeout_s:.0f} s")
+        with self.lock:
+            self._dead[i] = False
+            self.view.set_alive(i, True)
+        return i
+
+    def remove_node(self, node: int) -> int:
+        """Stop a node's actor; its unfinished tasks come back with :data:`NODE_LOST`.
+
+        :return: how many tasks it held.
+        :raises ValueError: the node already left.
+        """
+        with self.lock:
+            if self._dead[node]:
+                raise ValueError(f"node {self.spec.nodes[node].name!r} already left the cluster")
+            self._dead[node] = True  # answers from now on are NODE_LOST (see _resolve)
+            held = self._in_flight[node]
+            self._in_flight[node] = 0
+            self.view.set_alive(node, False)
+            self.view.clear_node(node)
+        actor = self.actors[node]
+        with contextlib.suppress(Exception):
+            self._r.get(actor.shutdown.options(concurrency_group=CONTROL_GROUP).remote(), timeout=10.0)
+        with contextlib.suppress(Exception):
+            self._r.kill(actor, no_restart=True)
+        return held
+
+    def withdraw(self, node: int, limit: int) -> int:
+        """Hand back up to ``limit`` tasks of ``node`` that have not started (their outcomes,
+        error :data:`~runtime.cluster.agent.MOVED`, arrive on the waiter thread); how many."""
+        if self._dead[node]:
+            return 0
+        ref = self.actors[node].withdraw.options(concurrency_group=CONTROL_GROUP).remote(limit)
+        try:
+            return int(self._r.get(ref, timeout=10.0))
+        except Exception as exc:  # the node died meanwhile: its tasks come back as lost
+            if _is_lost(self._r, exc):
+                self._lost(node, exc)
+            return 0
+
+    def set_placer(self, placer_spec: str | SubtaskPlacer, observe: Observe | None = None) -> None:
+        """Give every live agent a new stage-2 placer (each actor gets its own copy, as at
+        :meth:`start`; with ``observe`` each feeds its own placer)."""
+        self._check_placer(placer_spec)
+        live = [a for i, a in enumerate(self.actors) if not self._dead[i]]
+        obs = observe is not None
+        refs = [a.set_placer.options(concurrency_group=CONTROL_GROUP).remote(placer_spec, obs) for a in live]
+        self._r.get(refs, timeout=30.0)
+        self._started_with = (placer_spec, self._started_with[1], obs)
 
     # ---- reports -----------------------------------------------------------------------------
     def _gather(self) -> None:

@@ -9,22 +9,33 @@
 - ``GET /v1/cluster`` — nodes, GPUs, streams, memory and queue depth.
 - ``GET /healthz``, ``GET /readyz`` (ready once the cluster runs and the queue is recovered),
   ``GET /metrics`` (Prometheus text).
+- Admin tenants only (others get 403): ``POST /v1/admin/nodes`` (a node joins),
+  ``DELETE /v1/admin/nodes/{name}`` (it leaves; its tasks run again elsewhere),
+  ``POST /v1/admin/nodes/{name}/drain`` and ``.../resume``, ``PUT /v1/admin/scheduler``.
 
 Every request but the health probes and metrics carries ``Authorization: Bearer TOKEN``. Bodies
-larger than :data:`MAX_BODY_BYTES` get 413; every malformed value gets 422 naming its field.
+larger than :data:`MAX_BODY_BYTES` get 413; every malformed value gets 422 naming its field; a
+body not received within the service's ``request_timeout_s`` gets 408, an answer not ready by
+then 503 (a submission that was committed meanwhile is found again by its idempotency key).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import asyncio
+from typing import Annotated, Any, NoReturn
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from rlsched.hardware import gpu_model
+from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
+from runtime.cluster.config import LiveGpu, LiveNode
+from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
 from runtime.service.config import Tenant
+from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
 from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask
 
@@ -67,6 +78,30 @@ class TaskOut(BaseModel):
     finished_at: float | None
 
 
+class GpuIn(BaseModel):
+    """A GPU of a joining node."""
+
+    model: str = Field(description="a GPU model of the catalog, e.g. T4")
+    index: int = Field(0, ge=0, le=MAX_GPU_INDEX, description="CUDA ordinal (CuPy backend)")
+    mem_mib: float | None = Field(None, gt=0, le=MAX_GPU_MEM_MIB)
+    speed: float | None = Field(None, gt=0, le=MAX_SPEED, description="emulated relative speed")
+
+
+class NodeIn(BaseModel):
+    """A node that joins the cluster."""
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
+    cpu_cores: int = Field(2, ge=0, le=MAX_CPU_CORES)
+    gpus: list[GpuIn] = Field(default_factory=list, max_length=MAX_GPUS_PER_NODE)
+    streams_per_gpu: int = Field(4, ge=1, le=MAX_STREAMS_PER_GPU)
+    host_mem_gib: float = Field(16.0, gt=0, le=MAX_HOST_MEM_GIB)
+    ray_node_id: str | None = Field(None, min_length=1, max_length=128, description="Ray backend")
+
+
+class SchedulerIn(BaseModel):
+    scheduler: str = Field(min_length=1, max_length=200, description="SELECTOR+PLACER")
+
+
 class TaskList(BaseModel):
     tasks: list[TaskOut]
     next_after: int | None
@@ -78,7 +113,7 @@ def _out(row: Any) -> TaskOut:
     return TaskOut(**{k: v for k, v in d.items() if k in TaskOut.model_fields})
 
 
-def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> None:
+def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
     """Answer 422 in the shape of every other validation error (the published schema's)."""
     raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": got}])
 
@@ -96,17 +131,58 @@ def current_tenant(request: Request, authorization: Annotated[str | None, Header
 Caller = Annotated[Tenant, Depends(current_tenant)]
 
 
+def admin_tenant(who: Caller) -> Tenant:
+    """The caller, if it has the admin role."""
+    if not who.admin:
+        raise HTTPException(403, f"tenant {who.name}: cluster operations need the admin role")
+    return who
+
+
+Admin = Annotated[Tenant, Depends(admin_tenant)]
+NodeName = Annotated[str, Path(min_length=1, max_length=64)]
+
+
+def _live_node(body: NodeIn) -> LiveNode:
+    for i, g in enumerate(body.gpus):
+        try:
+            gpu_model(g.model)
+        except KeyError:
+            _invalid(("body", "gpus", i, "model"), "a GPU model of the catalog", g.model)
+    if body.cpu_cores == 0 and not body.gpus:
+        _invalid(("body", "cpu_cores"), "at least one CPU core or one GPU", 0)
+    gpus = tuple(LiveGpu(g.model, g.index, g.mem_mib, g.speed) for g in body.gpus)
+    return LiveNode(body.name, body.cpu_cores, gpus, body.streams_per_gpu, body.host_mem_gib)
+
+
 def create_app(service: Service) -> FastAPI:
     """The API of ``service`` (which the caller starts and stops)."""
     app = FastAPI(title="rlsched service", version="1")
     app.state.service = service
+
+    timeout = service.config.request_timeout_s
+
+    def admin_nodes() -> NodeAdmin:
+        if service.nodes is None:  # only before start(), when nothing is served
+            raise HTTPException(503, "service: not started", {"Retry-After": str(RETRY_AFTER_S)})
+        return service.nodes
 
     @app.middleware("http")
     async def limit_body(request: Request, call_next: Any) -> Response:
         size = request.headers.get("content-length")
         if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
             return JSONResponse({"detail": f"body: at most {MAX_BODY_BYTES} bytes"}, status_code=413)
-        return await call_next(request)
+        try:  # a client that does not send the body it announced must not hold a worker
+            await asyncio.wait_for(request.body(), timeout)
+        except TimeoutError:
+            return JSONResponse({"detail": f"body: not received within {timeout:g} s"}, status_code=408)
+        try:
+            return await asyncio.wait_for(call_next(request), timeout)
+        except TimeoutError:
+            return JSONResponse(
+                {"detail": f"request: no answer within {timeout:g} s"},
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
 
     @app.post("/v1/tasks", status_code=201, response_model=list[TaskOut])
     def submit(body: TaskIn | list[TaskIn], who: Caller, response: Response) -> list[TaskOut]:
@@ -159,6 +235,34 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/cluster")
     def cluster(who: Caller) -> dict[str, Any]:
         return service.cluster_state()
+
+    @app.exception_handler(NodeError)
+    async def node_error(request: Request, e: NodeError) -> JSONResponse:
+        return JSONResponse({"detail": str(e)}, status_code=404 if isinstance(e, UnknownNode) else 409)
+
+    @app.post("/v1/admin/nodes", status_code=201)
+    def add_node(body: NodeIn, who: Admin) -> dict[str, Any]:
+        node = _live_node(body)
+        return {"name": node.name, "index": admin_nodes().add(node, body.ray_node_id)}
+
+    @app.delete("/v1/admin/nodes/{name}")
+    def remove_node(name: NodeName, who: Admin) -> dict[str, Any]:
+        return {"name": name, "requeued": admin_nodes().remove(name)}
+
+    @app.post("/v1/admin/nodes/{name}/drain")
+    def drain_node(name: NodeName, who: Admin) -> dict[str, Any]:
+        return {"name": name, "index": admin_nodes().drain(name), "draining": True}
+
+    @app.post("/v1/admin/nodes/{name}/resume")
+    def resume_node(name: NodeName, who: Admin) -> dict[str, Any]:
+        return {"name": name, "index": admin_nodes().drain(name, on=False), "draining": False}
+
+    @app.put("/v1/admin/scheduler")
+    def set_scheduler(body: SchedulerIn, who: Admin) -> dict[str, str]:
+        try:
+            return {"scheduler": service.set_scheduler(body.scheduler)}
+        except ValueError as e:
+            _invalid(("body", "scheduler"), str(e), body.scheduler)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

@@ -7,6 +7,11 @@ db = "rlsched-service.db"   # the durable queue (SQLite, WAL), relative to this 
 scheduler = "ldwp+iawp"     # SELECTOR+PLACER
 queue_bound = 100000        # queued tasks in all; beyond it submissions get 429
 cluster = "live.toml"       # optional live cluster file; default: the embedded cluster
+backend = "local"           # "local" (agents in this process) or "ray" (one agent per Ray node)
+ray_address = "auto"        # Ray: the cluster to join; omit to start a local Ray
+ray_gpu_model = "T4"        # Ray: model of the GPUs of joining Ray nodes without an accelerator label
+request_timeout_s = 30      # a request (its body included) must complete within this
+rebalance = true            # move not-yet-started tasks off nodes that stay overloaded
 
 [[tenants]]
 name = "video"
@@ -14,6 +19,7 @@ token_sha256 = "9f86d0..."  # sha256 hex of the bearer token (tokens are never s
 weight = 2                  # share under contention
 max_queued = 10000
 max_running = 64
+gpu_share = 0.5             # at most half of the cluster's GPU dispatch slots (default 1)
 admin = false
 ```
 
@@ -30,11 +36,26 @@ from pathlib import Path
 from typing import Any
 
 from rlsched.defaults import default
+from rlsched.hardware import gpu_model
 from rlsched.scenarios.loader import ScenarioError, read_toml_file
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_TOP = ("host", "port", "db", "scheduler", "queue_bound", "cluster", "tenants")
-_TENANT = ("name", "token_sha256", "weight", "max_queued", "max_running", "admin")
+_TOP = (
+    "host",
+    "port",
+    "db",
+    "scheduler",
+    "queue_bound",
+    "cluster",
+    "backend",
+    "ray_address",
+    "ray_gpu_model",
+    "request_timeout_s",
+    "rebalance",
+    "tenants",
+)
+BACKENDS = ("local", "ray")
+_TENANT = ("name", "token_sha256", "weight", "max_queued", "max_running", "gpu_share", "admin")
 
 
 def hash_token(token: str) -> str:
@@ -51,6 +72,8 @@ class Tenant:
     :param weight: its share of the cluster under contention, relative to the others'.
     :param max_queued: queued tasks it may have; beyond, submissions get 429.
     :param max_running: tasks it may have running at once.
+    :param gpu_share: share of the cluster's GPU dispatch slots its running tasks may hold
+        (``runtime.service.dispatcher``), in (0, 1].
     :param admin: may run cluster operations.
     """
 
@@ -59,6 +82,7 @@ class Tenant:
     weight: float = 1.0
     max_queued: int = 10_000
     max_running: int = 64
+    gpu_share: float = 1.0
     admin: bool = False
 
 
@@ -73,6 +97,14 @@ class ServiceConfig:
     :param scheduler: ``SELECTOR+PLACER``.
     :param queue_bound: queued tasks in all before 429.
     :param cluster: live cluster file, or ``None`` for the embedded cluster.
+    :param backend: ``local`` (node agents in this process) or ``ray`` (one per Ray node).
+    :param ray_address: Ray cluster to join (``auto``: the one this machine belongs to);
+        ``None`` starts a local Ray whose one node may hold several agents.
+    :param ray_gpu_model: catalog model of the GPUs of a Ray node that joins without an
+        ``accelerator_type:MODEL`` resource naming a catalog model.
+    :param request_timeout_s: seconds within which a request must have been read and answered
+        (408 for a body that is not sent in time, 503 for an answer that is not ready).
+    :param rebalance: move not-yet-started tasks off nodes that stay overloaded.
     """
 
     tenants: tuple[Tenant, ...]
@@ -82,6 +114,11 @@ class ServiceConfig:
     scheduler: str = "ldwp+iawp"
     queue_bound: int = 100_000
     cluster: str | None = None
+    backend: str = "local"
+    ray_address: str | None = None
+    ray_gpu_model: str = "T4"
+    request_timeout_s: float = 30.0
+    rebalance: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def tenant_for(self, token: str) -> Tenant | None:
@@ -133,8 +170,29 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     cluster = doc.get("cluster")
     if cluster is not None and not isinstance(cluster, str):
         raise ScenarioError(shown, "cluster", "a live cluster file path", cluster)
+    backend = _get(shown, doc, "", "backend", str, default(ServiceConfig, "backend"))
+    if backend not in BACKENDS:
+        raise ScenarioError(shown, "backend", f"one of {', '.join(BACKENDS)}", backend)
+    address = doc.get("ray_address")
+    if address is not None and not isinstance(address, str):
+        raise ScenarioError(shown, "ray_address", "a Ray address (or omit it)", address)
+    model = _get(shown, doc, "", "ray_gpu_model", str, default(ServiceConfig, "ray_gpu_model"))
+    try:
+        gpu_model(model)
+    except KeyError:
+        raise ScenarioError(shown, "ray_gpu_model", "a GPU model of the catalog", model) from None
+    timeout = float(
+        _get(shown, doc, "", "request_timeout_s", (int, float), default(ServiceConfig, "request_timeout_s"))
+    )
+    if not 0 < timeout <= 3600:
+        raise ScenarioError(shown, "request_timeout_s", "seconds in (0, 3600]", timeout)
     return ServiceConfig(
         tenants=tenants,
+        backend=backend,
+        ray_address=address,
+        ray_gpu_model=model,
+        request_timeout_s=timeout,
+        rebalance=_get(shown, doc, "", "rebalance", bool, default(ServiceConfig, "rebalance")),
         host=_get(shown, doc, "", "host", str, default(ServiceConfig, "host")),
         port=port,
         db=str(folder / _get(shown, doc, "", "db", str, default(ServiceConfig, "db"))),
@@ -161,5 +219,8 @@ def _tenant(path: str, t: dict[str, Any], where: str) -> Tenant:
         raise ScenarioError(
             path, f"{where}max_queued" if mq < 1 else f"{where}max_running", "a positive integer"
         )
+    share = float(_get(path, t, where, "gpu_share", (int, float), default(Tenant, "gpu_share")))
+    if not 0 < share <= 1:
+        raise ScenarioError(path, f"{where}gpu_share", "a share in (0, 1]", share)
     admin = _get(path, t, where, "admin", bool, default(Tenant, "admin"))
-    return Tenant(name, digest, weight, mq, mr, admin)
+    return Tenant(name, digest, weight, mq, mr, share, admin)

@@ -9,12 +9,24 @@ time is not banked). Under contention each tenant's share of started tasks tends
 the weights. A tenant at its ``max_running`` is skipped until one of its tasks finishes.
 
 Tasks in flight are bounded (a few per stream and core of the cluster), so the queue itself stays
-in the database, where a crash cannot lose it.
+in the database, where a crash cannot lose it. A tenant's ``gpu_share`` bounds its tasks in flight
+to that share of the cluster's GPU dispatch slots (:data:`INFLIGHT_PER_UNIT` per alive GPU stream).
+
+Within a tenant, higher ``priority`` starts first (then older); the priority also orders the
+task's ready subtasks on its node. Priorities never cross tenants: the weights decide between them.
+
+A task comes back to the queue, and runs again, when its node is lost or removed
+(``NODE_LOST``) or when it was moved off an overloaded node before it started (``MOVED``, see
+:mod:`runtime.service.rebalance`; it is then placed on another node). Nodes being drained take
+no new tasks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -22,18 +34,25 @@ from dataclasses import dataclass
 
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.scheduler import TwoStageScheduler
-from runtime.cluster.agent import TaskOutcome
-from runtime.cluster.live import NODE_LOST
+from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend
+from runtime.cluster.ray_actor import AGENT_SHUT_DOWN
 from runtime.cluster.workload import live_task
 from runtime.kernels import make_task_data
 from runtime.service.config import Tenant
+from runtime.service.rebalance import OverloadWatch
 from runtime.service.store import TaskRow, TaskStore
+
+log = logging.getLogger(__name__)
 
 #: Tasks in flight per stream or core of the cluster.
 INFLIGHT_PER_UNIT = 2
 #: Seconds the loop sleeps when there is nothing to start.
 IDLE_S = 0.01
+#: Seconds the loop waits after a dispatch raised (a bug in a policy must not spin the CPU).
+ERROR_BACKOFF_S = 1.0
+#: Outcomes after which a task runs again rather than finishing.
+_RUN_AGAIN = (NODE_LOST, MOVED, AGENT_SHUT_DOWN)
 
 
 @dataclass
@@ -51,7 +70,7 @@ class Dispatcher:
     :param scheduler: stage 1 (its placer already runs in the cluster's agents).
     :param tenants: the service's tenants.
     :param on_event: called with ``(kind, tenant, seconds)`` for metrics: ``decision``,
-        ``completed``, ``failed``.
+        ``completed``, ``failed``, ``moved``, ``requeued``.
     """
 
     def __init__(
@@ -65,11 +84,13 @@ class Dispatcher:
         self.store, self.cluster, self.scheduler = store, cluster, scheduler
         self.tenants = {t.name: t for t in tenants}
         self.on_event = on_event or (lambda kind, tenant, s: None)
-        spec = cluster.spec
-        units = sum(n.cpu_cores + n.streams_per_gpu * len(n.gpus) for n in spec.nodes)
-        self.max_inflight = max(INFLIGHT_PER_UNIT * units, 1)
         self.inflight: dict[int, _Flight] = {}
         self.vtime: dict[str, float] = {}
+        #: Nodes that take no new tasks (being drained), by index.
+        self.closed: set[int] = set()
+        #: Tasks moved off a node, and that node (stage 1 places them elsewhere).
+        self.avoid: dict[int, int] = {}
+        self.watch = OverloadWatch()
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlsched-dispatch", daemon=True)
@@ -85,18 +106,44 @@ class Dispatcher:
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():
-            if not self._dispatch_one():
+            try:
+                idle = not self._dispatch_one()
+            except Exception:  # the task stays queued; the loop must outlive a policy's bug
+                log.exception("rlsched serve: dispatching failed; retrying in %.0f s", ERROR_BACKOFF_S)
+                self._stop.wait(ERROR_BACKOFF_S)
+                continue
+            if idle:
                 self._stop.wait(IDLE_S)
 
+    def capacity(self) -> tuple[int, int]:
+        """(tasks in flight in all, of them on GPU slots) the alive open nodes allow now."""
+        c = self.cluster
+        with c.lock:
+            v = c.view
+            open_ = v.alive.astype(bool)
+            open_[list(self.closed)] = False
+            gpu = int(v.node_streams[open_].sum())
+            units = gpu + int(v.cores[open_].sum())
+        return INFLIGHT_PER_UNIT * units, INFLIGHT_PER_UNIT * gpu
+
+    def limit(self, tenant: Tenant, gpu_slots: int) -> int:
+        """Tasks ``tenant`` may have in flight: its ``max_running``, and its share of the GPUs."""
+        if tenant.gpu_share >= 1.0:
+            return tenant.max_running
+        return min(tenant.max_running, max(1, math.floor(tenant.gpu_share * gpu_slots)))
+
     def _next(self) -> TaskRow | None:
+        total, gpu_slots = self.capacity()
         with self._lock:
-            if len(self.inflight) >= self.max_inflight:
+            if len(self.inflight) >= total:
                 return None
             busy = {name: 0 for name in self.tenants}
             for f in self.inflight.values():
                 busy[f.row.tenant] = busy.get(f.row.tenant, 0) + 1
         heads = self.store.queued_heads(1)
-        ready = [t for t in heads if t in self.tenants and busy.get(t, 0) < self.tenants[t].max_running]
+        ready = [
+            t for t in heads if t in self.tenants and busy.get(t, 0) < self.limit(self.tenants[t], gpu_slots)
+        ]
         if not ready:
             return None
         floor = min((self.vtime.get(t, 0.0) for t in ready if t in self.vtime), default=0.0)
@@ -111,10 +158,19 @@ class Dispatcher:
             return False
         now = time.perf_counter() - self.t0
         data = make_task_data(row.app, row.stream, row.chunk)
-        task = live_task(row.id, data, now)
+        deadline = None if row.deadline_s is None else now + row.submitted_at + row.deadline_s - time.time()
+        task = dataclasses.replace(live_task(row.id, data, now), priority=row.priority, deadline_s=deadline)
         c = self.cluster
         with c.lock:
             mask = feasible_nodes(task_needs(task), c.view)
+            open_ = mask.copy()
+            open_[list(self.closed)] = False
+            away = self.avoid.pop(row.id, None)
+            if away is not None and open_.sum() > 1:
+                open_[away] = False
+            if mask.any() and not open_.any():
+                return False  # only drained nodes could run it: it waits in the queue
+            mask = open_
             if not mask.any():
                 node = -1
             else:
@@ -139,11 +195,27 @@ class Dispatcher:
         return True
 
     def _done(self, row: TaskRow, attempt: int, out: TaskOutcome) -> None:
+        # The store first, the in-flight count after: the database never shows a tenant more
+        # tasks running than its limit.
+        if out.error in _RUN_AGAIN:
+            if out.error == MOVED:
+                self.avoid[row.id] = out.node
+            self.store.requeue(row.id, attempt)
+            kind, recorded = ("moved" if out.error == MOVED else "requeued"), True
+        else:
+            kind = "completed" if out.error is None else "failed"
+            recorded = self.store.finish(row.id, attempt, out.error)
         with self._lock:
             flight = self.inflight.pop(row.id, None)
-        took = time.perf_counter() - flight.started if flight else 0.0
-        if out.error == NODE_LOST:
-            self.store.requeue(row.id, attempt)
-            return
-        if self.store.finish(row.id, attempt, out.error):
-            self.on_event("completed" if out.error is None else "failed", row.tenant, took)
+        if recorded:
+            took = time.perf_counter() - flight.started if flight and kind in ("completed", "failed") else 0.0
+            self.on_event(kind, row.tenant, took)
+
+    # ---- run-time adjustment -----------------------------------------------------------------
+    def rebalance(self) -> int:
+        """One overload check: withdraw not-yet-started tasks from overloaded nodes (they come
+        back through :meth:`_done` and are placed elsewhere). How many moved."""
+        c = self.cluster
+        with c.lock:
+            moves = self.watch.moves(c.view, self.closed)
+        return sum(c.withdraw(node, k) for node, k in moves)

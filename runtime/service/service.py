@@ -8,6 +8,7 @@ leaves the task queued or running in the database, and the next process runs it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -21,13 +22,21 @@ from prometheus_client import (
 )
 
 from rlsched.policies import parse_scheduler
+from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
 from runtime.cluster.local import ClusterBackend, LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
+from runtime.service.nodes import NodeAdmin
 from runtime.service.store import STATES, TaskStore
+
+log = logging.getLogger(__name__)
+#: Seconds between feedback ticks (stream feedback, overload check).
+TICK_S = 0.25
+#: Ticks between two looks for Ray nodes that joined.
+DISCOVER_EVERY = 8
 
 
 class ServiceMetrics:
@@ -39,6 +48,19 @@ class ServiceMetrics:
         self.rejected = Counter("rlsched_tasks_rejected", "tasks refused with 429", ["tenant"], registry=r)
         self.completed = Counter("rlsched_tasks_completed", "tasks completed", ["tenant"], registry=r)
         self.failed = Counter("rlsched_tasks_failed", "tasks failed", ["tenant"], registry=r)
+        self.moved = Counter(
+            "rlsched_tasks_moved",
+            "tasks moved off an overloaded node before they started",
+            ["tenant"],
+            registry=r,
+        )
+        self.requeued = Counter(
+            "rlsched_tasks_requeued",
+            "tasks run again after their node was lost or removed",
+            ["tenant"],
+            registry=r,
+        )
+        self.nodes = Gauge("rlsched_nodes", "nodes by state (alive, draining, gone)", ["state"], registry=r)
         self.decision = Histogram(
             "rlsched_decision_seconds",
             "stage-1 decision latency",
@@ -69,6 +91,10 @@ class ServiceMetrics:
             self.task.labels(tenant).observe(seconds)
         elif kind == "failed":
             self.failed.labels(tenant).inc()
+        elif kind == "moved":
+            self.moved.labels(tenant).inc()
+        elif kind == "requeued":
+            self.requeued.labels(tenant).inc()
 
     def render(self, service: Service) -> tuple[bytes, str]:
         """The text exposition, gauges refreshed from the queue and the devices first."""
@@ -78,8 +104,16 @@ class ServiceMetrics:
             self.running.labels(t.name).set(counts.get((t.name, "running"), 0))
         if service.ready.is_set():
             view = service.cluster.view
+            closed = service.dispatcher.closed if service.dispatcher else set()
+            alive = int(view.alive.sum())
+            self.nodes.labels("alive").set(alive - len(closed))
+            self.nodes.labels("draining").set(len(closed))
+            self.nodes.labels("gone").set(view.n_nodes - alive)
+            rows = {node.name: i for i, node in enumerate(service.cluster.spec.nodes) if view.alive[i]}
             for d in service.cluster.device_reports():
-                n = next(i for i, node in enumerate(service.cluster.spec.nodes) if node.name == d.node)
+                n = rows.get(d.node)
+                if n is None:
+                    continue  # a node that left: its last figures are not current
                 labels = (d.node, str(d.gpu))
                 self.util.labels(*labels).set(d.util)
                 self.hits.labels(*labels).set(d.hits)
@@ -95,19 +129,25 @@ class Service:
     :param cluster: a cluster backend (default: :class:`LocalCluster` on the config's cluster).
     """
 
-    def __init__(self, config: ServiceConfig, cluster: ClusterBackend | None = None) -> None:
+    def __init__(
+        self,
+        config: ServiceConfig,
+        cluster: ClusterBackend | None = None,
+        scheduler: TwoStageScheduler | None = None,
+    ) -> None:
         self.config = config
         self.store = TaskStore(config.db)
         spec: LiveClusterSpec = (
             default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
         )
-        self.cluster = cluster or LocalCluster(spec)
-        self.scheduler = parse_scheduler(config.scheduler)
+        self.scheduler = scheduler or parse_scheduler(config.scheduler)
+        self.cluster = cluster or make_cluster(config, spec)
         self.metrics = ServiceMetrics()
         self.ready = threading.Event()
         self._stopping = threading.Event()
         self.recovered = 0
         self.dispatcher: Dispatcher | None = None
+        self.nodes: NodeAdmin | None = None
 
     def start(self) -> None:
         """Recover the queue, start the agents and the dispatcher; then ready."""
@@ -117,15 +157,41 @@ class Service:
             sched.reset(self.cluster.view, 0)
         self.cluster.start(sched.placer, 0, hand_over(sched.placer, None))
         self.dispatcher = Dispatcher(self.store, self.cluster, sched, self.config.tenants, self.metrics.event)
+        self.nodes = NodeAdmin(self.cluster, self.dispatcher)
         self.dispatcher.start()
         self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
         self._feedback.start()
         self.ready.set()
 
     def _tick(self) -> None:
-        """Stream feedback every 0.25 s until :meth:`stop`."""
-        while not self._stopping.wait(0.25):
-            self.cluster.tick()
+        """Every 0.25 s until :meth:`stop`: stream feedback, the overload check, and (Ray,
+        every 2 s) Ray nodes that joined."""
+        n = 0
+        while not self._stopping.wait(TICK_S):
+            n += 1
+            try:
+                self.cluster.tick()
+                if self.config.rebalance and self.dispatcher is not None:
+                    self.dispatcher.rebalance()
+                if self.nodes is not None and n % DISCOVER_EVERY == 0:
+                    self.nodes.discover(self.config.ray_gpu_model)
+            except Exception:  # the loop must outlive one bad tick, or feedback stops for good
+                log.exception("rlsched serve: feedback tick failed")
+
+    def set_scheduler(self, spec: str) -> str:
+        """Switch to scheduler ``spec`` (``SELECTOR+PLACER``) for tasks not yet placed; tasks
+        already on a node keep running; their remaining subtasks use the new placer.
+
+        :raises ValueError: an unknown selector or placer.
+        """
+        sched = parse_scheduler(spec)
+        with self.cluster.lock:
+            sched.reset(self.cluster.view, 0)
+        self.cluster.set_placer(sched.placer, hand_over(sched.placer, None))
+        assert self.dispatcher is not None
+        with self.cluster.lock:
+            self.dispatcher.scheduler = self.scheduler = sched
+        return sched.name
 
     def stop(self) -> None:
         self.ready.clear()
@@ -152,12 +218,17 @@ class Service:
     def cluster_state(self) -> dict[str, Any]:
         """Nodes, their GPUs (model, streams, memory), and the queue depth per node."""
         c = self.cluster
+        closed = self.dispatcher.closed if self.dispatcher is not None else set()
+        ray_ids = getattr(c, "node_ids", None)  # Ray: where each agent runs
         with c.lock:
             v = c.view
             nodes = [
                 {
                     "name": n.name,
+                    "index": i,
                     "alive": bool(v.alive[i]),
+                    "draining": i in closed,
+                    "ray_node_id": ray_ids[i] if ray_ids is not None else None,
                     "cpu_cores": n.cpu_cores,
                     "tasks": int(v.tasks_on_node[i]),
                     "ready_waiting": int(v.ready_waiting[i]),
@@ -181,6 +252,22 @@ class Service:
             "nodes": nodes,
             **{state: sum(v for (_, s), v in counts.items() if s == state) for state in STATES},
         }
+
+
+def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend:
+    """The cluster backend ``config`` names (Ray: joins ``ray_address``, or starts a local Ray)."""
+    if config.backend == "local":
+        return LocalCluster(spec)
+    import ray
+
+    from runtime.cluster.ray_cluster import RayCluster
+
+    started_here = not ray.is_initialized() and config.ray_address is None
+    if not ray.is_initialized():
+        ray.init(address=config.ray_address, include_dashboard=False, log_to_driver=False)
+    # A Ray started here has one node: the spec's agents share it. A joined cluster gets one
+    # agent per Ray node.
+    return RayCluster(spec, share_nodes=started_here)
 
 
 def serve(config: ServiceConfig) -> None:

@@ -1,0 +1,138 @@
+"""``rlsched serve`` on a real uvicorn: cluster operations of the admin role, priorities, the
+GPU-share quota and request timeouts (the server is a child process, as an operator runs it)."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.test_service import Server, _config, _h, _port, _wait_done
+
+
+def _submit(s: Server, tenant: str, body: list[dict]) -> list[int]:
+    r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h(tenant), timeout=30)
+    assert r.status_code == 201, r.text
+    return [t["id"] for t in r.json()]
+
+
+def _admin(s: Server, method: str, path: str, tenant: str = "video", **kw: object) -> httpx.Response:
+    return httpx.request(method, f"{s.url}/v1/admin{path}", headers=_h(tenant), timeout=30, **kw)  # type: ignore[arg-type]
+
+
+def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path: Path) -> None:
+    port = _port()
+    s = Server(_config(tmp_path, port, {"video": "admin = true\n"}), port)
+    s.start()
+    try:
+        assert _admin(s, "POST", "/nodes/volta/drain", tenant="batch").status_code == 403
+        assert _admin(s, "POST", "/nodes/nowhere/drain").status_code == 404
+        assert _admin(s, "POST", "/nodes/volta/drain").json()["draining"] is True
+        rows = _wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(12)]))
+        assert {r["node"] for r in rows} == {"turing"} and {r["state"] for r in rows} == {"done"}
+
+        # A slow node joins (its GPU 160x slower than a T4): tasks are surely running on it
+        # when it is removed, and must run again elsewhere.
+        node = {"name": "extra", "cpu_cores": 1, "gpus": [{"model": "T4", "speed": 0.05}]}
+        assert _admin(s, "POST", "/nodes", json=node).status_code == 201
+        assert _admin(s, "POST", "/nodes", json=node).status_code == 409  # the name is taken
+        bad = _admin(s, "POST", "/nodes", json={**node, "name": "x", "gpus": [{"model": "Z9"}]})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "gpus", 0, "model"]
+        assert _admin(s, "POST", "/nodes/turing/drain").status_code == 200
+        ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(8)])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("batch")).json()["tasks"]
+            if running:
+                break
+            time.sleep(0.05)
+        assert running and {t["node"] for t in running} == {"extra"}
+        for name in ("volta", "turing"):
+            assert _admin(s, "POST", f"/nodes/{name}/resume").status_code == 200
+        gone = _admin(s, "DELETE", "/nodes/extra")
+        assert gone.status_code == 200 and gone.json()["requeued"] >= 1, gone.text
+        assert _admin(s, "DELETE", "/nodes/extra").status_code == 404  # already left
+        rows = _wait_done(s, "batch", ids)
+        assert {r["state"] for r in rows} == {"done"}
+        moved_off = [r for r in rows if r["attempt"] > 1]
+        assert moved_off and all(r["node"] in ("volta", "turing") for r in moved_off)
+        db = sqlite3.connect(tmp_path / "queue.db")
+        assert {c for (c,) in db.execute("SELECT completions FROM tasks WHERE state = 'done'")} == {1}
+        db.close()
+
+        sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
+        assert sw.status_code == 200 and sw.json() == {"scheduler": "round-robin+mlsm"}
+        bad = _admin(s, "PUT", "/scheduler", json={"scheduler": "nope+mlsm"})
+        assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "scheduler"]
+        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()
+        assert state["scheduler"] == "round-robin+mlsm"
+        assert [(n["name"], n["alive"], n["draining"]) for n in state["nodes"]] == [
+            ("volta", True, False),
+            ("turing", True, False),
+            ("extra", False, False),
+        ]
+        rows = _wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(8)]))
+        assert {r["node"] for r in rows} == {"volta", "turing"}  # round robin: both take tasks
+        metrics = httpx.get(f"{s.url}/metrics").text
+        assert 'rlsched_nodes{state="gone"} 1.0' in metrics
+        assert 'rlsched_tasks_requeued_total{tenant="batch"}' in metrics
+    finally:
+        s.stop()
+
+
+def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
+    port = _port()
+    extra = {"video": "max_running = 1\n", "batch": "gpu_share = 0.1\n"}
+    s = Server(_config(tmp_path, port, extra, top="request_timeout_s = 1"), port)
+    s.start()
+    try:
+        # One task at a time: the high-priority tasks, submitted after 20 low ones, overtake
+        # every low one that had not started yet.
+        low = _submit(s, "video", [{"app": "matmul", "chunk": k} for k in range(20)])
+        high = _submit(s, "video", [{"app": "matmul", "chunk": k, "priority": 10} for k in range(5)])
+        rows = {r["id"]: r for r in _wait_done(s, "video", low + high)}
+        order = sorted(rows, key=lambda i: rows[i]["started_at"])
+        started_before = sum(
+            1 for i in low if rows[i]["started_at"] < min(rows[h]["started_at"] for h in high)
+        )
+        assert started_before <= 3, started_before
+        assert max(order.index(h) for h in high) < started_before + len(high)
+
+        # gpu_share 0.1: at most a tenth of the GPU dispatch slots (2 per GPU stream).
+        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()
+        slots = 2 * sum(g["streams"] for n in state["nodes"] for g in n["gpus"])
+        cap = int(0.1 * slots)
+        ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(60)])
+        seen = []
+        while True:
+            r = httpx.get(f"{s.url}/v1/tasks?state=running&limit=1000", headers=_h("batch")).json()
+            seen.append(len(r["tasks"]))
+            queued = httpx.get(f"{s.url}/v1/tasks?state=queued&limit=1", headers=_h("batch")).json()
+            if not queued["tasks"]:
+                break
+            time.sleep(0.02)
+        assert 1 <= max(seen) <= cap, (max(seen), cap)
+        _wait_done(s, "batch", ids)
+
+        # A client that announces a body and never sends it gets 408 after request_timeout_s.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            head = (
+                "POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                f"Authorization: Bearer {'tok-video'}\r\nContent-Length: 100\r\n\r\n"
+            )
+            sock.sendall(head.encode() + b'{"app": ')
+            t0 = time.monotonic()
+            answer = b""
+            while b"}" not in answer:  # the head and the body may come in separate reads
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408") and b"not received within 1 s" in answer, answer
+        assert time.monotonic() - t0 < 5
+        assert httpx.get(f"{s.url}/healthz").status_code == 200
+    finally:
+        s.stop()

@@ -1,0 +1,115 @@
+"""``rlsched serve --backend ray`` on a real two-node Ray cluster started on this machine: a node
+agent killed mid-task (its Ray node removed) and its tasks completed elsewhere exactly once; a
+Ray node that joins later is picked up and takes tasks. The service is a child process that
+joins the Ray cluster by its address, as an operator runs it."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from rlsched.hardware import gpu_model
+from tests.test_service import Server, _config, _h, _port, _wait_done
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip)
+
+MB = 1 << 20
+
+
+@pytest.fixture
+def ray_cluster() -> Iterator[Any]:
+    saved = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RLSCHED_BACKEND")}
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # a local test cluster needs no tokens
+    os.environ["RLSCHED_BACKEND"] = "numpy"  # the agents never look for a GPU
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "object_store_memory": 80 * MB, "include_dashboard": False},
+    )
+    try:
+        cluster.add_node(num_cpus=1, object_store_memory=80 * MB)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _cluster_file(folder: Path) -> Path:
+    # GPUs 100x slower than a T4: a task runs for about a second, so tasks are surely in
+    # flight on the node that dies.
+    speed = gpu_model("T4").fp32_tflops / 100
+    p = folder / "live.toml"
+    p.write_text(
+        "".join(
+            f'[[nodes]]\nname = "{n}"\ncpu_cores = 1\n[[nodes.gpus]]\nmodel = "T4"\nspeed = {speed}\n\n'
+            for n in ("a", "b")
+        )
+    )
+    return p
+
+
+def _nodes(s: Server) -> list[dict]:
+    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()["nodes"])
+
+
+def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, ray_cluster: Any) -> None:
+    port = _port()
+    top = f'backend = "ray"\nray_address = "{ray_cluster.address}"\ncluster = "{_cluster_file(tmp_path)}"\n'
+    s = Server(_config(tmp_path, port, {"video": "admin = true\n"}, top=top), port)
+    s.start()
+    try:
+        workers = [n for n in ray_cluster.worker_nodes]
+        doomed = workers[0]
+        nodes = _nodes(s)
+        on_doomed = next(n["name"] for n in nodes if n["ray_node_id"] == doomed.node_id)
+        body = [{"app": "intrusion_detection", "stream": k % 4, "chunk": k} for k in range(16)]
+        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video"), timeout=30)
+        ids = [t["id"] for t in r.json()]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("video")).json()["tasks"]
+            busy = sum(t["node"] == on_doomed for t in running)
+            if busy >= 2:
+                break
+            time.sleep(0.05)
+        assert busy >= 2, running
+        ray_cluster.remove_node(doomed)
+        rows = _wait_done(s, "video", ids, timeout=120)
+        assert {r["state"] for r in rows} == {"done"}, [r["error"] for r in rows]
+        again = [r for r in rows if r["attempt"] > 1]
+        assert len(again) >= 2 and all(r["node"] != on_doomed for r in again)
+        db = sqlite3.connect(tmp_path / "queue.db")
+        assert {c for (c,) in db.execute("SELECT completions FROM tasks")} == {1}
+        db.close()
+        assert 'rlsched_tasks_requeued_total{tenant="video"}' in httpx.get(f"{s.url}/metrics").text
+
+        # A Ray node joins: the service gives it an agent (a T4, from its accelerator label).
+        fresh = ray_cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:T4": 1})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            joined = [n for n in _nodes(s) if n["ray_node_id"] == fresh.node_id and n["alive"]]
+            if joined:
+                break
+            time.sleep(0.25)
+        assert joined and [g["model"] for g in joined[0]["gpus"]] == ["T4"]
+        survivor = next(n["name"] for n in _nodes(s) if n["alive"] and n["ray_node_id"] != fresh.node_id)
+        r = httpx.post(f"{s.url}/v1/admin/nodes/{survivor}/drain", headers=_h("video"), timeout=30)
+        assert r.status_code == 200
+        body = [{"app": "matmul", "chunk": k} for k in range(4)]
+        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video")).json()]
+        rows = _wait_done(s, "video", ids, timeout=60)
+        assert {r["node"] for r in rows} == {joined[0]["name"]} and {r["state"] for r in rows} == {"done"}
+    finally:
+        s.stop()
