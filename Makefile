@@ -35,7 +35,7 @@ test: setup lint type
 	$(PY) -m pytest -q -m "not slow"
 
 test-all: setup lint type
-	$(PY) -m pytest -q
+	RLSCHED_FULL_PROPERTIES=1 $(PY) -m pytest -q
 
 type: setup
 	$(VENV)/bin/mypy

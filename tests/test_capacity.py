@@ -23,6 +23,7 @@ from rlsched.policies.registry import parse_scheduler, placer_names, selector_na
 from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
 from rlsched.scenarios.spec import ArrivalSpec, Scenario
 from rlsched.scenarios.taskgen import generate_tasks
+from tests.conftest import examples
 
 SATURATING = 1e5  # tasks per minute: every task arrives within a fraction of a second
 
@@ -32,7 +33,7 @@ def _saturated(sc: Scenario) -> Scenario:
     return dataclasses.replace(sc, workload=wl)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     scenarios(),
     st.booleans(),

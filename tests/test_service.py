@@ -34,14 +34,16 @@ def _port() -> int:
         return int(s.getsockname()[1])
 
 
-def _config(folder: Path, port: int, extra: dict[str, str] | None = None, top: str = "") -> Path:
+def _config(
+    folder: Path, port: int, extra: dict[str, str] | None = None, top: str = "", scheduler: str = "mct+mlsm"
+) -> Path:
     extra = extra or {}
     tenants = "".join(
         f'[[tenants]]\nname = "{n}"\ntoken_sha256 = "{hash_token(t)}"\n{extra.get(n, "")}\n'
         for n, t in TOKENS.items()
     )
     p = folder / "service.toml"
-    p.write_text(f'port = {port}\ndb = "queue.db"\nscheduler = "mct+mlsm"\n{top}\n{tenants}')
+    p.write_text(f'port = {port}\ndb = "queue.db"\nscheduler = "{scheduler}"\n{top}\n{tenants}')
     return p
 
 

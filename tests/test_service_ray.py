@@ -67,7 +67,10 @@ def _nodes(s: Server) -> list[dict]:
 def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, ray_cluster: Any) -> None:
     port = _port()
     top = f'backend = "ray"\nray_address = "{ray_cluster.address}"\ncluster = "{_cluster_file(tmp_path)}"\n'
-    s = Server(_config(tmp_path, port, {"video": "admin = true\n"}, top=top), port)
+    # Round robin: both nodes surely get tasks at once (stage 1 on Ray sees a node's backlog only
+    # when its agent reports, so a burst's decisions all see the same idle nodes).
+    cfg = _config(tmp_path, port, {"video": "admin = true\n"}, top=top, scheduler="round-robin+mlsm")
+    s = Server(cfg, port)
     s.start()
     try:
         workers = [n for n in ray_cluster.worker_nodes]

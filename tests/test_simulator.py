@@ -26,6 +26,7 @@ from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import CPU, NodeSelector, TwoStageScheduler
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView, FastState
+from tests.conftest import examples
 
 #: Catalog models plus small-memory variants, drawn often, so that device memory, not streams,
 #: often binds (and some GPU-only subtasks fit no GPU at all).
@@ -34,7 +35,7 @@ GPU_MODELS = {**CATALOG, **SMALL_GPUS}
 MODELS = sorted(CATALOG)
 APP_NAMES = ("intrusion_detection", "video_synopsis", "face_recognition", "matmul", "fft", "kmeans")
 SPECS = [f"{s}+{p}" for s in selector_names() for p in placer_names()]
-PROPS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPS = settings(max_examples=examples(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 # ---- strategies ------------------------------------------------------------------------------
@@ -283,7 +284,7 @@ def test_invariants_on_a_churning_cluster_for_every_pair(spec: str, small_scenar
     assert m["tasks_completed"] == 40
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(scenarios(), st.sampled_from(selector_names()), st.sampled_from(placer_names()), st.integers(0, 99))
 def test_same_seed_same_result(scenario: Scenario, selector: str, placer: str, seed: int) -> None:
     sim1, m1 = simulate(scenario, f"{selector}+{placer}", seed)
@@ -411,7 +412,7 @@ def replay_done_times(
     return done(sim), done(re), re
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     fixed_schedule_scenarios(),
     st.sampled_from(selector_names()),
