@@ -30,13 +30,13 @@ settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 #: `make test-all` runs every example of the simulator's property tests; the default `make test`
-#: a quarter as many (of the same fixed draw), to stay within CI's ten minutes on two cores.
+#: an eighth as many (of the same fixed draw), to stay within CI's ten minutes on two cores.
 FULL_PROPERTIES = os.environ.get("RLSCHED_FULL_PROPERTIES") == "1"
 
 
 def examples(n: int) -> int:
-    """Examples a heavy property test draws: ``n`` under ``make test-all``, else a quarter."""
-    return n if FULL_PROPERTIES else max(5, n // 4)
+    """Examples a heavy property test draws: ``n`` under ``make test-all``, else an eighth."""
+    return n if FULL_PROPERTIES else max(4, n // 8)
 
 
 def interrupt_rlsched(args: Sequence[str], ready: Path, after_s: float) -> tuple[int, str]:

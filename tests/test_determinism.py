@@ -90,7 +90,15 @@ def _run(path: Path, scheduler: str, hash_seed: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "scheduler", ["mct", "oracle+speedup", "random+first-free", "mct+iawp", "mct+iawp-cosine"]
+    "scheduler",
+    [
+        "mct",
+        "oracle+speedup",
+        "random+first-free",
+        "mct+iawp",
+        # Same code path as mct+iawp with another similarity: in `make test-all` only (CI time).
+        pytest.param("mct+iawp-cosine", marks=pytest.mark.slow),
+    ],
 )
 def test_same_result_under_different_hash_seeds(tmp_path: Path, scheduler: str) -> None:
     (tmp_path / "colo.csv").write_text(COLOCATION)

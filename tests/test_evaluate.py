@@ -303,6 +303,7 @@ def test_unwritable_out_is_refused(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--out" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # 16 full paper runs; the report writer stays tested by the other tests here
 def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> None:
     """The paper's comparison: the measured gains in the claims table are those of results.json."""
     out = tmp_path / "paper"

@@ -144,6 +144,7 @@ def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path) 
     load_params(out / "stage2" / "best")
 
 
+@pytest.mark.slow  # Ctrl-C during training stays tested in the default run by test_train.py (stage 1)
 def test_ctrl_c_in_stage_2_exits_130_and_names_the_parameters_to_resume_from(tmp_path: Path) -> None:
     out = tmp_path / "run"
     args = ["train", "--stage", "2", "--scenario", "interference-saturated#150", "--iterations", "500"]

@@ -165,3 +165,15 @@ def test_snapshot_round_trip() -> None:
     assert driver.node_idle_streams.tolist() == remote.node_idle_streams.tolist() == [4, 5]
     assert driver.gpu_kinds[1][0] == ["matmul"]
     assert driver.backlog_gpu_s[1] == pytest.approx(0.7)
+
+
+def test_a_burst_sees_its_own_backlog_before_any_agent_reports(ray_cluster: tuple[Any, Any]) -> None:
+    """Stage 1 on the driver counts a task's backlog when it sends it: with ``mct``, a burst of
+    tasks arriving together spreads over both nodes instead of piling on the first."""
+    cluster, worker = ray_cluster
+    rc = RayCluster(two_nodes(), node_ids=[cluster.head_node.node_id, worker.node_id], runtime_env=ACTOR_ENV)
+    work = build_work(LiveWorkload(apps={"matmul": 1.0}, streams=2, tasks=12, rate_per_s=1e6))
+    res = run_live(rc, parse_scheduler("mct+mlsm"), work, LiveOptions(timeout_s=60))
+    assert res.metrics.tasks_completed == 12
+    per_node = np.bincount([o.node for o in res.outcomes.values()], minlength=2)
+    assert per_node.min() >= 3, per_node

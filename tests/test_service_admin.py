@@ -89,9 +89,9 @@ def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
     s = Server(_config(tmp_path, port, extra, top="request_timeout_s = 1"), port)
     s.start()
     try:
-        # One task at a time: the high-priority tasks, submitted after 20 low ones, overtake
+        # One task at a time: the high-priority tasks, submitted after 12 low ones, overtake
         # every low one that had not started yet.
-        low = _submit(s, "video", [{"app": "matmul", "chunk": k} for k in range(20)])
+        low = _submit(s, "video", [{"app": "matmul", "chunk": k} for k in range(12)])
         high = _submit(s, "video", [{"app": "matmul", "chunk": k, "priority": 10} for k in range(5)])
         rows = {r["id"]: r for r in _wait_done(s, "video", low + high)}
         order = sorted(rows, key=lambda i: rows[i]["started_at"])
@@ -105,7 +105,7 @@ def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
         state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()
         slots = 2 * sum(g["streams"] for n in state["nodes"] for g in n["gpus"])
         cap = int(0.1 * slots)
-        ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(60)])
+        ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(40)])
         seen = []
         while True:
             r = httpx.get(f"{s.url}/v1/tasks?state=running&limit=1000", headers=_h("batch")).json()

@@ -11,10 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rlsched.hardware import gpu_model
+from experiments.benchmarks.bench_rebalance import FirstNode, slow_and_fast
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster
 from runtime.cluster.local import LocalCluster
@@ -62,29 +61,12 @@ def test_overload_watch_moves_only_after_a_sustained_overload_and_only_to_spare_
     assert w.moves(_view([5, 0, 0]), set()) == []  # less than a round of work: not overloaded
 
 
-class FirstNode:
-    """Stage 1 that always takes the first feasible node: it piles every task on node 0."""
-
-    name = "first"
-
-    def reset(self, view: ClusterView, seed: int) -> None:
-        pass
-
-    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        return int(np.flatnonzero(mask)[0])
-
-
-@pytest.mark.parametrize("rebalance", [True, False])
+# The control run (watch off: nothing moves) in `make test-all` only; bench_rebalance measures both.
+@pytest.mark.parametrize("rebalance", [True, pytest.param(False, marks=pytest.mark.slow)])
 def test_tasks_move_off_a_node_that_stays_overloaded(tmp_path: Path, rebalance: bool) -> None:
     """Node 0's GPU runs 20x slower than its datasheet and stage 1 keeps choosing it: with the
     watch on, tasks that had not started move to node 1, each still completes exactly once."""
-    slow = gpu_model("T4").fp32_tflops / 20
-    spec = LiveClusterSpec(
-        nodes=(
-            LiveNode("slow", 1, (LiveGpu("T4", speed=slow),), streams_per_gpu=2),
-            LiveNode("fast", 1, (LiveGpu("T4"),), streams_per_gpu=2),
-        )
-    )
+    spec = slow_and_fast()
     cfg = ServiceConfig(
         tenants=(Tenant("a", hash_token("t")),), db=str(tmp_path / "q.db"), rebalance=rebalance
     )

@@ -61,6 +61,20 @@ def _datasheet(model: str) -> tuple[float, float]:
     return g.fp32_tflops, g.mem_bw_gbs
 
 
+def nominal_seconds(
+    task: Task, view: ClusterView, node: int, has_gpus: bool
+) -> tuple[list[float], list[float]]:
+    """Nominal GPU seconds (GPU-capable subtasks, on the node's mean datasheet GPU) and CPU
+    seconds (CPU-only subtasks) of each subtask of ``task`` on ``node``: its backlog there."""
+    tflops, bw, gflops = view.node_tflops_mean[node], view.node_bw_mean[node], view.fast.cpu_gflops[node]
+    gpu, cpu = [], []
+    for s in task.graph.subtasks:
+        on_cpu = s.kind.device is Where.CPU
+        gpu.append(subtask_gpu_seconds(s, tflops, bw) if has_gpus and not on_cpu else 0.0)
+        cpu.append(subtask_cpu_seconds(s, gflops) if on_cpu else 0.0)
+    return gpu, cpu
+
+
 @dataclass
 class TaskOutcome:
     """What happened to one task on a node.
@@ -221,28 +235,13 @@ class NodeAgent:
             self.runs[task.id] = run
             v.tasks_on_node[n] += 1
             # Nominal seconds per subtask, computed once: completions read them on the hot path.
-            run.gpu_nominal = [self._gpu_nominal(s) for s in task.graph.subtasks]
-            run.cpu_nominal = [self._cpu_nominal(s) for s in task.graph.subtasks]
+            run.gpu_nominal, run.cpu_nominal = nominal_seconds(task, v, n, bool(self.devices))
             v.backlog_gpu_s[n] += sum(run.gpu_nominal)
             v.backlog_cpu_s[n] += sum(run.cpu_nominal)
             for s in task.graph.subtasks:
                 if not s.parents:
                     self._ready(run, s)
             self._drain()
-
-    def _gpu_nominal(self, s: Subtask) -> float:
-        if s.kind.device is Where.CPU or not self.devices:
-            return 0.0
-        return subtask_gpu_seconds(
-            s, self.view.node_tflops_mean[self.node], self.view.node_bw_mean[self.node]
-        )
-
-    def _cpu_nominal(self, s: Subtask) -> float:
-        return (
-            subtask_cpu_seconds(s, self.view.fast.cpu_gflops[self.node])
-            if s.kind.device is Where.CPU
-            else 0.0
-        )
 
     def _ready(self, run: _Run, sub: Subtask) -> None:
         if not self.alive:

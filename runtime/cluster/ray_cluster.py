@@ -45,7 +45,7 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
-from runtime.cluster.agent import NODE_LOST, TaskOutcome
+from runtime.cluster.agent import NODE_LOST, TaskOutcome, nominal_seconds
 from runtime.cluster.config import LiveClusterSpec, LiveNode
 from runtime.cluster.local import DeviceReport, Observe
 from runtime.cluster.ray_actor import (
@@ -272,9 +272,15 @@ class RayCluster:
         with self.lock:
             dead = self._dead[node]
             if not dead:
-                # Stage 1 must see the load now, not when the actor's first snapshot comes back.
+                # Stage 1 must see the load now, not when the actor's first snapshot comes back:
+                # the task's backlog is counted as its agent will count it (the next snapshot,
+                # the actor's own figures, replaces it), so a burst's decisions do not all see
+                # the same idle node.
                 self._in_flight[node] += 1
                 self.view.tasks_on_node[node] = self._in_flight[node]
+                gpu_s, cpu_s = nominal_seconds(task, self.view, node, self.view.n_gpus[node] > 0)
+                self.view.backlog_gpu_s[node] += sum(gpu_s)
+                self.view.backlog_cpu_s[node] += sum(cpu_s)
         if dead:  # stage 1 chose it just before it was marked dead
             on_done(TaskOutcome(task, node, now, math.nan, now, {}, NODE_LOST))
             return
