@@ -23,6 +23,10 @@ def _admin(s: Server, method: str, path: str, tenant: str = "video", **kw: objec
     return httpx.request(method, f"{s.url}/v1/admin{path}", headers=_h(tenant), timeout=30, **kw)  # type: ignore[arg-type]
 
 
+def _nodes(s: Server) -> list[dict]:
+    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("batch"), timeout=30).json()["nodes"])
+
+
 def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path: Path) -> None:
     port = _port()
     s = Server(_config(tmp_path, port, {"video": "admin = true\n"}), port)
@@ -33,6 +37,12 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         assert _admin(s, "POST", "/nodes/volta/drain").json()["draining"] is True
         rows = _wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(12)]))
         assert {r["node"] for r in rows} == {"turing"} and {r["state"] for r in rows} == {"done"}
+        for r in rows:  # each completed task reports its outputs (shape, dtype, CRC-32)
+            assert r["result"] and all(
+                isinstance(o["crc32"], int) and o["shape"] for o in r["result"].values()
+            )
+        gpus = [g for n in _nodes(s) for g in n["gpus"] if n["name"] == "turing"]
+        assert sum(g["cache_hits"] + g["cache_misses"] for g in gpus) > 0
 
         # A slow node joins (its GPU 160x slower than a T4): tasks are surely running on it
         # when it is removed, and must run again elsewhere.

@@ -59,6 +59,14 @@ class TaskIn(BaseModel):
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
+class OutputSummary(BaseModel):
+    """One output array of a completed task."""
+
+    shape: list[int]
+    dtype: str
+    crc32: int
+
+
 class TaskOut(BaseModel):
     """A task as the service records it."""
 
@@ -76,6 +84,9 @@ class TaskOut(BaseModel):
     submitted_at: float
     started_at: float | None
     finished_at: float | None
+    result: dict[str, OutputSummary] | None = Field(
+        None, description="a completed task's outputs: shape, dtype and CRC-32 of each array"
+    )
 
 
 class GpuIn(BaseModel):

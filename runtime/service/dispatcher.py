@@ -25,12 +25,16 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import logging
 import math
 import threading
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.scheduler import TwoStageScheduler
@@ -53,6 +57,22 @@ IDLE_S = 0.01
 ERROR_BACKOFF_S = 1.0
 #: Outcomes after which a task runs again rather than finishing.
 _RUN_AGAIN = (NODE_LOST, MOVED, AGENT_SHUT_DOWN)
+
+
+def result_summary(outputs: dict[str, np.ndarray]) -> str:
+    """A completed task's result as the API returns it (JSON): per output array its shape,
+    dtype and CRC-32 of its bytes — enough to check it against the same kernels run elsewhere
+    (``runtime.kernels.check_result``) without shipping the arrays."""
+    return json.dumps(
+        {
+            name: {
+                "shape": list(a.shape),
+                "dtype": str(a.dtype),
+                "crc32": zlib.crc32(np.ascontiguousarray(a).tobytes()),
+            }
+            for name, a in sorted(outputs.items())
+        }
+    )
 
 
 @dataclass
@@ -204,7 +224,8 @@ class Dispatcher:
             kind, recorded = ("moved" if out.error == MOVED else "requeued"), True
         else:
             kind = "completed" if out.error is None else "failed"
-            recorded = self.store.finish(row.id, attempt, out.error)
+            result = result_summary(out.outputs) if out.error is None else None
+            recorded = self.store.finish(row.id, attempt, out.error, result)
         with self._lock:
             flight = self.inflight.pop(row.id, None)
         if recorded:

@@ -26,7 +26,7 @@ from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
-from runtime.cluster.local import ClusterBackend, LocalCluster
+from runtime.cluster.local import ClusterBackend, DeviceReport, LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.nodes import NodeAdmin
@@ -220,6 +220,9 @@ class Service:
         c = self.cluster
         closed = self.dispatcher.closed if self.dispatcher is not None else set()
         ray_ids = getattr(c, "node_ids", None)  # Ray: where each agent runs
+        # Cache counters and utilisation per GPU, by node name (a name reused after a removal:
+        # the later, live node's figures).
+        reports = {(d.node, d.gpu): d for d in c.device_reports()} if self.ready.is_set() else {}
         with c.lock:
             v = c.view
             nodes = [
@@ -239,6 +242,7 @@ class Service:
                             "running": int(v.gpu_running[i, j]),
                             "mem_used_mib": float(v.gpu_mem_used_mb[i, j]),
                             "mem_mib": float(v.gpu_mem_mb[i, j]),
+                            **_device_figures(reports.get((n.name, j)) if v.alive[i] else None),
                         }
                         for j, g in enumerate(n.gpus)
                     ],
@@ -252,6 +256,13 @@ class Service:
             "nodes": nodes,
             **{state: sum(v for (_, s), v in counts.items() if s == state) for state in STATES},
         }
+
+
+def _device_figures(d: DeviceReport | None) -> dict[str, float | int | None]:
+    """A GPU's utilisation and input-cache counters for ``/v1/cluster`` (``None``: unknown)."""
+    if d is None:
+        return {"utilisation": None, "cache_hits": None, "cache_misses": None}
+    return {"utilisation": d.util, "cache_hits": d.hits, "cache_misses": d.misses}
 
 
 def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend:

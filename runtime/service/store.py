@@ -11,6 +11,7 @@ States: ``queued`` → ``running`` → ``done`` | ``failed``; ``queued`` → ``c
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 import time
@@ -37,13 +38,14 @@ CREATE TABLE IF NOT EXISTS tasks (
     submitted_at REAL NOT NULL,
     started_at REAL,
     finished_at REAL,
+    result TEXT,
     UNIQUE (tenant, idem_key)
 );
 CREATE INDEX IF NOT EXISTS tasks_queue ON tasks (state, tenant, priority DESC, id);
 """
 _COLUMNS = (
     "id, tenant, app, stream, chunk, priority, deadline_s, idem_key, state, attempt, completions, "
-    "node, error, submitted_at, started_at, finished_at"
+    "node, error, submitted_at, started_at, finished_at, result"
 )
 
 
@@ -67,10 +69,14 @@ class TaskRow:
     submitted_at: float
     started_at: float | None
     finished_at: float | None
+    #: JSON summary of the outputs of a completed task (see ``runtime.service.dispatcher``).
+    result: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The fields the API returns (the idempotency key included, the tenant too)."""
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["result"] = json.loads(self.result) if self.result else None
+        return d
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,9 @@ class TaskStore:
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # committed = on disk, before the 2xx
         self._db.executescript(_SCHEMA)
+        columns = {r[1] for r in self._db.execute("PRAGMA table_info(tasks)")}
+        if "result" not in columns:  # a queue written before results were recorded
+            self._db.execute("ALTER TABLE tasks ADD COLUMN result TEXT")
 
     def close(self) -> None:
         with self._lock:
@@ -205,14 +214,15 @@ class TaskStore:
                 return None
             return int(self._db.execute("SELECT attempt FROM tasks WHERE id = ?", (task_id,)).fetchone()[0])
 
-    def finish(self, task_id: int, attempt: int, error: str | None) -> bool:
-        """Record the outcome of ``attempt``; True if it was recorded (exactly once per task)."""
+    def finish(self, task_id: int, attempt: int, error: str | None, result: str | None = None) -> bool:
+        """Record the outcome of ``attempt`` (``result``: JSON); True if it was recorded
+        (exactly once per task)."""
         state = "done" if error is None else "failed"
         with self._lock:
             cur = self._db.execute(
-                "UPDATE tasks SET state = ?, error = ?, finished_at = ?, completions = completions + 1 "
-                "WHERE id = ? AND state = 'running' AND attempt = ?",
-                (state, error, time.time(), task_id, attempt),
+                "UPDATE tasks SET state = ?, error = ?, finished_at = ?, completions = completions + 1, "
+                "result = ? WHERE id = ? AND state = 'running' AND attempt = ?",
+                (state, error, time.time(), result, task_id, attempt),
             )
             return cur.rowcount == 1
 
