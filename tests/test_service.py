@@ -97,6 +97,11 @@ def _h(tenant: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {TOKENS[tenant]}"}
 
 
+def _nodes(s: Server) -> list[dict]:
+    """The nodes of ``/v1/cluster`` (any tenant may read them)."""
+    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()["nodes"])
+
+
 def _wait_done(s: Server, tenant: str, ids: list[int], timeout: float = 90) -> list[dict]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.test_service import Server, _config, _h, _port, _wait_done
+from tests.test_service import Server, _config, _h, _nodes, _port, _wait_done
 
 
 def _submit(s: Server, tenant: str, body: list[dict]) -> list[int]:
@@ -21,10 +21,6 @@ def _submit(s: Server, tenant: str, body: list[dict]) -> list[int]:
 
 def _admin(s: Server, method: str, path: str, tenant: str = "video", **kw: object) -> httpx.Response:
     return httpx.request(method, f"{s.url}/v1/admin{path}", headers=_h(tenant), timeout=30, **kw)  # type: ignore[arg-type]
-
-
-def _nodes(s: Server) -> list[dict]:
-    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("batch"), timeout=30).json()["nodes"])
 
 
 def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path: Path) -> None:

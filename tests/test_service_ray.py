@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from rlsched.hardware import gpu_model
-from tests.test_service import Server, _config, _h, _port, _wait_done
+from tests.test_service import Server, _config, _h, _nodes, _port, _wait_done
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip)
@@ -58,10 +58,6 @@ def _cluster_file(folder: Path) -> Path:
         )
     )
     return p
-
-
-def _nodes(s: Server) -> list[dict]:
-    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()["nodes"])
 
 
 def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, ray_cluster: Any) -> None:

@@ -144,12 +144,7 @@ class LocalCluster:
         if self.backend.device_count() > 0:
             node = fold_ordinals(LiveClusterSpec(nodes=(node,)), self.backend.device_count()).nodes[0]
         with self.lock:
-            if any(n.name == node.name and self.view.alive[i] for i, n in enumerate(self.spec.nodes)):
-                raise ValueError(f"node {node.name!r} is already in the cluster")
-            i = len(self.spec.nodes)
-            self.spec = dataclasses.replace(self.spec, nodes=(*self.spec.nodes, node))
-            self.view.append_nodes(dataclasses.replace(self.spec, nodes=(node,)).view())
-            self.view.set_alive(i, True)
+            self.spec, i = join_node(self.spec, self.view, node)
             self.agents.append(
                 NodeAgent(
                     i, self.spec, self.backend, self.view, self._placer, self.lock, self.clock, self._observe
@@ -216,6 +211,20 @@ class LocalCluster:
         if self.monitor is not None:
             self.monitor.close()
             self.monitor = None
+
+
+def join_node(spec: LiveClusterSpec, view: ClusterView, node: LiveNode) -> tuple[LiveClusterSpec, int]:
+    """Add ``node`` to a running cluster's spec and (in place) to its view, alive; the new spec
+    and the node's row. Every backend's ``add_node`` starts here (caller holds the view's lock).
+
+    :raises ValueError: a live node already has this name.
+    """
+    if any(n.name == node.name and view.alive[i] for i, n in enumerate(spec.nodes)):
+        raise ValueError(f"node {node.name!r} is already in the cluster")
+    grown = dataclasses.replace(spec, nodes=(*spec.nodes, node))
+    view.append_nodes(dataclasses.replace(spec, nodes=(node,)).view())
+    view.set_alive(len(spec.nodes), True)
+    return grown, len(spec.nodes)
 
 
 def merge_utilisation(

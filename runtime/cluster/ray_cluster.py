@@ -30,7 +30,6 @@ Ray is an optional dependency: this module imports without it, and :class:`RayCl
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import math
 import threading
@@ -47,7 +46,7 @@ from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
 from runtime.cluster.agent import NODE_LOST, TaskOutcome, nominal_seconds
 from runtime.cluster.config import LiveClusterSpec, LiveNode
-from runtime.cluster.local import DeviceReport, Observe
+from runtime.cluster.local import DeviceReport, Observe, join_node
 from runtime.cluster.ray_actor import (
     AGENT_SHUT_DOWN,
     CONTROL_GROUP,
@@ -408,11 +407,7 @@ class RayCluster:
         if ray_id is None or ray_id not in free:
             raise ValueError(f"Ray node {where or '(any)'}: not alive, or it already runs an agent")
         with self.lock:
-            if any(n.name == node.name and not self._dead[i] for i, n in enumerate(self.spec.nodes)):
-                raise ValueError(f"node {node.name!r} is already in the cluster")
-            i = len(self.spec.nodes)
-            self.spec = dataclasses.replace(self.spec, nodes=(*self.spec.nodes, node))
-            self.view.append_nodes(dataclasses.replace(self.spec, nodes=(node,)).view())
+            self.spec, i = join_node(self.spec, self.view, node)
             self.view.set_alive(i, False)  # not offered to stage 1 until the actor is up
             self._util_rows.append(None)
             self._devices.append([])

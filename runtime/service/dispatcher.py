@@ -40,7 +40,6 @@ from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.scheduler import TwoStageScheduler
 from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend
-from runtime.cluster.ray_actor import AGENT_SHUT_DOWN
 from runtime.cluster.workload import live_task
 from runtime.kernels import make_task_data
 from runtime.service.config import Tenant
@@ -55,8 +54,9 @@ INFLIGHT_PER_UNIT = 2
 IDLE_S = 0.01
 #: Seconds the loop waits after a dispatch raised (a bug in a policy must not spin the CPU).
 ERROR_BACKOFF_S = 1.0
-#: Outcomes after which a task runs again rather than finishing.
-_RUN_AGAIN = (NODE_LOST, MOVED, AGENT_SHUT_DOWN)
+#: Outcomes after which a task runs again rather than finishing (backends report a node that
+#: left, however it left, as ``NODE_LOST``).
+_RUN_AGAIN = (NODE_LOST, MOVED)
 
 
 def result_summary(outputs: dict[str, np.ndarray]) -> str:
