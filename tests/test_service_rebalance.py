@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import sqlite3
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from runtime.cluster.local import LocalCluster
 from runtime.service.config import ServiceConfig, Tenant, hash_token
 from runtime.service.rebalance import OverloadWatch
 from runtime.service.service import Service
-from runtime.service.store import NewTask
+from runtime.service.store import NewTask, exactly_once_violations
 
 
 def test_a_grown_view_equals_the_view_built_whole() -> None:
@@ -84,11 +85,15 @@ def test_tasks_move_off_a_node_that_stays_overloaded(tmp_path: Path, rebalance: 
         rows = svc.store.list_tasks("a", None, 0, 100)
     finally:
         svc.stop()
-    assert [r.state for r in rows] == ["done"] * 30 and {r.completions for r in rows} == {1}
+    assert [r.state for r in rows] == ["done"] * 30
+    db = sqlite3.connect(cfg.db)
+    assert exactly_once_violations(db) == []
+    moved_reports = db.execute("SELECT COUNT(*) FROM reports WHERE outcome = 'moved' AND recorded").fetchone()
+    db.close()
     nodes = collections.Counter(r.node for r in rows)
     moved = svc.metrics.moved.labels("a")._value.get()
     if rebalance:
-        assert moved > 0 and nodes["fast"] > 0, nodes
+        assert moved > 0 and moved_reports[0] == moved and nodes["fast"] > 0, nodes
         assert all(r.attempt > 1 for r in rows if r.node == "fast")
     else:
-        assert moved == 0 and nodes == {"slow": 30}
+        assert moved == moved_reports[0] == 0 and nodes == {"slow": 30}

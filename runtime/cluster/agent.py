@@ -33,6 +33,7 @@ from rlsched.tasks import Device as Where
 from rlsched.tasks import Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
+from runtime import failpoints
 from runtime.backends.base import Backend, DeviceConfig, DeviceFull
 from runtime.cluster.config import LiveClusterSpec, LiveNode
 from runtime.kernels import StagePlan, TaskData, stage_plan
@@ -215,6 +216,10 @@ class NodeAgent:
         self._cooldown = False
         #: (time, streams per GPU, mean idle streams per GPU) of each feedback interval.
         self.stream_history: list[tuple[float, list[int], list[float]]] = []
+        #: The job each busy lane runs, by (unit, lane): how a lane that died is found.
+        self._on_lane: dict[tuple[int, int], _Job] = {}
+        #: Lanes started again after their thread died.
+        self.lanes_revived = 0
         self.alive = True
 
     # ---- task intake ---------------------------------------------------------------------
@@ -318,6 +323,7 @@ class NodeAgent:
         if math.isnan(run.first_start_s):
             run.first_start_s = now
         job = _Job(run, sub, unit, lane, now)
+        self._on_lane[(unit, lane)] = job
         if unit != CPU:
             job.version = self.gpu_version[unit]
             job.partners = tuple(k for k in v.gpu_kinds[n][unit][:-1])
@@ -338,12 +344,16 @@ class NodeAgent:
             stretch = self._core_stretch(job.sub)
             if stretch > 1.0:
                 time.sleep((time.perf_counter() - t0) * (stretch - 1.0))
+            if failpoints.chance("lane-dies"):
+                raise failpoints.LaneKilled(f"{self.nspec.name} core {job.lane}")
             return out, time.perf_counter() - t0
         g = job.unit
         stream = self.pools[g].streams[job.lane]
         ta = job.run.arrays
         inputs = {name: self.residency.on_device(ta, name, g, stream, job.pinned) for name in plan.reads}
         out, secs = stream.run(plan.spec.fn, inputs, plan.params)
+        if failpoints.chance("lane-dies"):
+            raise failpoints.LaneKilled(f"{self.nspec.name} gpu{g} stream {job.lane}")
         return out, secs
 
     def _core_stretch(self, sub: Subtask) -> float:
@@ -360,6 +370,7 @@ class NodeAgent:
         self, job: _Job, result: tuple[dict[str, Any], float] | None, err: BaseException | None
     ) -> None:
         with self.lock:
+            self._on_lane.pop((job.unit, job.lane), None)
             try:
                 self._complete(job, result, err)
             except Exception:  # never lose a task to a bookkeeping bug: fail it loudly instead
@@ -550,6 +561,29 @@ class NodeAgent:
                     self.view.set_streams(self.node, g, c)
             self._drain()
             return counts
+
+    def revive_lanes(self) -> int:
+        """Watchdog: start again every lane whose thread died, and run the subtask it held again
+        (placed anew, as a subtask a full device handed back). How many subtasks it re-placed."""
+        with self.lock:
+            if not self.alive:
+                return 0
+            dead = [(key, job) for key, job in self._on_lane.items() if not self._lane(*key).alive]
+            for key, job in dead:
+                del self._on_lane[key]
+                for data_id in job.pinned:
+                    self.memory[job.unit].unpin(data_id)
+                self._release_unit(job, measured=0.0)
+                if self.runs.get(job.run.task.id) is job.run:
+                    self._hand_back(job)
+            revived = [lane.revive() for lane in (*self.cores, *(x for p in self.pools for x in p.lanes))]
+            self.lanes_revived += sum(revived)
+            if dead:
+                self._drain()
+            return len(dead)
+
+    def _lane(self, unit: int, lane: int) -> Lane:
+        return self.cores[lane] if unit == CPU else self.pools[unit].lanes[lane]
 
     def shutdown(self) -> list[_Run]:
         """Stop taking work; return the tasks that had not finished (for rescheduling)."""

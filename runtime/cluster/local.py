@@ -21,6 +21,7 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from runtime import failpoints
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
 from runtime.cluster.agent import NODE_LOST, DeviceReport, NodeAgent, TaskOutcome
@@ -169,6 +170,11 @@ class LocalCluster:
         now = self.clock()
         for run in left:
             run.on_done(TaskOutcome(run.task, node, run.assigned_s, math.nan, now, {}, NODE_LOST))
+        late = failpoints.value("late-result")
+        if late is not None:  # a partitioned node that finished anyway: its answer comes late
+            for run in left:
+                done = TaskOutcome(run.task, node, run.assigned_s, run.assigned_s, now, {}, None)
+                threading.Timer(float(late), run.on_done, (done,)).start()
         return len(left)
 
     def withdraw(self, node: int, limit: int) -> int:
@@ -191,6 +197,7 @@ class LocalCluster:
     def tick(self) -> None:
         for a in self.agents:
             if a.alive:
+                a.revive_lanes()
                 a.adjust_streams()
         if self.monitor is not None:
             samples = self.monitor.sample()

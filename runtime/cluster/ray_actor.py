@@ -181,6 +181,7 @@ class NodeActor:
 
     def tick(self) -> dict[str, Any]:
         """One stream-feedback step, then :meth:`report`."""
+        self.agent.revive_lanes()
         self.agent.adjust_streams()
         return self.report()
 

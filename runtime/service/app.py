@@ -13,10 +13,13 @@
   ``DELETE /v1/admin/nodes/{name}`` (it leaves; its tasks run again elsewhere),
   ``POST /v1/admin/nodes/{name}/drain`` and ``.../resume``, ``PUT /v1/admin/scheduler``.
 
-Every request but the health probes and metrics carries ``Authorization: Bearer TOKEN``. Bodies
-larger than :data:`MAX_BODY_BYTES` get 413; every malformed value gets 422 naming its field; a
-body not received within the service's ``request_timeout_s`` gets 408, an answer not ready by
-then 503 (a submission that was committed meanwhile is found again by its idempotency key).
+Every request but the health probes, metrics and the schema carries ``Authorization: Bearer
+TOKEN``, checked before any byte of the body is read (:mod:`runtime.service.guard`). Bodies larger
+than :data:`MAX_BODY_BYTES` get 413, however they are framed; every malformed value gets 422 naming
+its field; a body not received within the service's ``request_timeout_s`` gets 408, an answer not
+ready by then 503 (a submission that was committed meanwhile is found again by its idempotency
+key). When the queue's file refuses writes (full: 507; read-only or failing: 503, both with
+``Retry-After``) nothing was written, and ``readyz`` answers 503 until it takes writes again.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
 from runtime.service.config import Tenant
+from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
 from runtime.service.service import Service
-from runtime.service.store import STATES, NewTask
+from runtime.service.store import STATES, NewTask, StorageError
 
 MAX_BATCH = 1000
 #: Largest task id (SQLite's INTEGER): larger ids answer 422, not a server error.
@@ -130,10 +134,14 @@ def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
 
 
 def current_tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> Tenant:
-    """The caller, from its bearer token (every tenant's digest compared in constant time)."""
+    """The caller: the tenant :class:`~runtime.service.guard.RequestGuard` authenticated before the
+    body was read (or, without the guard, the one its bearer token names, in constant time)."""
+    found = request.scope.get(TENANT_KEY)
+    if isinstance(found, Tenant):
+        return found
     service: Service = request.app.state.service
-    scheme, _, token = (authorization or "").partition(" ")
-    t = service.config.tenant_for(token) if scheme.lower() == "bearer" and token else None
+    token = bearer_token(authorization)
+    t = service.config.tenant_for(token) if token is not None else None
     if t is None:
         raise HTTPException(401, "authorization: a valid bearer token", {"WWW-Authenticate": "Bearer"})
     return t
@@ -178,14 +186,7 @@ def create_app(service: Service) -> FastAPI:
         return service.nodes
 
     @app.middleware("http")
-    async def limit_body(request: Request, call_next: Any) -> Response:
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > MAX_BODY_BYTES):
-            return JSONResponse({"detail": f"body: at most {MAX_BODY_BYTES} bytes"}, status_code=413)
-        try:  # a client that does not send the body it announced must not hold a worker
-            await asyncio.wait_for(request.body(), timeout)
-        except TimeoutError:
-            return JSONResponse({"detail": f"body: not received within {timeout:g} s"}, status_code=408)
+    async def limit_time(request: Request, call_next: Any) -> Response:
         try:
             return await asyncio.wait_for(call_next(request), timeout)
         except TimeoutError:
@@ -194,6 +195,20 @@ def create_app(service: Service) -> FastAPI:
                 status_code=503,
                 headers={"Retry-After": str(RETRY_AFTER_S)},
             )
+
+    # Outermost (added last): no body is read before the caller is known, none beyond the limit.
+    app.add_middleware(
+        RequestGuard, tenant_for=service.config.tenant_for, max_body=MAX_BODY_BYTES, timeout_s=timeout
+    )
+
+    @app.exception_handler(StorageError)
+    async def storage_error(request: Request, e: StorageError) -> JSONResponse:
+        # Nothing was written (the transaction rolled back): the client may simply retry.
+        return JSONResponse(
+            {"detail": str(e)},
+            status_code=507 if e.kind == "full" else 503,
+            headers={"Retry-After": str(RETRY_AFTER_S)},
+        )
 
     @app.post("/v1/tasks", status_code=201, response_model=list[TaskOut])
     def submit(body: TaskIn | list[TaskIn], who: Caller, response: Response) -> list[TaskOut]:
@@ -281,8 +296,12 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/readyz")
     def readyz() -> JSONResponse:
-        ready = service.ready.is_set()
-        return JSONResponse({"ready": ready}, status_code=200 if ready else 503)
+        storage = service.store.degraded
+        ready = service.ready.is_set() and storage is None
+        body: dict[str, Any] = {"ready": ready}
+        if storage is not None:
+            body["storage"] = str(storage)
+        return JSONResponse(body, status_code=200 if ready else 503)
 
     @app.get("/metrics")
     def metrics() -> Response:

@@ -31,6 +31,7 @@ import math
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,7 +45,7 @@ from runtime.cluster.workload import live_task
 from runtime.kernels import make_task_data
 from runtime.service.config import Tenant
 from runtime.service.rebalance import OverloadWatch
-from runtime.service.store import TaskRow, TaskStore
+from runtime.service.store import StorageError, TaskRow, TaskStore
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,9 @@ class Dispatcher:
         self.avoid: dict[int, int] = {}
         self.watch = OverloadWatch()
         self._lock = threading.Lock()
+        #: Outcomes the store refused (full, read-only), in arrival order, recorded by the loop.
+        self._pending: deque[tuple[TaskRow, int, TaskOutcome]] = deque()
+        self._outage: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlsched-dispatch", daemon=True)
         self.t0 = time.perf_counter()
@@ -127,13 +131,40 @@ class Dispatcher:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                self._record_pending()
                 idle = not self._dispatch_one()
+            except StorageError as e:  # the queue refuses writes: nothing changed, try again later
+                self._storage_refused(e)
+                self._stop.wait(ERROR_BACKOFF_S)
+                continue
             except Exception:  # the task stays queued; the loop must outlive a policy's bug
                 log.exception("rlsched serve: dispatching failed; retrying in %.0f s", ERROR_BACKOFF_S)
                 self._stop.wait(ERROR_BACKOFF_S)
                 continue
             if idle:
                 self._stop.wait(IDLE_S)
+
+    def _storage_refused(self, e: StorageError) -> None:
+        """Say so once per outage, not once per retry."""
+        if self._outage is None:
+            self._outage = time.monotonic()
+            log.warning("rlsched serve: %s; dispatching paused, outcomes kept until it takes writes", e)
+
+    def _record_pending(self) -> None:
+        """Record outcomes the store refused earlier, oldest first (they stay in flight until
+        recorded, so no task is started in their place)."""
+        while True:
+            with self._lock:
+                if not self._pending:
+                    break
+                row, attempt, out = self._pending[0]
+            self._record(row, attempt, out)  # raises StorageError while the store still refuses
+            with self._lock:
+                self._pending.popleft()
+        if self._outage is not None:
+            took = time.monotonic() - self._outage
+            log.warning("rlsched serve: the queue takes writes again after %.1f s", took)
+            self._outage = None
 
     def capacity(self) -> tuple[int, int]:
         """(tasks in flight in all, of them on GPU slots) the alive open nodes allow now."""
@@ -201,8 +232,7 @@ class Dispatcher:
         if node < 0:
             attempt = self.store.start(row.id, "-")
             if attempt is not None:
-                self.store.finish(row.id, attempt, "no feasible node")
-                self.on_event("failed", row.tenant, 0.0)
+                self._done(row, attempt, TaskOutcome(task, -1, now, math.nan, now, {}, "no feasible node"))
             return True
         attempt = self.store.start(row.id, c.spec.nodes[node].name)
         if attempt is None:  # cancelled between the read and the start
@@ -215,19 +245,35 @@ class Dispatcher:
         return True
 
     def _done(self, row: TaskRow, attempt: int, out: TaskOutcome) -> None:
+        """An outcome from the cluster (any thread): recorded now, or kept for the dispatch loop
+        when the store refuses writes (an outcome is never dropped)."""
+        with self._lock:
+            if self._pending:  # keep the order: an earlier outcome is still waiting
+                self._pending.append((row, attempt, out))
+                return
+        try:
+            self._record(row, attempt, out)
+        except StorageError as e:
+            self._storage_refused(e)
+            with self._lock:
+                self._pending.append((row, attempt, out))
+
+    def _record(self, row: TaskRow, attempt: int, out: TaskOutcome) -> None:
         # The store first, the in-flight count after: the database never shows a tenant more
         # tasks running than its limit.
         if out.error in _RUN_AGAIN:
             if out.error == MOVED:
                 self.avoid[row.id] = out.node
-            self.store.requeue(row.id, attempt)
-            kind, recorded = ("moved" if out.error == MOVED else "requeued"), True
+            kind = "moved" if out.error == MOVED else "requeued"
+            recorded = self.store.requeue(row.id, attempt, "moved" if out.error == MOVED else "lost")
         else:
             kind = "completed" if out.error is None else "failed"
             result = result_summary(out.outputs) if out.error is None else None
             recorded = self.store.finish(row.id, attempt, out.error, result)
         with self._lock:
-            flight = self.inflight.pop(row.id, None)
+            flight = self.inflight.get(row.id)
+            if flight is not None and flight.attempt == attempt:
+                del self.inflight[row.id]  # a stale attempt's report leaves the retry in flight
         if recorded:
             took = time.perf_counter() - flight.started if flight and kind in ("completed", "failed") else 0.0
             self.on_event(kind, row.tenant, took)

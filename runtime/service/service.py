@@ -8,8 +8,11 @@ leaves the task queued or running in the database, and the next process runs it.
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -127,6 +130,9 @@ class Service:
 
     :param config: the service's configuration.
     :param cluster: a cluster backend (default: :class:`LocalCluster` on the config's cluster).
+    :param scheduler: the scheduler (default: the config's).
+    :param store: the queue, already open (default: opened here, which takes its lock).
+    :raises DatabaseInUse: another service holds the queue file.
     """
 
     def __init__(
@@ -134,9 +140,10 @@ class Service:
         config: ServiceConfig,
         cluster: ClusterBackend | None = None,
         scheduler: TwoStageScheduler | None = None,
+        store: TaskStore | None = None,
     ) -> None:
         self.config = config
-        self.store = TaskStore(config.db)
+        self.store = store or TaskStore(config.db, _owner(config))
         spec: LiveClusterSpec = (
             default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
         )
@@ -152,6 +159,11 @@ class Service:
     def start(self) -> None:
         """Recover the queue, start the agents and the dispatcher; then ready."""
         self.recovered = self.store.recover()
+        if self.recovered:
+            log.warning(
+                "rlsched serve: %d tasks that were running when the last process stopped run again",
+                self.recovered,
+            )
         sched = self.scheduler
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
@@ -170,6 +182,8 @@ class Service:
         while not self._stopping.wait(TICK_S):
             n += 1
             try:
+                if self.store.degraded is not None:
+                    self.store.probe()  # readyz turns 200 again as soon as the file takes writes
                 self.cluster.tick()
                 if self.config.rebalance and self.dispatcher is not None:
                     self.dispatcher.rebalance()
@@ -281,15 +295,63 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
     return RayCluster(spec, share_nodes=started_here)
 
 
-def serve(config: ServiceConfig) -> None:
-    """Run the service in this process until interrupted (uvicorn on ``config.host:port``)."""
+class AddressInUse(Exception):
+    """Another process listens on the service's address (exit 4 of ``rlsched serve``)."""
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` and listening, before anything else starts.
+
+    :raises AddressInUse: the port is taken.
+    :raises OSError: the address cannot be used otherwise (no such interface, no permission).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        if e.errno == errno.EADDRINUSE:
+            raise AddressInUse(f"{host}:{port} is in use by another process") from None
+        raise
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _owner(config: ServiceConfig) -> str:
+    return f"serving {config.host}:{config.port}"
+
+
+def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> None:
+    """Run the service in this process until interrupted (uvicorn on ``config.host:port``).
+
+    In this order, so that a service that cannot run changes nothing: take the queue file's lock,
+    bind the address, then recover the queue and start the cluster.
+
+    :param config: the service.
+    :param announce: called once the service listens and its queue is recovered.
+    :raises DatabaseInUse: another service holds the queue file.
+    :raises AddressInUse: the port is taken.
+    """
     import uvicorn
 
     from runtime.service.app import create_app
 
-    service = Service(config)
-    service.start()
+    store = TaskStore(config.db, _owner(config))
     try:
-        uvicorn.run(create_app(service), host=config.host, port=config.port, log_level="warning")
+        sock = listen(config.host, config.port)
+    except BaseException:
+        store.close()
+        raise
+    service = Service(config, store=store)
+    service.start()
+    if announce is not None:
+        announce()
+    try:
+        server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
+        server.run(sockets=[sock])
     finally:
         service.stop()
+        sock.close()

@@ -4,7 +4,22 @@ Every accepted task is committed before the service answers 2xx, so a crash (``k
 nothing that was accepted: on restart, :meth:`TaskStore.recover` puts tasks that were running back
 in the queue. Completion is recorded exactly once: a result is written only by the attempt that
 holds the task (``UPDATE ... WHERE state = 'running' AND attempt = ?``), so a late answer from an
-attempt that a restart superseded changes nothing.
+attempt that a restart or a lost node superseded changes nothing.
+
+Every attempt also leaves a row in the ``attempts`` table (when it started, and where), and every
+outcome reported for an attempt a row in ``reports``, with whether that report changed the task
+(``recorded``) — late and repeated reports included. The guarantee is checked from this audit, not
+from the state column the guard itself maintains: a task is done exactly once when exactly one
+finishing report was recorded for it and that report came from the attempt the task names
+(:func:`exactly_once_violations`).
+
+One service per file: the store takes an exclusive lock (``DB.lock`` beside it, ``flock``; the
+kernel drops it when the process dies, ``kill -9`` included) before it reads or writes anything,
+and a second process gets :class:`DatabaseInUse` naming the holder.
+
+A write that SQLite refuses (the disk or the file's page cap full, the file read-only, an I/O
+error) raises :class:`StorageError` after its transaction rolled back: nothing is half-written.
+The store remembers it (:attr:`TaskStore.degraded`) until a write succeeds again.
 
 States: ``queued`` → ``running`` → ``done`` | ``failed``; ``queued`` → ``cancelled``.
 """
@@ -15,9 +30,14 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from runtime import failpoints
+from runtime.service.dblock import DatabaseLock
 
 STATES = ("queued", "running", "done", "failed", "cancelled")
 _SCHEMA = """
@@ -42,7 +62,27 @@ CREATE TABLE IF NOT EXISTS tasks (
     UNIQUE (tenant, idem_key)
 );
 CREATE INDEX IF NOT EXISTS tasks_queue ON tasks (state, tenant, priority DESC, id);
+CREATE TABLE IF NOT EXISTS attempts (
+    task_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    node TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (task_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS reports (
+    task_id INTEGER NOT NULL,
+    attempt INTEGER NOT NULL,
+    reported_at REAL NOT NULL,
+    outcome TEXT NOT NULL,
+    recorded INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS reports_task ON reports (task_id);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
+#: Outcomes an attempt report carries (``abandoned``: the process holding it died).
+OUTCOMES = ("done", "failed", "lost", "moved", "abandoned")
+#: SQLite's largest page cap: what ``store-full`` sets back when space returns.
+_NO_PAGE_CAP = 1073741823
 _COLUMNS = (
     "id, tenant, app, stream, chunk, priority, deadline_s, idem_key, state, attempt, completions, "
     "node, error, submitted_at, started_at, finished_at, result"
@@ -91,15 +131,44 @@ class NewTask:
     idem_key: str | None = None
 
 
+class StorageError(Exception):
+    """A write SQLite refused; its transaction was rolled back.
+
+    :param kind: ``full`` (no space: disk or page cap), ``readonly``, or ``unavailable``
+        (an I/O error, a locked or vanished file).
+    :param detail: SQLite's message.
+    """
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"queue database {kind}: {detail}")
+        self.kind, self.detail = kind, detail
+
+
+def _storage_error(e: sqlite3.Error) -> StorageError:
+    name = getattr(e, "sqlite_errorname", "") or ""
+    if name.startswith("SQLITE_FULL"):
+        return StorageError("full", str(e))
+    if name.startswith("SQLITE_READONLY"):
+        return StorageError("readonly", str(e))
+    return StorageError("unavailable", str(e))
+
+
 class TaskStore:
     """The queue and the record of every task, in one SQLite file (WAL, synchronous=FULL).
 
     :param path: the database file (created with its schema if absent).
+    :param owner: how this process describes itself in the lock file (e.g. its address).
+    :raises DatabaseInUse: another process holds the file.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, owner: str = "") -> None:
         self.path = str(path)
+        self._file_lock = DatabaseLock(self.path, owner)  # before anything reads the file
         self._lock = threading.Lock()
+        self._opened = time.monotonic()
+        self._faults = {n: False for n in ("store-full", "store-readonly") if failpoints.window(n)}
+        #: The last write SQLite refused, until a write succeeds again (``None``: healthy).
+        self.degraded: StorageError | None = None
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # committed = on disk, before the 2xx
@@ -111,42 +180,98 @@ class TaskStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        self._file_lock.release()
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[TaskRow]:
         return [TaskRow(*r) for r in self._db.execute(sql, args).fetchall()]
 
+    @contextmanager
+    def _write(self) -> Iterator[None]:
+        """One write transaction (lock held): committed whole, or rolled back and reported as a
+        :class:`StorageError`."""
+        with self._lock:
+            if self._faults:
+                self._apply_faults()
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as e:
+                raise self._refused(e) from e
+            try:
+                yield
+                self._db.execute("COMMIT")
+            except sqlite3.Error as e:
+                self._rollback()
+                raise self._refused(e) from e
+            except BaseException:
+                self._rollback()
+                raise
+            self.degraded = None
+
+    def _rollback(self) -> None:
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+
+    def _refused(self, e: sqlite3.Error) -> StorageError:
+        self.degraded = _storage_error(e)
+        return self.degraded
+
+    def _apply_faults(self) -> None:
+        """Switch the ``store-full`` / ``store-readonly`` failpoints on or off (lock held)."""
+        age = time.monotonic() - self._opened
+        for name, on in self._faults.items():
+            w = failpoints.window(name)
+            assert w is not None
+            want = w[0] <= age < w[1]
+            if want == on:
+                continue
+            self._faults[name] = want
+            if name == "store-full":
+                cap = self._db.execute("PRAGMA page_count").fetchone()[0] if want else _NO_PAGE_CAP
+                self._db.execute(f"PRAGMA max_page_count = {int(cap)}")
+            else:
+                self._db.execute(f"PRAGMA query_only = {int(want)}")
+
+    def probe(self) -> bool:
+        """Try a small write (it grows the file by nothing once written): True if the store
+        takes writes again. Clears :attr:`degraded` when it does."""
+        try:
+            with self._write():
+                self._db.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('probe', ?)", (str(time.time()),)
+                )
+        except StorageError:
+            return False
+        return True
+
     def submit(self, tenant: str, tasks: list[NewTask]) -> list[tuple[TaskRow, bool]]:
         """Queue ``tasks`` in one transaction; (row, created) each — a repeated idempotency key
-        returns the task it first created, with ``created`` false."""
+        returns the task it first created, with ``created`` false.
+
+        :raises StorageError: nothing was queued.
+        """
         now = time.time()
         out = []
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for t in tasks:
-                    if t.idem_key is not None:
-                        old = self._rows(
-                            f"SELECT {_COLUMNS} FROM tasks WHERE tenant = ? AND idem_key = ?",
-                            (tenant, t.idem_key),
-                        )
-                        if old:
-                            out.append((old[0], False))
-                            continue
-                    cur = self._db.execute(
-                        "INSERT INTO tasks (tenant, app, stream, chunk, priority, deadline_s, idem_key, "
-                        "state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
-                        (tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idem_key, now),
+        with self._write():
+            for t in tasks:
+                if t.idem_key is not None:
+                    old = self._rows(
+                        f"SELECT {_COLUMNS} FROM tasks WHERE tenant = ? AND idem_key = ?",
+                        (tenant, t.idem_key),
                     )
-                    # The new row is what was inserted: no read-back (one query per task, not two).
-                    row = TaskRow(
-                        int(cur.lastrowid or 0), tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s,
-                        t.idem_key, "queued", 0, 0, None, None, now, None, None,
-                    )  # fmt: skip
-                    out.append((row, True))
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                    if old:
+                        out.append((old[0], False))
+                        continue
+                cur = self._db.execute(
+                    "INSERT INTO tasks (tenant, app, stream, chunk, priority, deadline_s, idem_key, "
+                    "state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
+                    (tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idem_key, now),
+                )
+                # The new row is what was inserted: no read-back (one query per task, not two).
+                row = TaskRow(
+                    int(cur.lastrowid or 0), tenant, t.app, t.stream, t.chunk, t.priority, t.deadline_s,
+                    t.idem_key, "queued", 0, 0, None, None, now, None, None,
+                )  # fmt: skip
+                out.append((row, True))
         return out
 
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
@@ -168,8 +293,11 @@ class TaskStore:
             return self._rows(sql + " ORDER BY id LIMIT ?", (*args, limit))
 
     def cancel(self, tenant: str, task_id: int) -> TaskRow | None:
-        """Cancel a queued task of ``tenant``; the task as it now is (``None``: not found)."""
-        with self._lock:
+        """Cancel a queued task of ``tenant``; the task as it now is (``None``: not found).
+
+        :raises StorageError: nothing changed.
+        """
+        with self._write():
             self._db.execute(
                 "UPDATE tasks SET state = 'cancelled', finished_at = ? WHERE id = ? AND tenant = ? "
                 "AND state = 'queued'",
@@ -203,40 +331,106 @@ class TaskStore:
 
     def start(self, task_id: int, node: str) -> int | None:
         """Mark a queued task running on ``node``; its attempt number, or ``None`` if it was no
-        longer queued (cancelled meanwhile)."""
-        with self._lock:
+        longer queued (cancelled meanwhile).
+
+        :raises StorageError: the task is still queued.
+        """
+        now = time.time()
+        with self._write():
             cur = self._db.execute(
                 "UPDATE tasks SET state = 'running', attempt = attempt + 1, node = ?, started_at = ? "
-                "WHERE id = ? AND state = 'queued'",
-                (node, time.time(), task_id),
+                "WHERE id = ? AND state = 'queued' RETURNING attempt",
+                (node, now, task_id),
             )
-            if cur.rowcount != 1:
+            got = cur.fetchone()
+            if got is None:
                 return None
-            return int(self._db.execute("SELECT attempt FROM tasks WHERE id = ?", (task_id,)).fetchone()[0])
+            self._db.execute(
+                "INSERT INTO attempts (task_id, attempt, node, started_at) VALUES (?, ?, ?, ?)",
+                (task_id, got[0], node, now),
+            )
+            return int(got[0])
+
+    def _report(self, task_id: int, attempt: int, outcome: str, update: Callable[[], int]) -> bool:
+        """Run ``update`` (the task's transition, guarded by its attempt; rows changed) and log
+        the report in the attempt's audit row, in one transaction; True if it was recorded."""
+        with self._write():
+            recorded = update() == 1
+            self._db.execute(
+                "INSERT INTO reports (task_id, attempt, reported_at, outcome, recorded) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (task_id, attempt, time.time(), outcome, int(recorded)),
+            )
+            return recorded
 
     def finish(self, task_id: int, attempt: int, error: str | None, result: str | None = None) -> bool:
         """Record the outcome of ``attempt`` (``result``: JSON); True if it was recorded
-        (exactly once per task)."""
+        (exactly once per task: only while ``attempt`` holds the task).
+
+        :raises StorageError: nothing was recorded (the caller keeps the outcome and retries).
+        """
         state = "done" if error is None else "failed"
-        with self._lock:
-            cur = self._db.execute(
+
+        def update() -> int:
+            return self._db.execute(
                 "UPDATE tasks SET state = ?, error = ?, finished_at = ?, completions = completions + 1, "
                 "result = ? WHERE id = ? AND state = 'running' AND attempt = ?",
                 (state, error, time.time(), result, task_id, attempt),
-            )
-            return cur.rowcount == 1
+            ).rowcount
 
-    def requeue(self, task_id: int, attempt: int) -> None:
-        """Put a running attempt back in the queue (its node was lost)."""
-        with self._lock:
-            self._db.execute(
+        return self._report(task_id, attempt, state, update)
+
+    def requeue(self, task_id: int, attempt: int, outcome: str = "lost") -> bool:
+        """Put a running attempt back in the queue (its node was lost, or it was moved); True if
+        it was still the task's attempt.
+
+        :raises StorageError: nothing changed.
+        """
+
+        def update() -> int:
+            return self._db.execute(
                 "UPDATE tasks SET state = 'queued', node = NULL "
                 "WHERE id = ? AND state = 'running' AND attempt = ?",
                 (task_id, attempt),
-            )
+            ).rowcount
+
+        return self._report(task_id, attempt, outcome, update)
 
     def recover(self) -> int:
-        """After a restart: tasks that were running run again. Returns how many."""
-        with self._lock:
+        """After a restart: tasks that were running run again (their attempts are logged as
+        ``abandoned``). Returns how many."""
+        now = time.time()
+        with self._write():
+            self._db.execute(
+                "INSERT INTO reports (task_id, attempt, reported_at, outcome, recorded) "
+                "SELECT id, attempt, ?, 'abandoned', 1 FROM tasks WHERE state = 'running'",
+                (now,),
+            )
             cur = self._db.execute("UPDATE tasks SET state = 'queued', node = NULL WHERE state = 'running'")
             return cur.rowcount
+
+
+def exactly_once_violations(db: sqlite3.Connection) -> list[str]:
+    """What the attempt audit shows against "every task finished at most once, by the attempt
+    that held it" (empty: nothing). For tests and the chaos campaign, on any connection.
+
+    Per task: at most one recorded ``done``/``failed`` report; a finished task has exactly one,
+    from the attempt the task names; an unfinished task has none.
+    """
+    bad = []
+    rows = db.execute(
+        "SELECT t.id, t.state, t.attempt, "
+        "SUM(r.recorded AND r.outcome IN ('done', 'failed')), "
+        "MAX(CASE WHEN r.recorded AND r.outcome IN ('done', 'failed') THEN r.attempt END) "
+        "FROM tasks t LEFT JOIN reports r ON r.task_id = t.id GROUP BY t.id"
+    ).fetchall()
+    for task, state, attempt, finishes, by in rows:
+        finishes = finishes or 0
+        if state in ("done", "failed"):
+            if finishes != 1:
+                bad.append(f"task {task}: {state}, finished by {finishes} reports")
+            elif by != attempt:
+                bad.append(f"task {task}: {state} by attempt {by}, but attempt {attempt} holds it")
+        elif finishes:
+            bad.append(f"task {task}: {state}, yet {finishes} finishing reports were recorded")
+    return bad

@@ -1,0 +1,108 @@
+"""``rlsched serve`` as a child process, as an operator runs it: for the service tests, the chaos
+campaign and the soak (each drives a real uvicorn on 127.0.0.1 and reads the real queue file)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from rlsched.client import wait_ready
+from runtime.service.config import hash_token
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_config(
+    folder: Path,
+    port: int,
+    tokens: Mapping[str, str],
+    extra: Mapping[str, str] | None = None,
+    top: str = "",
+    scheduler: str = "mct+mlsm",
+) -> Path:
+    """A service config in ``folder`` (queue ``queue.db`` beside it), one tenant per token.
+
+    :param tokens: tenant name -> bearer token.
+    :param extra: tenant name -> more TOML lines of its table.
+    :param top: more top-level TOML lines.
+    """
+    extra = extra or {}
+    tenants = "".join(
+        f'[[tenants]]\nname = "{n}"\ntoken_sha256 = "{hash_token(t)}"\n{extra.get(n, "")}\n'
+        for n, t in tokens.items()
+    )
+    p = folder / "service.toml"
+    p.write_text(f'port = {port}\ndb = "queue.db"\nscheduler = "{scheduler}"\n{top}\n{tenants}')
+    return p
+
+
+class ServiceProcess:
+    """One ``rlsched serve --config CONFIG`` child (NumPy backend), its stderr in ``server.log``.
+
+    :param config: the service config.
+    :param port: the port it names.
+    :param env: more environment (e.g. ``RLSCHED_FAILPOINTS``).
+    """
+
+    def __init__(self, config: Path, port: int, env: Mapping[str, str] | None = None) -> None:
+        self.config, self.port = config, port
+        self.url = f"http://127.0.0.1:{port}"
+        self.env = dict(env or {})
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log = config.parent / "server.log"
+
+    def spawn(self) -> subprocess.Popen[bytes]:
+        """Start the child; do not wait for it."""
+        env = {**os.environ, "RLSCHED_BACKEND": "numpy", **self.env}
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "experiments.cli", "serve", "--config", str(self.config)],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+            )
+        return self.proc
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start the child and wait until ``/readyz`` answers 200.
+
+        :raises AssertionError: it exited first (with its log).
+        """
+        proc = self.spawn()
+        try:
+            wait_ready(self.url, timeout_s=timeout, alive=lambda: proc.poll() is None)
+        except RuntimeError:
+            raise AssertionError(self.log.read_text()) from None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill9(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        """SIGTERM, then SIGKILL after 20 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)

@@ -1,0 +1,62 @@
+"""One service per queue file: an exclusive ``flock`` on ``DB.lock``, taken before the queue is read.
+
+A second ``rlsched serve`` started on the same database (the same config, by mistake) must not
+touch it: recovery would put the running service's tasks back in the queue and they would run
+twice. The kernel releases a ``flock`` when its holder dies, however it dies, so a ``kill -9``
+never leaves a stale lock behind; the file's text only names the holder for the error message.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import os
+import socket
+from typing import TextIO
+
+
+class DatabaseInUse(Exception):
+    """Another process holds the queue file.
+
+    :param path: the database.
+    :param holder: what the holder wrote in the lock file (its pid, host, address, start time).
+    """
+
+    def __init__(self, path: str, holder: str) -> None:
+        super().__init__(
+            f"{path}: in use by another rlsched serve ({holder or 'holder unknown'}); "
+            "one service per database: stop it, or give this one another db"
+        )
+        self.path, self.holder = path, holder
+
+
+class DatabaseLock:
+    """The exclusive lock of one queue file, held until :meth:`release` or the process ends.
+
+    :param db: the database file (the lock is ``db + ".lock"``).
+    :param owner: how the holder describes itself (e.g. the address it serves).
+    :raises DatabaseInUse: another process holds it.
+    """
+
+    def __init__(self, db: str, owner: str = "") -> None:
+        self.path = f"{db}.lock"
+        f: TextIO = open(self.path, "a+")  # noqa: SIM115 (held open for the process's life)
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip()
+            f.close()
+            raise DatabaseInUse(db, holder) from None
+        since = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+        f.seek(0)
+        f.truncate()
+        f.write(f"pid {os.getpid()} on {socket.gethostname()}{', ' + owner if owner else ''}, since {since}")
+        f.flush()
+        self._file: TextIO | None = f
+
+    def release(self) -> None:
+        """Drop the lock (closing the file releases the ``flock``)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None

@@ -1,0 +1,281 @@
+"""The service under faults, each test of a guarantee checked to fail without it (noted per test).
+
+Real parts throughout: ``rlsched serve`` as a child process on 127.0.0.1, its SQLite queue file,
+raw sockets for clients that misbehave, and failpoints (``runtime.failpoints``) to inject what
+cannot be caused from outside (a lane thread dying mid-kernel, a node's late answer, a full disk).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port
+from rlsched.hardware import gpu_model
+from runtime import failpoints
+from runtime.cluster.agent import TaskOutcome
+from runtime.service.dblock import DatabaseInUse
+from runtime.service.store import NewTask, StorageError, TaskStore, exactly_once_violations
+from tests.test_service import TOKENS, _config, _h, _wait_done
+
+MIB = 1 << 20
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServiceProcess]:
+    port = free_port()
+    s = ServiceProcess(_config(tmp_path, port), port)
+    s.start()
+    yield s
+    s.stop()
+
+
+def _chunked_upload(port: int, token: str | None, limit: int, wait_s: float = 5.0) -> tuple[int | None, int]:
+    """POST ``/v1/tasks`` with a chunked body, 64 KiB a chunk, up to ``limit`` bytes and never
+    ending it; (status of the answer that came meanwhile or within ``wait_s`` after, bytes sent)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    s.sendall(
+        (
+            f"POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{auth}"
+            "Transfer-Encoding: chunked\r\n\r\n"
+        ).encode()
+    )
+    chunk = b"[" + b'{"app": "matmul"},' * 3640  # 64 KiB of a list that never closes
+    sent = 0
+    try:
+        while sent < limit and not select.select([s], [], [], 0)[0]:
+            s.sendall(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
+            sent += len(chunk)
+    except OSError:
+        pass  # the server answered and closed: what we want
+    s.settimeout(wait_s)
+    try:
+        answer = s.recv(4096)
+    except (TimeoutError, OSError):
+        answer = b""
+    s.close()
+    return (int(answer.split()[1]) if answer.startswith(b"HTTP/") else None), sent
+
+
+def test_no_body_is_read_before_authentication_and_none_beyond_the_limit(server: ServiceProcess) -> None:
+    """A chunked upload without a token is refused from its headers (401, without waiting for
+    its body, which never ends); with a token, as soon as it passes 1 MiB (413). With the guard
+    taken out (checked by hand, 2026-12-03) the tokenless upload was read to its 100 MiB end and
+    never answered (the old middleware checked only ``Content-Length``, which chunks do not send)."""
+    status, sent = _chunked_upload(server.port, None, 100 * MIB)
+    assert status == 401 and sent < 100 * MIB, (status, sent)
+    status, sent = _chunked_upload(server.port, TOKENS["video"], 3 * MIB)
+    assert status == 413, (status, sent)
+    ok = httpx.post(f"{server.url}/v1/tasks", json={"app": "matmul"}, headers=_h("video"))
+    assert ok.status_code == 201  # the server is fine afterwards
+
+
+def _serve(config: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(config)]
+    env = {**os.environ, "RLSCHED_BACKEND": "numpy"}
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_a_second_service_on_the_same_queue_exits_2_and_touches_nothing(
+    server: ServiceProcess, tmp_path: Path
+) -> None:
+    """A second ``rlsched serve`` with the same config, while tasks run: exit 2 naming the holder,
+    and no task put back in the queue (no attempt abandoned, none started twice). Another queue on
+    the same port: exit 4. Without the lock (checked by hand, 2026-12-03) the second process got
+    past the queue and failed only on the bind (exit 4, not 2). Before this change it ran queue
+    recovery before the bind: the running service's tasks went back to the queue and ran twice."""
+    body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(40)]
+    ids = [t["id"] for t in httpx.post(f"{server.url}/v1/tasks", json=body, headers=_h("video")).json()]
+    db = sqlite3.connect(tmp_path / "queue.db")
+    deadline = time.monotonic() + 30
+    while not db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'running'").fetchone()[0]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    second = _serve(server.config)
+    assert second.returncode == 2, second.stderr
+    assert f"pid {server.pid}" in second.stderr and "one service per database" in second.stderr
+    assert "rlsched serve:" not in second.stderr  # never announced itself
+    other = tmp_path / "other"
+    other.mkdir()
+    third = _serve(_config(other, server.port))
+    assert third.returncode == 4 and f"127.0.0.1:{server.port} is in use" in third.stderr, third.stderr
+    rows = _wait_done(server, "video", ids, timeout=120)
+    assert {r["state"] for r in rows} == {"done"}
+    assert db.execute("SELECT COUNT(*) FROM reports WHERE outcome = 'abandoned'").fetchone() == (0,)
+    assert db.execute("SELECT MAX(attempt) FROM tasks").fetchone() == (1,)
+    assert exactly_once_violations(db) == []
+    db.close()
+
+
+def test_the_store_refuses_a_stale_attempt_and_the_audit_sees_a_planted_double(tmp_path: Path) -> None:
+    """Attempt 1 is superseded (its node was lost, attempt 2 started): its late result is refused
+    and attempt 2's recorded. With the attempt guard removed from ``TaskStore.finish`` (checked by
+    hand, 2026-12-03) ``finish(attempt 1)`` returns True and the audit names the task."""
+    store = TaskStore(tmp_path / "q.db")
+    try:
+        ((row, _),) = store.submit("t", [NewTask("matmul")])
+        assert store.start(row.id, "a") == 1
+        assert store.requeue(row.id, 1)
+        assert store.start(row.id, "b") == 2
+        assert not store.finish(row.id, 1, None, "{}")  # late: attempt 2 holds the task
+        assert store.finish(row.id, 2, None, "{}")
+        assert not store.finish(row.id, 2, None, "{}")  # a repeated report changes nothing
+        with pytest.raises(DatabaseInUse, match="pid"):
+            TaskStore(tmp_path / "q.db")  # one store per file, in-process too
+    finally:
+        store.close()
+    db = sqlite3.connect(tmp_path / "q.db")
+    assert exactly_once_violations(db) == []
+    reports = db.execute("SELECT attempt, outcome, recorded FROM reports ORDER BY rowid").fetchall()
+    assert reports == [(1, "lost", 1), (1, "done", 0), (2, "done", 1), (2, "done", 0)]
+    # Planted: the late report recorded, as a store without the guard would have done.
+    db.execute("UPDATE reports SET recorded = 1 WHERE attempt = 1 AND outcome = 'done'")
+    assert exactly_once_violations(db) == [f"task {row.id}: done, finished by 2 reports"]
+    db.execute("UPDATE reports SET recorded = 0 WHERE attempt = 2")
+    assert exactly_once_violations(db) == [f"task {row.id}: done by attempt 1, but attempt 2 holds it"]
+    db.close()
+
+
+def _slow_cluster(folder: Path) -> Path:
+    """Nodes ``a`` and ``b`` whose GPUs run 30x slower than the T4 of node ``ref`` (emulated
+    speeds are relative to the fastest GPU), so that a task on them runs for a second or more."""
+    speed = gpu_model("T4").fp32_tflops
+    p = folder / "live.toml"
+    p.write_text(
+        "".join(
+            f'[[nodes]]\nname = "{n}"\ncpu_cores = 1\n[[nodes.gpus]]\nmodel = "T4"\nspeed = {s}\n\n'
+            for n, s in (("a", speed / 30), ("b", speed / 30), ("ref", speed))
+        )
+    )
+    return p
+
+
+def test_a_removed_nodes_late_result_is_refused_through_the_service(tmp_path: Path) -> None:
+    """Node ``a`` is removed mid-task; its tasks run again on ``b``; 0.3 s later ``a``'s results
+    arrive anyway (the ``late-result`` failpoint: a partitioned node that finished). Each is
+    refused — the audit shows every one, unrecorded — and each task is finished once, by its
+    retry. Without the attempt guard (checked by hand, 2026-12-03) the late results were recorded
+    while the retries ran, and the audit named every task."""
+    port = free_port()
+    cfg = _config(tmp_path, port, {"video": "admin = true\n"}, top=f'cluster = "{_slow_cluster(tmp_path)}"\n')
+    s = ServiceProcess(cfg, port, env={"RLSCHED_FAILPOINTS": "late-result=0.3"})
+    s.start()
+    try:
+        assert httpx.post(f"{s.url}/v1/admin/nodes/ref/drain", headers=_h("video")).status_code == 200
+        body = [{"app": "intrusion_detection", "stream": k % 4, "chunk": k} for k in range(8)]
+        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video")).json()]
+        deadline = time.monotonic() + 30
+        while True:
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("video")).json()["tasks"]
+            on_a = [t["id"] for t in running if t["node"] == "a"]
+            if on_a or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert on_a
+        gone = httpx.delete(f"{s.url}/v1/admin/nodes/a", headers=_h("video"))
+        assert gone.status_code == 200 and gone.json()["requeued"] >= 1, gone.text
+        rows = _wait_done(s, "video", ids, timeout=120)
+        assert {r["state"] for r in rows} == {"done"}
+        db = sqlite3.connect(tmp_path / "queue.db")
+        lost = {i for (i,) in db.execute("SELECT task_id FROM reports WHERE outcome = 'lost'")}
+        late = db.execute(
+            "SELECT task_id, recorded FROM reports WHERE attempt = 1 AND outcome = 'done' AND task_id IN "
+            "(SELECT task_id FROM reports WHERE outcome = 'lost')"
+        ).fetchall()
+        assert lost and {i for i, _ in late} == lost  # every late answer arrived
+        assert {r for _, r in late} == {0}, late  # and was refused
+        while_retry_ran = db.execute(
+            "SELECT COUNT(*) FROM reports l JOIN reports r ON l.task_id = r.task_id "
+            "WHERE l.attempt = 1 AND l.outcome = 'done' AND r.attempt = 2 AND r.outcome = 'done' "
+            "AND l.reported_at < r.reported_at"
+        ).fetchone()[0]
+        assert while_retry_ran == len(lost)  # so only the attempt guard could refuse them
+        assert exactly_once_violations(db) == []
+        db.close()
+    finally:
+        s.stop()
+
+
+@pytest.fixture
+def faults() -> Iterator[None]:
+    yield
+    failpoints.set_for_test("")
+
+
+def test_a_full_or_read_only_queue_refuses_whole_batches_and_recovers(tmp_path: Path, faults: None) -> None:
+    """SQLite's real ``SQLITE_FULL`` (page cap) and ``SQLITE_READONLY``: a refused batch leaves no
+    row behind, the store says it is degraded, and takes writes again once the fault lifts."""
+    failpoints.set_for_test("store-full=0-1.5")
+    store = TaskStore(tmp_path / "full.db")
+    try:
+        batches, refused = 0, None
+        while refused is None:
+            try:
+                store.submit("t", [NewTask("matmul", chunk=k) for k in range(50)])
+                batches += 1
+            except StorageError as e:
+                refused = e
+        assert refused.kind == "full" and store.degraded is refused and batches < 20
+        assert store.counts() == {("t", "queued"): 50 * batches}  # nothing of the refused batch
+        time.sleep(max(0.0, 1.6 - (time.monotonic() - store._opened)))
+        store.submit("t", [NewTask("matmul")])
+        assert store.degraded is None
+    finally:
+        store.close()
+    failpoints.set_for_test("store-readonly=0-0.5")
+    store = TaskStore(tmp_path / "ro.db")
+    try:
+        with pytest.raises(StorageError) as e:
+            store.submit("t", [NewTask("matmul")])
+        assert e.value.kind == "readonly" and store.counts() == {}
+        assert not store.probe()
+        time.sleep(0.6)
+        assert store.probe() and store.degraded is None
+    finally:
+        store.close()
+
+
+def test_a_lane_thread_that_dies_mid_kernel_has_its_subtask_run_again(faults: None) -> None:
+    """A fifth of the kernels kill their lane's thread mid-kernel (``lane-dies``): the agent's
+    watchdog (``NodeAgent.revive_lanes``, on every cluster tick) starts the lane again and places
+    the subtask anew, and every task completes with right results. With the watchdog off (checked
+    by hand, 2026-12-03) the tasks whose lanes died never completed."""
+    from rlsched.policies import parse_scheduler
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.local import LocalCluster
+    from runtime.cluster.workload import live_task
+    from runtime.kernels import check_result, make_task_data
+
+    failpoints.set_for_test("lane-dies=0.2")
+    spec = default_live_cluster()
+    cluster = LocalCluster(spec, "numpy")
+    cluster.start(parse_scheduler("mct+mlsm").placer, 0, None)
+    outcomes: dict[int, TaskOutcome] = {}
+    data = {k: make_task_data(app, k % 3, k) for k, app in enumerate(["intrusion_detection", "matmul"] * 6)}
+    try:
+        for k, d in data.items():
+            cluster.submit(
+                k % len(spec.nodes), live_task(k, d, 0.0), d, lambda out, k=k: outcomes.update({k: out})
+            )
+        deadline = time.monotonic() + 60
+        while len(outcomes) < len(data) and time.monotonic() < deadline:
+            cluster.tick()
+            time.sleep(0.05)
+        revived = sum(a.lanes_revived for a in cluster.agents)
+    finally:
+        cluster.close()
+    assert len(outcomes) == len(data) and revived > 0, (len(outcomes), revived)
+    for k, out in outcomes.items():
+        assert out.error is None, out.error
+        check_result(data[k], out.outputs)
