@@ -1,0 +1,224 @@
+"""Soak of ``rlsched serve`` (a script, not a test): a long run at a share of its measured capacity,
+sampling what drifts when something leaks.
+
+    python -m experiments.benchmarks.soak [--minutes 10] [--load 0.8] [--sample-s 60]
+        [--plot docs/figures/soak.png] [--json OUT]
+
+First the service's capacity is measured: a backlog of the load's task mix, and the rate at
+which it completes. Then a client offers ``--load`` times that rate, open loop, for ``--minutes``,
+and every ``--sample-s`` seconds the script samples the server's RSS and open file descriptors
+(``/proc``), the queue depth, the accept latency (p50, p99 of the interval's submissions) and
+the task latency (submission to completion, p50 and p99 of the interval's completions).
+
+Pass: after the warm-up (the first sample), RSS and file descriptors stay within 10 % of their
+warm-up values, p99 accept latency never exceeds twice the run's median p99, nothing accepted is
+lost and nothing finishes twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from experiments.benchmarks.service_load import Load, audit, percentiles, wait_drained
+from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+
+TOKEN = "soak-token"
+#: Tasks per submission.
+BATCH = 4
+
+
+def proc_figures(pid: int) -> tuple[float, int]:
+    """(RSS in MB, open file descriptors) of process ``pid``."""
+    rss_kb = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> float:
+    """Tasks per second the service completes with a backlog of the load's mix (the middle half
+    of the backlog's completions, so start-up and the tail do not count)."""
+    load = Load(s.url, TOKEN, batch=100, interval_s=0.0, prefix="capacity").start()
+    while len(load.accepted) < tasks:
+        time.sleep(0.05)
+    load.stop()
+    wait_drained(db, load.accepted)
+    con = sqlite3.connect(db)
+    done = sorted(t for (t,) in con.execute("SELECT finished_at FROM tasks WHERE state = 'done'"))
+    con.close()
+    middle = done[len(done) // 4 : 3 * len(done) // 4]
+    return (len(middle) - 1) / (middle[-1] - middle[0])
+
+
+def sample(s: ServiceProcess, db: Path, load: Load, since: float, now: float) -> dict[str, float]:
+    """One row of figures for the interval ``[since, now)`` (``time.time()`` seconds)."""
+    rss, fds = proc_figures(s.pid)
+    con = sqlite3.connect(db)
+    queued = con.execute("SELECT COUNT(*) FROM tasks WHERE state = 'queued'").fetchone()[0]
+    task = [
+        f - t
+        for f, t in con.execute(
+            "SELECT finished_at, submitted_at FROM tasks WHERE state = 'done' AND finished_at >= ? "
+            "AND finished_at < ? AND idem_key LIKE 'soak-%'",
+            (since, now),
+        )
+    ]
+    con.close()
+    accept = [x for t, x in load.latencies if since <= t < now]
+    a50, a99 = percentiles(accept)
+    t50, t99 = percentiles(task)
+    return {
+        "t_min": 0.0,
+        "rss_mb": rss,
+        "fds": fds,
+        "queued": queued,
+        "accept_p50_ms": a50 * 1e3,
+        "accept_p99_ms": a99 * 1e3,
+        "task_p50_s": t50,
+        "task_p99_s": t99,
+        "submitted": len(accept) * BATCH,
+        "completed": len(task),
+    }
+
+
+def verdict(rows: list[dict[str, float]]) -> dict[str, Any]:
+    """The pass criteria of the module docstring, on the samples after the first (warm-up)."""
+    warm, rest = rows[0], rows[1:] or rows
+    drift = {
+        k: max(abs(r[k] - warm[k]) / warm[k] for r in rest) if warm[k] else 0.0 for k in ("rss_mb", "fds")
+    }
+    p99 = sorted(r["accept_p99_ms"] for r in rows)
+    median = p99[len(p99) // 2]
+    worst = max(r["accept_p99_ms"] / median for r in rows) if median else 0.0
+    return {
+        "rss_drift": drift["rss_mb"],
+        "fd_drift": drift["fds"],
+        "p99_worst_over_median": worst,
+        "pass": drift["rss_mb"] <= 0.10 and drift["fds"] <= 0.10 and worst <= 2.0,
+    }
+
+
+def plot(rows: list[dict[str, float]], out: Path, title: str) -> None:
+    """RSS and file descriptors, accept latency, queue depth and task latency against time."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = [r["t_min"] for r in rows]
+    fig, ax = plt.subplots(3, 1, figsize=(7, 8), sharex=True)
+    ax[0].plot(t, [r["rss_mb"] for r in rows], "o-", label="RSS (MB)")
+    ax[0].set_ylabel("RSS (MB)")
+    ax[0].set_ylim(bottom=0)
+    fd = ax[0].twinx()
+    fd.plot(t, [r["fds"] for r in rows], "s--", color="tab:orange", label="open fds")
+    fd.set_ylabel("open file descriptors")
+    fd.set_ylim(bottom=0)
+    ax[0].legend(loc="lower left")
+    fd.legend(loc="lower right")
+    ax[1].plot(t, [r["accept_p50_ms"] for r in rows], "o-", label="accept p50")
+    ax[1].plot(t, [r["accept_p99_ms"] for r in rows], "s-", label="accept p99")
+    ax[1].set_ylabel("accept latency (ms)")
+    ax[1].set_ylim(bottom=0)
+    ax[1].legend()
+    ax[2].plot(t, [r["task_p50_s"] for r in rows], "o-", label="task p50")
+    ax[2].plot(t, [r["task_p99_s"] for r in rows], "s-", label="task p99")
+    ax[2].set_ylabel("task latency (s)")
+    ax[2].set_ylim(bottom=0)
+    q = ax[2].twinx()
+    q.plot(t, [r["queued"] for r in rows], "^:", color="tab:gray", label="queued")
+    q.set_ylabel("queued tasks")
+    q.set_ylim(0, max(1.0, 1.1 * max(r["queued"] for r in rows)))
+    ax[2].legend(loc="upper left")
+    q.legend(loc="upper right")
+    ax[2].set_xlabel("minutes into the soak (each point: the interval ending there)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+
+
+def soak(minutes: float, share: float, sample_s: float, folder: Path) -> dict[str, Any]:
+    """Run the soak in ``folder``; the figures, the samples and the verdict."""
+    port = free_port()
+    s = ServiceProcess(write_config(folder, port, {"soak": TOKEN}, top="queue_bound = 1000000\n"), port)
+    s.start()
+    db = folder / "queue.db"
+    try:
+        capacity = measure_capacity(s, db)
+        rate = share * capacity
+        load = Load(s.url, TOKEN, batch=BATCH, interval_s=BATCH / rate, prefix="soak").start()
+        rows, t0 = [], time.time()
+        since = t0
+        while time.time() - t0 < minutes * 60 - 1e-6:
+            time.sleep(min(sample_s, max(0.0, t0 + minutes * 60 - time.time())))
+            now = time.time()
+            rows.append({**sample(s, db, load, since, now), "t_min": (now - t0) / 60})
+            since = now
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        load.stop()
+        wait_drained(db, load.accepted)
+        outcome = audit(db, load.accepted)
+    finally:
+        s.stop()
+    return {
+        "capacity_tasks_per_s": capacity,
+        "offered_tasks_per_s": rate,
+        "samples": rows,
+        **outcome,
+        **verdict(rows),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--load", type=float, default=0.8, help="share of the measured capacity offered")
+    p.add_argument("--sample-s", type=float, default=60.0)
+    p.add_argument("--plot", default="docs/figures/soak.png")
+    p.add_argument("--json", help="write the figures here too")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="rlsched-soak-") as tmp:
+        r = soak(args.minutes, args.load, args.sample_s, Path(tmp))
+    cmd = " ".join(["python -m experiments.benchmarks.soak", *(argv if argv is not None else sys.argv[1:])])
+    machine = f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}"
+    print(f"# {cmd}\n# {machine}\n")
+    print(
+        f"capacity {r['capacity_tasks_per_s']:.1f} tasks/s, offered {r['offered_tasks_per_s']:.1f} tasks/s "
+        f"({args.load:g}x) for {args.minutes:g} min\n"
+    )
+    print("| minute | RSS MB | fds | queued | accept p50 ms | accept p99 ms | task p50 s | task p99 s |")
+    print("|---|---|---|---|---|---|---|---|")
+    for x in r["samples"]:
+        print(
+            f"| {x['t_min']:.1f} | {x['rss_mb']:.0f} | {x['fds']} | {x['queued']} | "
+            f"{x['accept_p50_ms']:.1f} | {x['accept_p99_ms']:.1f} | "
+            f"{x['task_p50_s']:.2f} | {x['task_p99_s']:.2f} |"
+        )
+    print(
+        f"\naccepted {r['accepted']}, completed {r['completed']}, lost {r['lost']}, "
+        f"duplicated {r['duplicated']}; "
+        f"RSS drift {r['rss_drift']:.1%}, fd drift {r['fd_drift']:.1%}, worst p99 / median p99 "
+        f"{r['p99_worst_over_median']:.2f}: {'PASS' if r['pass'] and not r['lost'] else 'FAIL'}"
+    )
+    title = f"rlsched serve soak: {args.load:g}x of {r['capacity_tasks_per_s']:.1f} tasks/s, {machine}"
+    plot(r["samples"], Path(args.plot), title)
+    print(f"plot: {args.plot}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(r, indent=2))
+    return 0 if r["pass"] and not r["lost"] and not r["duplicated"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
