@@ -3,29 +3,43 @@
 Each episode is a :class:`~envs.simulator.Simulator` on one scenario (of one or several) and a
 seed: unseeded episodes draw a training seed (:mod:`rlsched.seeds`), never a validation or test
 one. Spaces, reward and ``info`` are those of :class:`rlsched.scheduling_env.SchedulingEnv`.
+
+Sealed by construction: the simulators run in a worker process (:mod:`envs.env_worker`), and the
+env an RL library holds references none of them, so nothing reachable from it leads to the ground
+truth, a future arrival or true remaining work (``tests/test_sealed.py`` walks its object graph).
+What crosses over is what a policy may see: observations, rewards, ``info``, the action mask, and
+on request copies of the observable view and of the task awaiting a node.
 """
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 
+from envs.env_worker import EnvWorker
 from envs.simulator import Simulator
+from rlsched.features import observation_space
+from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import make_placer, placer_names
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
-from rlsched.scheduling_env import INVALID_PENALTY, SchedulingEnv
+from rlsched.scheduling_env import INVALID_PENALTY, REWARDS
 from rlsched.seeds import TRAINING
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
 from rlsched.world import World
 
 __all__ = ["INVALID_PENALTY", "ClusterSchedulingEnv", "SimulatedWorlds"]
 
 
 class SimulatedWorlds:
-    """Opens a simulator per episode on one of ``scenarios``.
+    """Opens a simulator per episode on one of ``scenarios`` (inside the env's worker process).
 
     :param scenarios: the scenarios episodes are drawn from (``options={"scenario": i}`` picks).
     :param placer: stage-2 policy on every node (a registry name).
@@ -38,6 +52,8 @@ class SimulatedWorlds:
         self.scenarios = list(scenarios)
         self.placer_name = placer
         self.max_tasks = max_tasks
+        #: Index of the current episode's scenario (the first before any).
+        self.index = 0
         self.scenario = self.scenarios[0]
 
     @property
@@ -51,7 +67,8 @@ class SimulatedWorlds:
             pick = int(rng.integers(len(self.scenarios))) if len(self.scenarios) > 1 else 0
         if not 0 <= int(pick) < len(self.scenarios):
             raise ValueError(f"options['scenario']: expected an index < {len(self.scenarios)}, got {pick}")
-        self.scenario = self.scenarios[int(pick)]
+        self.index = int(pick)
+        self.scenario = self.scenarios[self.index]
         scenario = scenario_for_seed(self.scenario, run_seed)
         tasks = generate_tasks(scenario, run_seed)
         if self.max_tasks is not None:
@@ -66,18 +83,23 @@ class SimulatedWorlds:
         """Nothing to release: an unfinished simulation is dropped."""
 
 
-class ClusterSchedulingEnv(SchedulingEnv):
+class ClusterSchedulingEnv(gym.Env):
     """Stage-1 scheduling of one scenario's task stream, or of several, in the simulator.
 
     With several scenarios each episode draws one (``reset(options={"scenario": i})`` picks it),
-    and observations are padded to the largest cluster.
+    and observations are padded to the largest cluster. The simulator of each episode runs in
+    this env's worker process, started at the first :meth:`reset` and stopped by :meth:`close`
+    (or when the env is collected); the env itself holds only a pipe to it.
 
     :param scenario: a built-in scenario name, a path, a :class:`Scenario`, or a sequence of these.
     :param placer: stage-2 policy used on every node.
     :param max_tasks: cap on tasks per episode (``None`` = the scenario's count).
     :param reward: ``"latency"`` or ``"throughput"``.
     :param rate_per_min: override the scenario's arrival rate.
+    :raises ValueError: for an unknown reward or placer.
     """
+
+    metadata = {"render_modes": []}  # noqa: RUF012
 
     def __init__(
         self,
@@ -87,17 +109,89 @@ class ClusterSchedulingEnv(SchedulingEnv):
         reward: str = "latency",
         rate_per_min: float | None = None,
     ) -> None:
+        super().__init__()
+        if reward not in REWARDS:
+            raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
+        if placer not in placer_names():
+            raise ValueError(f"unknown placer {placer!r}; known: {', '.join(placer_names())}")
         many = [scenario] if isinstance(scenario, str | Scenario) else list(scenario)
         if not many:
             raise ValueError("scenario: expected at least one scenario")
-        scenarios = [load_scenario(s, rate_per_min=rate_per_min) if isinstance(s, str) else s for s in many]
-        self.worlds = SimulatedWorlds(scenarios, placer, max_tasks)
-        super().__init__(self.worlds, reward)
-        self.scenarios = scenarios
+        self.scenarios = [
+            load_scenario(s, rate_per_min=rate_per_min) if isinstance(s, str) else s for s in many
+        ]
         self.placer_name = placer
         self.max_tasks = max_tasks
+        self.reward_kind = reward
+        self.n_max = max(len(s.cluster.nodes) for s in self.scenarios)
+        self.observation_space = observation_space(self.n_max)
+        self.action_space = spaces.Discrete(self.n_max)
+        #: Metrics of the last episode that ran to its end.
+        self.metrics: RunMetrics | None = None
+        self._worker: EnvWorker | None = None
+        self._index = 0
+        self._mask = np.zeros(self.n_max, dtype=bool)
+        self._started = self._over = False
+        self._view: ClusterView | None = None
+        self._task: Task | None = None
+        self._task_known = False
+
+    # ---- gym API ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed)
+        if self._worker is None:
+            self._worker = EnvWorker(self.scenarios, self.placer_name, self.max_tasks, self.reward_kind)
+            # Stops the worker when the env is collected without close() (holds the worker, not the env).
+            weakref.finalize(self, self._worker.close)
+        obs, info, self._mask, self._index = self._worker.call("reset", seed, options)
+        self.metrics = None
+        self._started, self._over = True, False
+        self._forget()
+        return obs, info
+
+    def step(self, action: int) -> tuple[dict, float, bool, bool, dict]:
+        if self._worker is None or not self._started or self._over:
+            raise RuntimeError("step() called before reset() or after the episode ended")
+        obs, reward, terminated, truncated, info, self._mask, metrics = self._worker.call("step", action)
+        self._forget()
+        if terminated:
+            self.metrics, self._over = metrics, True
+        return obs, reward, terminated, truncated, info
+
+    def close(self) -> None:
+        """Stop the worker (a later :meth:`reset` starts a new one)."""
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+        self._started = False
+        self._forget()
+
+    def action_masks(self) -> np.ndarray:
+        """Feasible actions (the sb3-contrib convention), padded to the largest cluster."""
+        return self._mask.copy()
+
+    # ---- what a policy may look at besides the observation -----------------------------------
+    @property
+    def task(self) -> Task | None:
+        """A copy of the task awaiting a node (``None`` once the episode is over)."""
+        if not self._task_known and self._worker is not None and self._started:
+            self._task, self._task_known = self._worker.call("task"), True
+        return self._task
+
+    @property
+    def view(self) -> ClusterView:
+        """A copy of the observable cluster state behind the current observation."""
+        if self._worker is None or not self._started:
+            raise RuntimeError("no episode yet: call reset() first")
+        if self._view is None:
+            self._view = self._worker.call("view")
+        return self._view
 
     @property
     def scenario(self) -> Scenario:
         """The scenario of the current episode (the first before any)."""
-        return self.worlds.scenario
+        return self.scenarios[self._index]
+
+    def _forget(self) -> None:
+        """Drop the copies of the view and task: the world moved on."""
+        self._view, self._task, self._task_known = None, None, False

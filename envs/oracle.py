@@ -9,11 +9,15 @@ It is greedy: each task goes where it would finish first given what is already p
 regard for the tasks after it. It is therefore *not* an upper bound — a policy that keeps fast
 nodes free for the work that needs them can beat it (seen on a trace-derived case). The bound is
 ``envs.capacity``.
+
+It declares itself clairvoyant (``clairvoyant = True``, :class:`rlsched.scheduler.Clairvoyant`):
+that declaration, not the mere presence of :meth:`OracleSelector.bind_simulator`, is what makes
+the simulator hand itself over, and what marks its runs (``RunMetrics.clairvoyant``) and reports.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -28,6 +32,8 @@ class OracleSelector:
     """Pick the node with the smallest true expected completion time."""
 
     name = "oracle"
+    #: A clairvoyant reference: it reads the simulator's ground truth.
+    clairvoyant: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.sim: Simulator | None = None

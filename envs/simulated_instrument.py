@@ -2,7 +2,11 @@
 
 It is to the simulator what a co-location micro-benchmark is to a real cluster: it returns
 measurements (with noise, for a random subset of pairs), never the ground-truth parameters that
-produced them. Placers calibrate from it through :class:`rlsched.interference.instrument.ProfilingInstrument`.
+produced them. It is the simulated world's :class:`rlsched.interference.instrument.ProfilingInstrument`
+and stays with the world: :func:`rlsched.world.hand_over` runs the survey a placer asks for on it
+and hands the placer the data only. Its public operations are the survey's two parts
+(:meth:`SimulatedProfiler.colocation`, :meth:`SimulatedProfiler.kind_profiles`); no single pair can
+be measured on demand.
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ class SimulatedProfiler:
     """
 
     def __init__(self, sim: Simulator, noise: float = MEASUREMENT_NOISE) -> None:
-        # Placers get this object: it keeps a measuring function, never the truth or the simulator.
+        # The measuring function closes over the truth (not the simulator). Only the world holds
+        # this object; placers get the survey's data (tests/test_sealed.py walks what they hold).
         self._co_run = _co_runner(sim.truth)
         self.noise = noise
         models: dict[str, GpuModel] = {}
@@ -81,14 +86,19 @@ class SimulatedProfiler:
     def kinds(self) -> list[KindSpec]:
         return list(self._kinds)
 
-    def measure(self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
-        """Normalised throughput of ``kind`` while ``partner`` runs on the same GPU (0 = cannot share)."""
+    def _measure(self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator) -> float:
+        """Normalised throughput of ``kind`` while ``partner`` runs on the same GPU (0 = cannot
+        share). Private: measurements are taken only as part of a survey."""
         f = self._co_run(self._models[device], kind, partner)
         return 0.0 if f == 0.0 else float(f * np.exp(rng.normal(0.0, self.noise)))
 
     def colocation(self, fraction: float, seed: int) -> ColocationData:
-        return colocation_survey(list(self._models), self._kinds, fraction, seed, self.measure)
+        """Co-run a random ``fraction`` of (device, kind, partner) triples (see
+        :func:`rlsched.interference.instrument.colocation_survey`)."""
+        return colocation_survey(list(self._models), self._kinds, fraction, seed, self._measure)
 
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
+        """Measure ``metrics_per_kind`` random metrics of every kind (see
+        :func:`envs.simulated_kind_profiles.profile_kinds`)."""
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x9F0F]))
         return profile_kinds(self._kinds, metrics_per_kind=metrics_per_kind, rng=rng)

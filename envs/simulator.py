@@ -30,13 +30,14 @@ from envs.network import Link
 from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
+from rlsched.interference.instrument import CalibratingPlacer
 from rlsched.metrics import RunMetrics, summarise
 from rlsched.scenarios.spec import Scenario
-from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler
+from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
-from rlsched.world import CalibratingPlacer, drive, hand_over, take_decision
+from rlsched.world import drive, hand_over, take_decision
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
 _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
@@ -182,6 +183,8 @@ class Simulator:
         self.unplaceable: list[int] = []  # arrived, no feasible node right now
         self.completed = 0
         self.decisions = 0
+        #: A declared clairvoyant policy was handed this simulator (its metrics say so).
+        self.clairvoyant = False
         self.in_system = 0
         self.area = 0.0  # integral of tasks in system over time
         self._util = UtilAccumulator(self.view)
@@ -218,16 +221,17 @@ class Simulator:
             )
         scheduler.reset(self.view, self.seed)
         self.calibrate_placer()
-        bind = getattr(scheduler.selector, "bind_simulator", None)
-        if bind is not None:
-            bind(self)  # only the clairvoyant oracle reference has this hook
+        self._bind_if_clairvoyant(scheduler.selector)
         t0 = time.perf_counter()
         decide_s = drive(self, scheduler.selector, on_decision)
         return self.metrics(wall_s=time.perf_counter() - t0, decide_s=decide_s)
 
     def calibrate_placer(self) -> None:
-        """Hand the placer over (:func:`rlsched.world.hand_over`): it measures the cluster first
-        when it calibrates, and watches finished GPU subtasks when it observes."""
+        """Hand the placer over (:func:`rlsched.world.hand_over`): when it calibrates it gets the
+        data of the survey it asks for (taken here, with the simulated instrument, which it never
+        holds), and it watches finished GPU subtasks when it observes. A placer that declares
+        itself a clairvoyant reference is handed the simulator as well."""
+        self._bind_if_clairvoyant(self.placer)
         instrument = None
         if isinstance(self.placer, CalibratingPlacer):
             # Imported here: profiling brings in the interference models (torch), which only
@@ -236,6 +240,13 @@ class Simulator:
 
             instrument = SimulatedProfiler(self)
         self._observe = hand_over(self.placer, instrument)
+
+    def _bind_if_clairvoyant(self, policy: object) -> None:
+        """Hand the simulator to a policy that declares itself clairvoyant (and only to such a
+        one: :func:`rlsched.scheduler.is_clairvoyant`), and mark the run."""
+        if is_clairvoyant(policy):
+            policy.bind_simulator(self)  # type: ignore[attr-defined]
+            self.clairvoyant = True
 
     def lock(self) -> contextlib.AbstractContextManager[object]:
         """Nothing runs beside the caller: no lock is needed to read the view."""
@@ -301,6 +312,7 @@ class Simulator:
             decisions=self.decisions,
             wall_s=wall_s,
             decide_s=decide_s,
+            clairvoyant=self.clairvoyant,
         )
 
     # ---- event loop ------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from experiments import inputs
 from experiments.configs import (
     DemoConfig,
     EvalConfig,
@@ -22,16 +23,76 @@ from experiments.configs import (
     default,
 )
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE
-from models.checkpoint import CheckpointError
-from rlsched.footprint import RunTooLarge, check_fits
-from rlsched.scenarios.loader import ScenarioError, list_scenarios, load_scenario
-from rlsched.textfile import TextFileError
+from rlsched.errors import InputError, Unavailable
+from rlsched.scenarios.loader import list_scenarios
 
 if TYPE_CHECKING:
     from rlsched.metrics import RunMetrics
-    from rlsched.policies.registry import PolicyOptions
     from rlsched.scenarios.spec import Scenario
-    from runtime.cluster.config import LiveClusterSpec
+
+# Exit codes (README "Exit codes"; each command's --help names those it may end with).
+#: The command did what was asked.
+EXIT_OK = 0
+#: Anything raised that is not one of the refusals below: a bug (``--debug`` shows the traceback).
+EXIT_INTERNAL = 1
+#: Bad input (:class:`~rlsched.errors.InputError`): one line naming the file or flag and the field.
+EXIT_INPUT = 2
+#: ``--strict`` and some tasks were unschedulable.
+EXIT_UNSCHEDULABLE = 3
+#: Refused for a reason of the environment (:class:`~rlsched.errors.Unavailable`): a device or
+#: cluster backend that cannot run on this machine; a service that cannot be reached or answers
+#: with an error.
+EXIT_UNAVAILABLE = 4
+#: Interrupted (Ctrl-C).
+EXIT_INTERRUPTED = 130
+#: The output pipe was closed (``| head``).
+EXIT_BROKEN_PIPE = 141
+
+#: What each exit code means, for ``--help`` (codes 3 and 4 only where a command can end so).
+_EXIT_MEANING = {
+    EXIT_OK: "done",
+    EXIT_INTERNAL: "internal error (a bug; --debug shows the traceback)",
+    EXIT_INPUT: "bad input (one line: rlsched: error: FILE-OR-FLAG: FIELD: expected ...)",
+    EXIT_UNSCHEDULABLE: "unschedulable tasks under --strict",
+    EXIT_UNAVAILABLE: "a backend or service that is unavailable here",
+    EXIT_INTERRUPTED: "interrupted",
+    EXIT_BROKEN_PIPE: "output pipe closed",
+}
+
+
+def _exit_help(strict: bool = False, unavailable: str | None = None) -> str:
+    """The ``exit codes: ...`` line of a command's ``--help``.
+
+    :param strict: the command has ``--strict`` (code 3).
+    :param unavailable: what code 4 means for the command, or ``None`` when it cannot end so.
+    """
+    meaning = dict(_EXIT_MEANING)
+    if not strict:
+        del meaning[EXIT_UNSCHEDULABLE]
+    if unavailable is None:
+        del meaning[EXIT_UNAVAILABLE]
+    else:
+        meaning[EXIT_UNAVAILABLE] = unavailable
+    return "exit codes: " + "; ".join(f"{code} {text}" for code, text in sorted(meaning.items()))
+
+
+_EXIT_HELP = _exit_help()
+_BACKEND = "the device or cluster backend cannot run on this machine"
+
+#: Flags whose values are paths the user names: an OSError on one of them (or under it) is bad
+#: input (exit 2); on any other path it is an internal error.
+_PATH_FLAGS = (
+    ("out", "--out"),
+    ("scenario", "--scenario"),
+    ("model", "--model"),
+    ("placer_model", "--placer-model"),
+    ("data", "--data"),
+    ("cluster", "--cluster"),
+    ("source", "--from"),
+    ("resume", "--resume"),
+    ("config", "--config"),
+    ("db", "--db"),
+)
 
 #: The simulated demo's scenario; at 60 tasks/min unless ``--rate`` says otherwise.
 DEMO = DemoConfig()
@@ -95,11 +156,17 @@ _STEPS = _int_at_least(0)
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="rlsched", description="Learning scheduler for heterogeneous GPU clusters."
+        prog="rlsched",
+        description="Learning scheduler for heterogeneous GPU clusters.",
+        epilog=_exit_help(strict=True, unavailable=_EXIT_MEANING[EXIT_UNAVAILABLE]),
     )
     sub = p.add_subparsers(dest="command", required=True)
 
-    s = sub.add_parser("simulate", help="run a scenario in the simulator with one scheduler")
+    s = sub.add_parser(
+        "simulate",
+        help="run a scenario in the simulator with one scheduler",
+        epilog=_exit_help(strict=True),
+    )
     s.add_argument(
         "--scenario", default="paper", help="built-in name or path of a TOML file (default: paper)"
     )
@@ -124,6 +191,7 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser(
         "train",
         help="train LDWP (stage 1: cloning, then masked DQN) and/or the learned placer iawp-rl (stage 2)",
+        epilog=_EXIT_HELP,
     )
     t.add_argument(
         "--stage",
@@ -214,6 +282,7 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser(
         "demo",
         help="compare schedulers over several seeds: in the simulator, or on the live runtime (--live)",
+        epilog=_exit_help(strict=True, unavailable=f"{_BACKEND} (--live)"),
     )
     d.add_argument("--scenario", default=DEMO_SCENARIO, help="simulated scenario (default: paper)")
     d.add_argument("--strict", action="store_true", help="exit 3 when any task was unschedulable")
@@ -255,7 +324,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
-    f = sub.add_parser("finetune", help="run a trained LDWP network on another cluster, then fine-tune it")
+    f = sub.add_parser(
+        "finetune",
+        help="run a trained LDWP network on another cluster, then fine-tune it",
+        epilog=_exit_help(unavailable=f"{_BACKEND} (--live)"),
+    )
     f.add_argument("--from", dest="source", required=True, help="checkpoint directory of the trained network")
     f.add_argument(
         "--scenario", default=None, help="target scenario (built-in name or path); not with --live"
@@ -298,9 +371,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     f.add_argument("--cluster", default=None, help="live: cluster file (TOML; default: the embedded cluster)")
 
-    sub.add_parser("scenarios", help="list the built-in scenarios with their offered load")
+    sub.add_parser("scenarios", help="list the built-in scenarios with their offered load", epilog=_EXIT_HELP)
 
-    sv = sub.add_parser("serve", help="run the live scheduling service (HTTP API, tenants, durable queue)")
+    sv = sub.add_parser(
+        "serve",
+        help="run the live scheduling service (HTTP API, tenants, durable queue)",
+        epilog=_exit_help(unavailable="the port is in use by another process"),
+    )
     sv.add_argument("--config", required=True, help="service config file (TOML: tenants, scheduler, queue)")
     sv.add_argument("--host", default=None, help="address to bind (default: the config's, else 127.0.0.1)")
     sv.add_argument("--port", type=int, default=None, help="TCP port (default: the config's, else 8470)")
@@ -330,20 +407,23 @@ def _parser() -> argparse.ArgumentParser:
             "so it stays out of the process list)",
         )
 
-    su = sub.add_parser("submit", help="submit tasks to a running service")
+    client_exits = _exit_help(unavailable="the service cannot be reached or answered with an error")
+    su = sub.add_parser("submit", help="submit tasks to a running service", epilog=client_exits)
     _client_args(su)
     su.add_argument("--app", required=True, help="app of the tasks")
     su.add_argument("--stream", type=_SEED, default=0, help="stream id (default 0)")
     su.add_argument("--chunks", type=_COUNT, default=1, help="chunks 0..N-1 of the stream (default 1)")
     su.add_argument("--priority", type=int, default=0)
     su.add_argument("--wait", action="store_true", help="wait until every task has finished")
-    st = sub.add_parser("status", help="a task's state on a running service")
+    st = sub.add_parser("status", help="a task's state on a running service", epilog=client_exits)
     _client_args(st)
     st.add_argument("id", type=int)
-    ca = sub.add_parser("cancel", help="cancel a queued task on a running service")
+    ca = sub.add_parser("cancel", help="cancel a queued task on a running service", epilog=client_exits)
     _client_args(ca)
     ca.add_argument("id", type=int)
-    tp = sub.add_parser("top", help="live view of a running service: queue, devices, throughput")
+    tp = sub.add_parser(
+        "top", help="live view of a running service: queue, devices, throughput", epilog=client_exits
+    )
     _client_args(tp)
     tp.add_argument("--once", action="store_true", help="print one frame and exit")
     tp.add_argument("--interval", type=_positive_float, default=1.0, help="seconds between frames")
@@ -351,6 +431,7 @@ def _parser() -> argparse.ArgumentParser:
     e = sub.add_parser(
         "evaluate",
         help="compare schedulers over scenarios and seeds against the capacity bound; write a report",
+        epilog=_EXIT_HELP,
     )
     e.add_argument("--suite", choices=SUITE_NAMES, default=None, help="a prepared evaluation (see README)")
     e.add_argument("--scenarios", default=None, help="comma-separated built-in names or scenario files")
@@ -393,20 +474,22 @@ def _parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("interference", help="co-location interference model: fit, evaluate")
     isub = i.add_subparsers(dest="action", required=True)
-    fi = isub.add_parser("fit", help="fit a model on co-location CSVs and save it")
+    fi = isub.add_parser("fit", help="fit a model on co-location CSVs and save it", epilog=_EXIT_HELP)
     fi.add_argument(
         "--data", action="append", required=True, help="device,kind,partner,norm_throughput CSV (repeatable)"
     )
     fi.add_argument("--method", choices=("ncf", "svd", "mean"), default="ncf", help="model (default: ncf)")
     fi.add_argument("--seed", type=_SEED, default=0)
     fi.add_argument("--out", required=True, help="checkpoint directory to write")
-    ev = isub.add_parser("evaluate", help="error of a saved model on a co-location CSV")
+    ev = isub.add_parser("evaluate", help="error of a saved model on a co-location CSV", epilog=_EXIT_HELP)
     ev.add_argument("--model", required=True, help="checkpoint directory written by 'interference fit'")
     ev.add_argument("--data", required=True, help="device,kind,partner,norm_throughput CSV")
     ev.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
 
     pr = sub.add_parser(
-        "profile", help="measure kernel pairs co-running on the default live cluster's GPUs; write CSVs"
+        "profile",
+        help="measure kernel pairs co-running on the default live cluster's GPUs; write CSVs",
+        epilog=_exit_help(unavailable=_BACKEND),
     )
     pr.add_argument(
         "--backend", choices=("numpy", "cupy"), default=None, help="device backend (default: automatic)"
@@ -430,18 +513,6 @@ def _demo_schedulers() -> list[str]:
 
     extra = ["ldwp+speedup", "ldwp+iawp"] if (PRETRAINED_LDWP / "meta.json").is_file() else []
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
-
-
-def _policy_options(model_dir: str | None, placer_dir: str | None = None) -> PolicyOptions:
-    """The checkpoints ``ldwp`` and ``iawp-rl`` use (``None``: shipped); a placer checkpoint is
-    verified now, before any run."""
-    from rlsched.policies.registry import PolicyOptions
-
-    if placer_dir is not None:
-        from rlsched.policies.iawp_rl import load_params
-
-        load_params(placer_dir)
-    return PolicyOptions(model_dir, placer_dir)
 
 
 #: Flags of ``train`` that only one stage reads.
@@ -472,6 +543,8 @@ def _cmd_train(args: argparse.Namespace) -> int:
         _warn_unused(argv, _STAGE1_FLAGS, "2")
     if args.stage == "2":
         return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
+    if args.stage == "both":  # stage 2's inputs are checked before stage 1 spends its hours
+        _check_stage2(args, args.selector or "ldwp")
     out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)
     rc = _train_stage1(args, out)
     if rc != 0 or args.stage == "1":
@@ -486,9 +559,9 @@ def _train_stage1(args: argparse.Namespace, out: Path) -> int:
     from experiments.train import TrainConfig, train
 
     if args.n_steps > 1 and not args.half_life:
-        print("rlsched: error: --n-steps: n-step returns need --half-life > 0", file=sys.stderr)
-        return 2
-
+        raise InputError(
+            "--n-steps", "value", "1 without --half-life (n-step returns need --half-life > 0)", args.n_steps
+        )
     cfg = TrainConfig(
         scenario=args.scenario or TrainConfig.scenario,
         rate_per_min=args.rate,
@@ -500,18 +573,27 @@ def _train_stage1(args: argparse.Namespace, out: Path) -> int:
         learning_rate=args.learning_rate,
         n_steps=args.n_steps,
     )
-    from experiments.train import training_scenarios
-
-    try:
-        for sc in training_scenarios(cfg):  # fail fast on a bad scenario
-            check_fits(sc)
-    except ValueError as e:
-        print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
-        return 2
+    # Every input is read now: hours of training must not end on a typo.
+    inputs.scenario_entries(cfg.scenario, args.rate, "--scenario")
+    if cfg.pretrain is not None:
+        inputs.selector(cfg.pretrain, "--pretrain")
+    if args.resume is not None:
+        inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
     summary = train(cfg, out, resume=args.resume)
     keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
     print(json.dumps({k: summary[k] for k in keys}))
-    return 0
+    return EXIT_OK
+
+
+def _check_stage2(args: argparse.Namespace, selector: str) -> None:
+    """Read stage 2's inputs: its selector, its scenarios (each run held ``--jobs`` times)."""
+    from experiments.train_placer import PlacerTrainConfig
+
+    inputs.selector(selector, "--selector")
+    defaults = PlacerTrainConfig()
+    inputs.scenario_entries(
+        args.scenario or defaults.scenarios, args.rate, "--scenario", args.jobs or defaults.jobs
+    )
 
 
 def _train_stage2(
@@ -523,17 +605,11 @@ def _train_stage2(
 ) -> int:
     """Train the placer ``iawp-rl`` behind ``selector``, from the parameters in ``init`` (a
     placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
-    from experiments.evaluation import load_entry
     from experiments.train_placer import PlacerTrainConfig, train_placer
-    from rlsched.policies.registry import selector_names
 
-    if selector not in selector_names():
-        print(
-            f"rlsched: error: --selector: unknown selector {selector!r}; known: "
-            f"{', '.join(selector_names())}",
-            file=sys.stderr,
-        )
-        return 2
+    _check_stage2(args, selector)
+    if init is not None:
+        inputs.placer_model(init, "--resume")
     defaults = PlacerTrainConfig()
     cfg = PlacerTrainConfig(
         scenarios=args.scenario or defaults.scenarios,
@@ -544,35 +620,29 @@ def _train_stage2(
         seed=args.seed,
         jobs=args.jobs or defaults.jobs,
     )
-    try:
-        for entry in cfg.entries():  # fail fast on a bad scenario
-            check_fits(load_entry(entry, args.rate))
-    except ValueError as e:
-        print(f"rlsched: error: --scenario: {e}", file=sys.stderr)
-        return 2
     summary = train_placer(cfg, out, init=init)
     print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_finetune_live(args: argparse.Namespace) -> int:
     from experiments.finetune_live import LiveFinetuneConfig, finetune_live
 
+    inputs.ldwp_model(args.source, "--from")
+    cluster = inputs.live_cluster(args.cluster)
+    inputs.cluster_backend(args.backend)
+    inputs.device_backend(args.device_backend, "--device-backend")
     steps = default(LiveFinetuneConfig, "steps") if args.steps is None else args.steps
-    try:
-        cfg = LiveFinetuneConfig(
-            steps=steps,
-            seed=args.seed,
-            cluster_backend=args.backend,
-            device_backend=args.device_backend,
-            tasks_per_episode=args.tasks,
-            eval_tasks=args.eval_tasks,
-            progress=sys.stderr.isatty(),
-        )
-        r = finetune_live(args.source, args.out, cfg, _live_cluster(args.cluster))
-    except (ValueError, RuntimeError) as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    cfg = LiveFinetuneConfig(
+        steps=steps,
+        seed=args.seed,
+        cluster_backend=args.backend,
+        device_backend=args.device_backend,
+        tasks_per_episode=args.tasks,
+        eval_tasks=args.eval_tasks,
+        progress=sys.stderr.isatty(),
+    )
+    r = finetune_live(args.source, args.out, cfg, cluster)
     ix = r["interference"]
     print(
         json.dumps(
@@ -585,7 +655,7 @@ def _cmd_finetune_live(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_OK
 
 
 def _cmd_finetune(args: argparse.Namespace) -> int:
@@ -593,13 +663,17 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
 
     if args.live:
         if args.scenario is not None:
-            print("rlsched: error: --scenario does not apply with --live", file=sys.stderr)
-            return 2
+            raise InputError(
+                "--scenario",
+                "value",
+                "none with --live (the live cluster comes from --cluster)",
+                args.scenario,
+            )
         return _cmd_finetune_live(args)
     if args.scenario is None:
-        print("rlsched: error: finetune needs --scenario (or --live)", file=sys.stderr)
-        return 2
-    check_fits(load_scenario(args.scenario, rate_per_min=args.rate))  # fail fast on a bad scenario
+        raise InputError("--scenario", "value", "a target scenario, built-in name or file (or --live)")
+    inputs.ldwp_model(args.source, "--from")
+    inputs.scenario(args.scenario, args.rate)
     r = finetune(
         args.source,
         args.scenario,
@@ -613,21 +687,18 @@ def _cmd_finetune(args: argparse.Namespace) -> int:
             {k: r[k] for k in ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")}
         )
     )
-    return 0
+    return EXIT_OK
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from experiments.simulate import simulate
 
-    options = _policy_options(args.model, args.placer_model)
-    scenario = load_scenario(args.scenario, rate_per_min=args.rate)
-    check_fits(scenario)
-    try:
-        progress = not args.json and sys.stderr.isatty()
-        m = simulate(scenario, args.scheduler, args.seed, progress=progress, options=options)
-    except ValueError as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    # Every input is read and checked here; the run below raises only bugs (exit 1).
+    scenario = inputs.scenario(args.scenario, args.rate)
+    spec = inputs.scheduler(args.scheduler, "--scheduler")
+    options = inputs.policy_options([spec], args.model, args.placer_model)
+    progress = not args.json and sys.stderr.isatty()
+    m = simulate(scenario, spec, args.seed, progress=progress, options=options)
     seed = scenario.seed if args.seed is None else args.seed
     out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:
@@ -675,34 +746,25 @@ def _report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], stric
     return 3 if strict else 0
 
 
-def _live_cluster(path: str | None) -> LiveClusterSpec:
-    """The live cluster of ``--cluster PATH``, or the embedded default."""
-    from runtime.cluster.config import default_live_cluster
-    from runtime.cluster.config_io import load_live_cluster
-
-    return default_live_cluster() if path is None else load_live_cluster(path)
-
-
 def _cmd_live_demo(args: argparse.Namespace) -> int:
     from experiments.live_demo import LIVE_SCHEDULERS, LiveDemoConfig, main_demo
     from runtime.cluster.workload import LiveWorkload
 
-    specs = [s.strip() for s in (args.schedulers or ",".join(LIVE_SCHEDULERS)).split(",") if s.strip()]
+    specs = inputs.live_schedulers(args.schedulers, LIVE_SCHEDULERS)
+    inputs.policy_options(specs, None, None)
+    cluster = inputs.live_cluster(args.cluster)
+    inputs.device_backend(args.backend)
     rate = DEMO.live_rate_per_min if args.rate is None else args.rate  # the parser checked it
     cfg = LiveDemoConfig(
         schedulers=specs,
         seeds=tuple(range(DEMO.live_seeds if args.seeds is None else args.seeds)),
         workload=LiveWorkload(streams=args.streams, tasks=args.tasks, rate_per_s=rate / 60.0),
         backend=args.backend,
-        cluster=_live_cluster(args.cluster),
+        cluster=cluster,
         progress=sys.stderr.isatty(),
     )
-    try:
-        print(main_demo(cfg))
-    except (ValueError, RuntimeError) as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
-    return 0
+    print(main_demo(cfg))
+    return EXIT_OK
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -713,16 +775,12 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     if args.rate is None and args.scenario == DEMO_SCENARIO:
         args.rate = DEMO.paper_rate_per_min  # the paper's busiest rate; other scenarios keep their own
     args.seeds = DEMO.seeds if args.seeds is None else args.seeds
-    scenario = load_scenario(args.scenario, rate_per_min=args.rate)
-    check_fits(scenario)
-    specs = [s.strip() for s in (args.schedulers or ",".join(_demo_schedulers())).split(",") if s.strip()]
+    scenario = inputs.scenario(args.scenario, args.rate)
+    specs = inputs.schedulers(args.schedulers, _demo_schedulers(), "--schedulers")
+    inputs.policy_options(specs, None, None)
     seeds = list(range(args.seeds))
     t0 = time.perf_counter()
-    try:
-        cmp = compare(scenario, specs, seeds)
-    except ValueError as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    cmp = compare(scenario, specs, seeds)
     arrival = scenario.workload.arrival
     shown = args.rate or (arrival.rate_per_min if arrival.process == "poisson" else None)
     rate = f" at {shown:g} tasks/min" if shown else ""
@@ -739,46 +797,42 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_interference(args: argparse.Namespace) -> int:
     from experiments import interference_cli as ix
 
-    try:
-        if args.action == "fit":
-            print(json.dumps(ix.fit(args.data, args.method, args.seed, args.out)))
-            return 0
-        scores = ix.score(args.model, args.data)
-    except ix.InterferenceCliError as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    # The readers of --data and --model raise InputError naming the file and field.
+    if args.action == "fit":
+        print(json.dumps(ix.fit(args.data, args.method, args.seed, args.out)))
+        return EXIT_OK
+    scores = ix.score(args.model, args.data)
     print(json.dumps(scores) if args.json else ix.format_scores(scores))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_profile(args: argparse.Namespace) -> int:
     from runtime.profiler import LiveProfiler, profile_to_csv
 
-    apps = tuple(a.strip() for a in args.apps.split(",") if a.strip())
+    apps = inputs.live_apps(args.apps)
+    cluster = inputs.live_cluster(args.cluster)
+    if not any(n.gpus for n in cluster.nodes):
+        raise InputError(args.cluster or "--cluster", "nodes", "a cluster with at least one GPU to profile")
+    inputs.device_backend(args.backend)
     t0 = time.perf_counter()
-    try:
-        with LiveProfiler(_live_cluster(args.cluster), args.backend, apps) as prof:
-            colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
-            out = {
-                "colocation": str(colo),
-                "solo": str(solo),
-                "backend": prof.backend.name,
-                "devices": prof.devices(),
-                "kinds": [k.name for k in prof.kinds()],
-                "rows": prof.measured_pairs,
-                "solo_rows": len(prof.solo_table()),
-            }
-    except (ValueError, RuntimeError) as e:  # a bad app; a backend that cannot run here
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    with LiveProfiler(cluster, args.backend, apps) as prof:
+        colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
+        out = {
+            "colocation": str(colo),
+            "solo": str(solo),
+            "backend": prof.backend.name,
+            "devices": prof.devices(),
+            "kinds": [k.name for k in prof.kinds()],
+            "rows": prof.measured_pairs,
+            "solo_rows": len(prof.solo_table()),
+        }
     print(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 2)}))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from rlsched.policies import parse_scheduler
     from runtime.service.config import load_service_config
     from runtime.service.service import serve
 
@@ -794,17 +848,18 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.scheduler is not None:
         over["scheduler"] = args.scheduler
     cfg = dataclasses.replace(cfg, **over)
-    try:
-        parse_scheduler(cfg.scheduler)
-    except ValueError as e:
-        print(f"rlsched: error: --scheduler: {e}", file=sys.stderr)
-        return 2
-    print(
-        f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} "
-        f"({cfg.backend} cluster, queue {cfg.db})",
-        file=sys.stderr,
+    inputs.live_schedulers(
+        cfg.scheduler, [], "--scheduler" if args.scheduler else f"{args.config}: scheduler"
     )
-    serve(cfg)
+
+    def announce() -> None:  # only once it listens: a service that could not start says only why
+        print(
+            f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} "
+            f"({cfg.backend} cluster, queue {cfg.db})",
+            file=sys.stderr,
+        )
+
+    serve(cfg, announce)  # a queue another service holds: exit 2; a port in use: exit 4
     return 0
 
 
@@ -813,10 +868,7 @@ def _cmd_client(args: argparse.Namespace) -> int:
 
     from rlsched.client import Client, ServiceError
 
-    token = os.environ.get(args.token_env)
-    if not token:
-        print(f"rlsched: error: set the bearer token in ${args.token_env}", file=sys.stderr)
-        return 2
+    token = inputs.token(args.token_env)
     try:
         with Client(args.url, token) as c:
             if args.command == "submit":
@@ -834,13 +886,13 @@ def _cmd_client(args: argparse.Namespace) -> int:
                 print(json.dumps(c.cancel(args.id)))
             else:
                 _top(c, args.once, args.interval)
+    # The service is another program: its refusal (a 4xx naming the field, a 5xx) or its absence
+    # is the environment's answer, not a bug here and not a file or flag of ours (exit 4).
     except ServiceError as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+        raise Unavailable(args.url, f"the service answered {e}") from None
     except httpx.HTTPError as e:  # the service is not there, or the connection broke
-        print(f"rlsched: error: {args.url}: {e}", file=sys.stderr)
-        return 2
-    return 0
+        raise Unavailable(args.url, f"cannot reach the service ({type(e).__name__}: {e})") from None
+    return EXIT_OK
 
 
 def _top(client: object, once: bool, interval: float) -> None:
@@ -877,27 +929,27 @@ def _cmd_scenarios() -> int:
     from experiments.suites import scenario_table
 
     print(scenario_table(list_scenarios()))
-    return 0
+    return EXIT_OK
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from experiments.evaluate import EvaluateError, evaluate
+    from experiments.evaluate import evaluate
     from experiments.suites import build_config
 
-    try:
-        cfg = build_config(args, args.argv)
-        summary = evaluate(cfg, args.out, progress=True)
-    except EvaluateError as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+    # build_config and evaluate's own validate() read every input before the first run.
+    cfg = build_config(args, args.argv)
+    summary = evaluate(cfg, args.out, progress=True)
     print(json.dumps(summary))
-    return 0
+    return EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rlsched`` console script.
 
     ``--debug`` anywhere on the line shows the traceback of an unexpected internal error.
+
+    :param argv: the arguments (default: ``sys.argv[1:]``).
+    :returns: the exit code (README "Exit codes"; ``EXIT_*`` above).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
@@ -915,9 +967,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         created = not made.exists()
         made.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        print(f"rlsched: error: --out: cannot create {out}: {e.strerror or e}", file=sys.stderr)
-        return 2
-    rc = 1
+        err = InputError("--out", "value", "a folder that can be created", out, hint=e.strerror or str(e))
+        print(f"rlsched: error: {err}", file=sys.stderr)
+        return EXIT_INPUT
+    rc = EXIT_INTERNAL
     try:
         rc = _dispatch(args)
         return rc
@@ -926,46 +979,80 @@ def main(argv: Sequence[str] | None = None) -> int:
             made.rmdir()
 
 
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "simulate":
+        return _cmd_simulate(args)
+    if args.command == "demo":
+        return _cmd_demo(args)
+    if args.command == "train":
+        return _cmd_train(args)
+    if args.command == "finetune":
+        return _cmd_finetune(args)
+    if args.command == "interference":
+        return _cmd_interference(args)
+    if args.command == "profile":
+        return _cmd_profile(args)
+    if args.command == "evaluate":
+        return _cmd_evaluate(args)
+    if args.command == "serve":
+        return _cmd_serve(args)
+    if args.command in ("submit", "status", "cancel", "top"):
+        return _cmd_client(args)
+    return _cmd_scenarios()
+
+
+def _user_path(args: argparse.Namespace, e: OSError) -> tuple[str, str] | None:
+    """``(path, flag)`` when ``e`` concerns a path the user named on the command line (or one
+    under it, such as a file in ``--out``), else ``None``."""
+    failed = [Path(f) for f in (e.filename, e.filename2) if isinstance(f, (str, os.PathLike))]
+    for attr, flag in _PATH_FLAGS:
+        given = getattr(args, attr, None)
+        for value in given if isinstance(given, list) else [given]:
+            if not isinstance(value, str) or not value:
+                continue
+            root = Path(value).expanduser().absolute()
+            for f in failed:
+                path = f.expanduser().absolute()
+                if path == root or root in path.parents:
+                    return str(f), flag
+    return None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    """Run the command; map what it raises to an exit code: the one error boundary.
+
+    Only :class:`~rlsched.errors.InputError` (raised where a file or flag is read) is exit 2, and
+    an ``OSError`` on a path the user named; :class:`~rlsched.errors.Unavailable` is exit 4;
+    anything else — a ``ValueError`` from inside a run included — is an internal error (exit 1).
+    """
     try:
-        if args.command == "simulate":
-            return _cmd_simulate(args)
-        if args.command == "demo":
-            return _cmd_demo(args)
-        if args.command == "train":
-            return _cmd_train(args)
-        if args.command == "finetune":
-            return _cmd_finetune(args)
-        if args.command == "interference":
-            return _cmd_interference(args)
-        if args.command == "profile":
-            return _cmd_profile(args)
-        if args.command == "evaluate":
-            return _cmd_evaluate(args)
-        if args.command == "serve":
-            return _cmd_serve(args)
-        if args.command in ("submit", "status", "cancel", "top"):
-            return _cmd_client(args)
-        return _cmd_scenarios()
-    except ScenarioError as e:
+        return _command(args)
+    except InputError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, CheckpointError, TextFileError, RunTooLarge) as e:
-        print(f"rlsched: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_INPUT
+    except Unavailable as e:
+        print(f"rlsched: unavailable: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
     except BrokenPipeError:  # the reader went away (`| head`): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
-    except OSError as e:  # a path the system refuses (too long, a directory, no permission, disk full)
-        where = f"{e.filename}: " if e.filename else ""
-        print(f"rlsched: error: {where}{e.strerror or e}", file=sys.stderr)
-        return 2
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as e:
         saved = getattr(e, "saved", None)  # training saved its weights first
         resume = f"; continue with --resume {saved}" if saved else ""
         print(f"rlsched: {str(e) or 'interrupted'}{resume}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as e:
+        # A path the user named that the system refuses (no permission, a directory, disk full)
+        # is bad input; an OSError anywhere else is ours, as is every other exception.
+        where = _user_path(args, e) if isinstance(e, OSError) else None
+        if where is not None:
+            path, flag = where
+            assert isinstance(e, OSError)
+            err = InputError(
+                path, "<file>", f"a path this command can use (given by {flag})", hint=e.strerror or str(e)
+            )
+            print(f"rlsched: error: {err}", file=sys.stderr)
+            return EXIT_INPUT
         if args.debug:
             raise
         what = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
@@ -974,7 +1061,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             "(a bug; rerun with --debug for the traceback)",
             file=sys.stderr,
         )
-        return 1
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

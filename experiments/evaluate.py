@@ -37,59 +37,46 @@ from experiments.report_writer import (
     scenario_blocks,
     write_results,
 )
+from rlsched.errors import InputError
 
 
-class EvaluateError(ValueError):
-    """Bad input to ``rlsched evaluate``, found before any work starts."""
+class EvaluateError(InputError):
+    """Bad input to ``rlsched evaluate`` that no file reader names (a missing flag, a bad
+    ``--runs`` entry, an unwritable ``--out``), found before any work starts."""
 
 
 def validate(cfg: EvalConfig, out: Path) -> None:
-    """Check every input before any run starts; raise :class:`EvaluateError` naming the bad one."""
-    from models.checkpoint import CheckpointError
-    from rlsched.scenarios.loader import ScenarioError
+    """Check every input before any run starts.
+
+    :param cfg: the evaluation.
+    :param out: the output folder.
+    :raises InputError: naming the flag (or file) and the field of the first bad input: scenarios
+        and schedulers by the readers of :mod:`experiments.inputs`, the rest as
+        :class:`EvaluateError`.
+    """
+    from experiments import inputs
 
     if not cfg.scenarios:
-        raise EvaluateError("--scenarios: no scenario given")
+        raise EvaluateError("--scenarios", "value", "at least one scenario")
     if not cfg.schedulers:
-        raise EvaluateError("--schedulers: no scheduler given")
-    from experiments.evaluation import load_entry
-
-    for sc in cfg.scenarios:
-        try:
-            load_entry(sc, cfg.rate)
-        except (ScenarioError, ValueError) as e:
-            raise EvaluateError(f"--scenarios: {e}") from None
-    if any(s.split("+")[0] == "ldwp" for s in cfg.schedulers) or cfg.model is not None:
-        try:
-            from rlsched.policies.ldwp import LdwpSelector
-
-            LdwpSelector(cfg.model)
-        except (CheckpointError, FileNotFoundError, ValueError) as e:
-            raise EvaluateError(f"--model: {e}") from None
-    if cfg.placer_model is not None:
-        try:
-            from rlsched.policies.iawp_rl import load_params
-
-            load_params(cfg.placer_model)
-        except (CheckpointError, FileNotFoundError, ValueError) as e:
-            raise EvaluateError(f"--placer-model: {e}") from None
-    from rlsched.policies.registry import PolicyOptions, parse_scheduler
-
+        raise EvaluateError("--schedulers", "value", "at least one scheduler")
+    # Each case is one run per worker process: one run's memory at a time per job.
+    inputs.scenario_entries(",".join(cfg.scenarios), cfg.rate, "--scenarios")
     for s in cfg.schedulers:
-        try:
-            parse_scheduler(s, PolicyOptions(cfg.model, cfg.placer_model))
-        except ValueError as e:
-            raise EvaluateError(f"--schedulers: {e}") from None
+        inputs.scheduler(s, "--schedulers")
+    inputs.policy_options(cfg.schedulers, cfg.model, cfg.placer_model)
     for name, d in cfg.runs.items():
         if not Path(d, "history.json").is_file():
-            raise EvaluateError(f"--runs: {name}={d} has no history.json")
+            raise EvaluateError("--runs", name, "a training run folder with history.json", d)
     probe = out / ".rlsched-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)  # the CLI makes it first; a library caller may not
         probe.write_text("")
         probe.unlink()
     except OSError as e:
-        raise EvaluateError(f"--out: cannot write to {out}: {e.strerror or e}") from None
+        raise EvaluateError(
+            "--out", "value", "a folder this process can write", str(out), hint=e.strerror or str(e)
+        ) from None
 
 
 def git_revision() -> str:

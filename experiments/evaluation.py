@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
+from rlsched.errors import InputError
 from rlsched.scenarios.spec import Scenario
 
 #: Time bins of the per-device busy picture, and busy-state samples kept per bin on average.
@@ -69,17 +70,24 @@ class CaseTimeout(Exception):
     """The run passed its wall-time limit."""
 
 
-def parse_entry(entry: str, rate: float | None) -> tuple[str, float | None, int | None]:
+def parse_entry(
+    entry: str, rate: float | None, flag: str = "--scenarios"
+) -> tuple[str, float | None, int | None]:
     """``NAME[@RATE][#TASKS]`` -> (name, rate, tasks): an entry may set its own arrival rate
     (tasks/min) and task count (the first ``TASKS`` tasks), e.g. ``paper@30`` or ``large#5000``.
 
-    :raises ValueError: naming the entry, for a rate or count that is not a positive number.
+    :param entry: the entry.
+    :param rate: the rate without ``@RATE`` (``--rate``; ``None``: the scenario's own).
+    :param flag: the flag the entry came from, named in errors.
+    :raises InputError: naming the flag and the entry, for a rate or count that is not a
+        positive number.
     """
+    whole = entry
     head, hash_, count = entry.rpartition("#")
     tasks = None
     if hash_:
         if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"scenario {entry!r}: the task count after '#' must be a positive integer")
+            raise InputError(flag, whole, "a positive integer task count after '#'", count)
         entry, tasks = head, int(count)
     name, at, r = entry.rpartition("@")
     if not at:
@@ -87,19 +95,22 @@ def parse_entry(entry: str, rate: float | None) -> tuple[str, float | None, int 
     try:
         value = float(r)
     except ValueError:
-        raise ValueError(f"scenario {entry!r}: the rate after '@' is not a number") from None
+        value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"scenario {entry!r}: the rate after '@' must be positive")
+        raise InputError(flag, whole, "a positive arrival rate (tasks/min) after '@'", r)
     return name, value, tasks
 
 
-def load_entry(entry: str, rate: float | None) -> Scenario:
-    """The scenario a grid entry names (``NAME[@RATE][#TASKS]``, see :func:`parse_entry`)."""
+def load_entry(entry: str, rate: float | None, flag: str = "--scenarios") -> Scenario:
+    """The scenario a grid entry names (``NAME[@RATE][#TASKS]``, see :func:`parse_entry`).
+
+    :raises InputError: for a bad entry (naming ``flag``) or scenario (naming its file).
+    """
     import dataclasses
 
     from rlsched.scenarios.loader import load_scenario
 
-    name, r, tasks = parse_entry(entry, rate)
+    name, r, tasks = parse_entry(entry, rate, flag)
     sc = load_scenario(name, rate_per_min=r)
     if tasks is None:
         return sc

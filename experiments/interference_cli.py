@@ -2,8 +2,8 @@
 CSV files, as a user runs it.
 
 Errors a user can cause — a bad CSV, a missing or corrupt model, rows with kinds or devices the
-model has never seen — raise :class:`InterferenceCliError` with one line naming the file and
-what is wrong; the CLI prints it and exits 2.
+model has never seen — raise :class:`~rlsched.errors.InputError` (one line naming the file and
+the field) where the file is read; the CLI prints it and exits 2.
 """
 
 from __future__ import annotations
@@ -14,22 +14,21 @@ from pathlib import Path
 from typing import Any
 
 from models.checkpoint import CheckpointError
-from rlsched.interference.measurements import ColocationData, ColocationError, read_colocation_csv
+from rlsched.errors import InputError
+from rlsched.interference.measurements import ColocationData, read_colocation_csv
 from rlsched.interference.predictor import InterferencePredictor, evaluate, fit_interference
 
 
-class InterferenceCliError(Exception):
-    """A user error of the interference commands (one line)."""
-
-
 def _read(paths: Sequence[str]) -> ColocationData:
-    try:
-        return ColocationData.concat([read_colocation_csv(p) for p in paths])
-    except ColocationError as e:
-        raise InterferenceCliError(str(e)) from None
-    except FileNotFoundError:
-        missing = next(p for p in paths if not Path(p).is_file())
-        raise InterferenceCliError(f"{missing}: no such file") from None
+    """The pooled rows of ``paths`` (``--data``).
+
+    :raises InputError: for a file that does not exist, or a row that breaks a rule
+        (:class:`~rlsched.interference.measurements.MeasurementError`).
+    """
+    for p in paths:
+        if not Path(p).is_file():
+            raise InputError(p, "<file>", "an existing co-location CSV (--data)")
+    return ColocationData.concat([read_colocation_csv(p) for p in paths])
 
 
 def fit(data: Sequence[str], method: str, seed: int, out: str) -> dict[str, Any]:
@@ -64,19 +63,20 @@ def score(model: str, data: str) -> dict[str, Any]:
     :param model: checkpoint directory written by :func:`fit`.
     :param data: a co-location CSV.
     :returns: ``mae``, ``rmse``, ``n``, ``feasible_accuracy``.
-    :raises InterferenceCliError: for a bad CSV or model, or kinds/devices the model cannot
-        predict (named).
+    :raises InputError: for a bad CSV or model, or kinds/devices the model cannot predict (named).
     """
     try:
         pred = InterferencePredictor.load(model)
-    except (CheckpointError, FileNotFoundError) as e:
-        raise InterferenceCliError(str(e)) from None
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, "--model") from None
     rows = _read([data])
     bad = pred.unknown(rows)
     if bad:
-        names = ", ".join(bad)
-        raise InterferenceCliError(
-            f"{data}: kinds/devices the model in {model} has never seen and cannot cold-start: {names}"
+        raise InputError(
+            data,
+            "kind/device",
+            f"kinds and devices the model in {model} has seen (it cannot cold-start these)",
+            ", ".join(bad),
         )
     return dict(evaluate(pred, rows))
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from experiments.configs import DemoConfig, default
 from experiments.report_stats import mean_pm
-from rlsched.policies.registry import parse_scheduler
-from rlsched.world import CalibratingPlacer
+from rlsched.interference.instrument import CalibratingPlacer
+from rlsched.policies.registry import is_clairvoyant_spec, parse_scheduler
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.live import LiveOptions, LiveResult, device_table, run_live
 from runtime.cluster.local import LocalCluster
@@ -72,8 +72,8 @@ def check_live_schedulers(specs: Sequence[str]) -> None:
     :raises ValueError: naming the spec.
     """
     for spec in specs:
-        sched = parse_scheduler(spec)
-        if hasattr(sched.selector, "bind_simulator") or hasattr(sched.placer, "bind_simulator"):
+        parse_scheduler(spec)  # unknown names: refused here, naming the known ones
+        if is_clairvoyant_spec(spec):  # a declared clairvoyant reference (rlsched.scheduler.Clairvoyant)
             raise ValueError(
                 f"scheduler {spec!r} reads the simulator's ground truth and cannot run on the live "
                 "runtime; drop it from --schedulers"

@@ -103,7 +103,8 @@ def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> st
     has_base = not math.isnan(base)
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in cmp.runs:
-        cells = [s]
+        # A reference that read the simulator's ground truth says so next to its name.
+        cells = [f"{s} (clairvoyant)" if any(m.clairvoyant for m in cmp.runs[s]) else s]
         for key, _, scale in TABLE_METRICS:
             m, sd = cmp.mean_std(s, key)
             prec = 3 if scale == 1.0 and m < 10 else 1

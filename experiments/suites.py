@@ -97,14 +97,15 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
     if args.schedulers is not None:
         schedulers = _split(args.schedulers)
     if not args.suite and (args.scenarios is None or args.schedulers is None):
-        raise EvaluateError("give --suite, or both --scenarios and --schedulers")
+        missing = "--scenarios" if args.scenarios is None else "--schedulers"
+        raise EvaluateError(missing, "value", "a value: give --suite, or both --scenarios and --schedulers")
     n = seeds if args.seeds is None else args.seeds
     first = TEST_SEED_BASE if args.first_seed is None else args.first_seed
     runs = {}
     for spec in args.runs:
         name, eq, d = spec.partition("=")
         if not eq or not name or not d:
-            raise EvaluateError(f"--runs: expected NAME=DIR, got {spec!r}")
+            raise EvaluateError("--runs", "value", "NAME=DIR", spec)
         runs[name] = d
     return EvalConfig(
         scenarios=scenarios,

@@ -20,8 +20,49 @@ WEIGHTS = "weights.pt"
 META = "meta.json"
 
 
+class _Nothing:
+    """No offending value to show; pickles as this one object (Ray, multiprocessing)."""
+
+    def __reduce__(self) -> str:
+        return "_NOTHING"
+
+
+_NOTHING: Any = _Nothing()
+
+
 class CheckpointError(Exception):
-    """A checkpoint that is missing, corrupt, or incompatible with this build."""
+    """A checkpoint that is missing, corrupt, or incompatible with this build.
+
+    One line of the shape every bad input of rlsched has (``rlsched.errors.InputError``, which
+    this package may not import): ``PATH: FIELD: expected WHAT[, got VALUE][; HINT]``. The code
+    that reads a user's checkpoint maps it with ``InputError.from_checkpoint``.
+
+    :param path: the file at fault (``meta.json``, ``weights.pt``) or the checkpoint directory.
+    :param field: what in it: a key of ``meta.json`` (``feature_version``), ``<file>`` for the file
+        as a whole, ``<syntax>`` for a file that does not parse, ``sha256``, ``tensors``.
+    :param expected: what a valid checkpoint has there.
+    :param got: the offending value (shown with ``repr``, cut to 120 characters), if any.
+    :param hint: what to do about it.
+    """
+
+    def __init__(
+        self, path: str | Path, field: str, expected: str, got: object = _NOTHING, hint: str | None = None
+    ) -> None:
+        self.path, self.field, self.expected, self.hint = str(path), field, expected, hint
+        self.has_got = got is not _NOTHING
+        self.got = got if self.has_got else None
+        text = f"{self.path}: {field}: expected {expected}"
+        if self.has_got:
+            r = repr(got)
+            text += f", got {r if len(r) <= 120 else r[:117] + '...'}"
+        if hint:
+            text += f"; {hint}"
+        super().__init__(" ".join(text.split()))  # always one line
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        # Exceptions pickle as cls(*args); this one takes more than the message.
+        got = self.got if self.has_got else _NOTHING
+        return (type(self), (self.path, self.field, self.expected, got, self.hint))
 
 
 def sha256(path: Path) -> str:
@@ -70,29 +111,41 @@ def load_checkpoint(
     d = Path(directory)
     meta_path = d / META
     if not meta_path.is_file():
-        raise CheckpointError(f"{meta_path}: not found (is {d} a checkpoint directory?)")
+        raise CheckpointError(
+            meta_path,
+            "<file>",
+            "a checkpoint's meta.json",
+            hint=f"not found (is {d} a checkpoint directory?)",
+        )
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise CheckpointError(f"{meta_path}: not valid JSON ({e})") from None
+        raise CheckpointError(meta_path, "<syntax>", f"valid JSON ({e})") from None
+    except OSError as e:  # unreadable (no permission): still one line naming the file
+        raise CheckpointError(meta_path, "<file>", "a readable file", e.strerror or str(e)) from None
     if not isinstance(meta, dict):
-        raise CheckpointError(f"{meta_path}: expected a JSON object, got {type(meta).__name__}")
+        raise CheckpointError(meta_path, "<syntax>", "a JSON object", type(meta).__name__)
     files = meta.get("files")
     if not isinstance(files, dict) or WEIGHTS not in files:
-        raise CheckpointError(f"{meta_path}: no checksum for {WEIGHTS}")
+        raise CheckpointError(meta_path, "files", f"a table with the sha256 checksum of {WEIGHTS}", files)
     for name, digest in files.items():
         if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
-            raise CheckpointError(f"{meta_path}: files: expected plain file names, got {name!r}")
+            raise CheckpointError(meta_path, "files", "plain file names", name)
         p = d / name
         if not p.is_file():
-            raise CheckpointError(f"{p}: missing")
+            raise CheckpointError(p, "<file>", f"an existing file ({META} lists it)")
         if sha256(p) != digest:
-            raise CheckpointError(f"{p}: sha256 does not match {meta_path} (corrupt or modified)")
+            raise CheckpointError(
+                p, "sha256", f"the checksum {META} records", hint="the file is corrupt or was modified"
+            )
     got = meta.get("feature_version")
     if got != feature_version:
         raise CheckpointError(
-            f"{meta_path}: trained with feature version {got}, this build encodes version {feature_version}; "
-            f"retrain ({retrain}) or use a build with matching features"
+            meta_path,
+            "feature_version",
+            f"{feature_version}, the feature version this build encodes",
+            got,
+            hint=f"retrain ({retrain}) or use a build with matching features",
         )
     import torch
 
@@ -101,12 +154,12 @@ def load_checkpoint(
     except Exception as e:  # torch raises many types for a file that is not its weights format
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(
-            f"{d / WEIGHTS}: not a weights file this build can read ({first[:200]})"
+            d / WEIGHTS, "<file>", "a weights file this build can read", first[:200]
         ) from None
     if not isinstance(state, dict) or not all(
         isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in state.items()
     ):
-        raise CheckpointError(f"{d / WEIGHTS}: expected a mapping of names to tensors")
+        raise CheckpointError(d / WEIGHTS, "<file>", "a mapping of names to tensors")
     return state, meta
 
 
@@ -121,5 +174,5 @@ def load_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], direct
     except (RuntimeError, KeyError, ValueError) as e:
         first = str(e).strip().splitlines()[0]
         raise CheckpointError(
-            f"{Path(directory) / META}: the weights do not fit the network it describes ({first[:200]})"
+            Path(directory) / META, "<file>", "weights that fit the network it describes", first[:200]
         ) from None

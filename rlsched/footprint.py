@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rlsched.errors import InputError
 from rlsched.scenarios.spec import Scenario
 
 #: Bytes per task of a run: task records, subtask graphs, the simulator's per-task state.
@@ -15,8 +16,9 @@ BYTES_PER_TASK = 4_096
 BASE_BYTES = 128 * 2**20
 
 
-class RunTooLarge(ValueError):
-    """A run whose estimated memory exceeds what the machine has available."""
+class RunTooLarge(InputError):
+    """A run whose estimated memory exceeds what the machine has available: bad input, since the
+    scenario's ``workload.tasks`` (or ``--jobs``) asks for it."""
 
 
 def run_bytes(scenario: Scenario) -> int:
@@ -47,9 +49,13 @@ def check_fits(scenario: Scenario, processes: int = 1, available: int | None = N
     need = run_bytes(scenario) * processes
     if have is not None and need > have:
         gib = 2**30
-        tasks, per = scenario.workload.tasks, BYTES_PER_TASK / 1024
+        fits = max(0, (have // processes - BASE_BYTES) // BYTES_PER_TASK)
         raise RunTooLarge(
-            f"scenario {scenario.name}: workload.tasks = {tasks:,} needs ~{need / gib:.1f} GiB "
-            f"({processes} run(s) at ~{per:.0f} KiB per task), {have / gib:.1f} GiB available; "
-            "lower workload.tasks (or --jobs)"
+            scenario.path or scenario.name,
+            "workload.tasks",
+            f"at most ~{fits:,} tasks to fit the {have / gib:.1f} GiB available "
+            f"({processes} run(s) at once, ~{BYTES_PER_TASK // 1024} KiB per task; "
+            f"this needs ~{need / gib:.1f} GiB)",
+            scenario.workload.tasks,
+            hint="lower workload.tasks (or --jobs)",
         )

@@ -40,6 +40,9 @@ class RunMetrics:
     deadline_miss_rate: float
     wall_s: float
     decisions_per_s: float
+    #: A policy of the run read the simulator's ground truth: a clairvoyant reference, not a
+    #: scheduler (``rlsched.scheduler.Clairvoyant``).
+    clairvoyant: bool = False
 
     @property
     def not_completed(self) -> int:
@@ -77,6 +80,7 @@ def summarise(
     decisions: int,
     wall_s: float,
     decide_s: float,
+    clairvoyant: bool = False,
 ) -> RunMetrics:
     """Compute :class:`RunMetrics` from per-task records and utilisation integrals.
 
@@ -86,6 +90,7 @@ def summarise(
     :param decisions: stage-1 decisions made.
     :param wall_s: wall time of the whole run.
     :param decide_s: wall time spent inside stage-1 decisions.
+    :param clairvoyant: a policy of the run read the simulator's ground truth.
     """
     arr = np.array([r.arrival_s for r in records], dtype=np.float64)
     done = np.array([r.done_s for r in records], dtype=np.float64)
@@ -116,4 +121,5 @@ def summarise(
         deadline_miss_rate=missed / len(with_dl) if with_dl else 0.0,
         wall_s=wall_s,
         decisions_per_s=decisions / decide_s if decide_s > 0 else math.nan,
+        clairvoyant=clairvoyant,
     )

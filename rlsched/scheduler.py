@@ -3,12 +3,17 @@
 Stage 1 (``NodeSelector``) picks a node for each arriving task; stage 2 (``SubtaskPlacer``) picks
 a computing unit on that node for each ready subtask. Both only read a :class:`ClusterView`, so
 the same policy object runs against the simulator and the live runtime.
+
+The one exception is declared, not duck-typed: a clairvoyant *reference* (the ``oracle``
+selector, a benchmark's clairvoyant placer) reads the simulator's ground truth, says so with
+``clairvoyant = True`` (:class:`Clairvoyant`), and is the only kind of policy the simulator hands
+itself to; its runs are marked clairvoyant in every report (``RunMetrics.clairvoyant``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -57,6 +62,31 @@ class SubtaskPlacer(Protocol):
         :param view: the observable cluster state.
         """
         ...
+
+
+@runtime_checkable
+class Clairvoyant(Protocol):
+    """A reference policy that reads the simulator's ground truth (DESIGN.md section 4).
+
+    It declares so with the class attribute ``clairvoyant = True``; the simulator then hands it
+    itself through :meth:`bind_simulator` before the run, and the run's metrics say
+    ``clairvoyant``. It cannot run in the live world (nothing there to bind).
+    """
+
+    clairvoyant: ClassVar[bool]
+
+    def bind_simulator(self, sim: Any) -> None:
+        """Receive the simulator whose ground truth it reads (``envs.simulator.Simulator``)."""
+        ...
+
+
+def is_clairvoyant(policy: object) -> bool:
+    """Whether ``policy`` declares itself a clairvoyant reference (``clairvoyant = True`` and a
+    ``bind_simulator`` method); only such a policy is handed the simulator.
+
+    :param policy: a selector or placer (or a class of one).
+    """
+    return getattr(policy, "clairvoyant", False) is True and callable(getattr(policy, "bind_simulator", None))
 
 
 @dataclass

@@ -16,8 +16,11 @@ the change in completed tasks between decisions.
 
 Each episode is one :class:`~rlsched.world.World` opened by a :class:`WorldSource`: the simulated
 variant (``envs.gym_env``) opens a simulator on a scenario and seed, the live one
-(``runtime.cluster.gym_env``) a session on a live cluster. Observations are padded to the source's
-largest cluster: padded nodes are zeros with mask 0, so the per-node network never picks them.
+(``runtime.cluster.gym_env``) a session on a live cluster. This class holds its world: the live
+env is this class itself; the simulated env an RL library gets runs this class in a worker process
+(``envs.env_worker``) and holds only a pipe to it, so the simulator is not reachable from it.
+Observations are padded to the source's largest cluster: padded nodes are zeros with mask 0, so
+the per-node network never picks them.
 """
 
 from __future__ import annotations
@@ -80,8 +83,8 @@ class SchedulingEnv(gym.Env):
         self.n_max = source.n_nodes
         self.observation_space = observation_space(self.n_max)
         self.action_space = spaces.Discrete(self.n_max)
-        # Private: the simulated world holds the ground truth, which a learning policy must not
-        # reach through the environment (tests/test_layers.py).
+        # A simulated world holds the ground truth: this object then lives in the sealed env's
+        # worker process, never in an RL library's hands (tests/test_sealed.py).
         self._world: World | None = None
         #: Metrics of the last episode that ran to its end.
         self.metrics: RunMetrics | None = None

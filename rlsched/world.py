@@ -12,13 +12,20 @@ against this protocol.
 from __future__ import annotations
 
 import contextlib
+import copy
 import time
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Hashable
+from typing import Protocol
 
 import numpy as np
 
-from rlsched.interference.instrument import ObservingPlacer, ProfilingInstrument
+from rlsched.interference.instrument import (
+    CalibratingPlacer,
+    ObservingPlacer,
+    ProfilingInstrument,
+    Survey,
+    run_survey,
+)
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -31,13 +38,6 @@ class Selector(Protocol):
     """What the decision loop needs of stage 1 (``rlsched.scheduler.NodeSelector``)."""
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int: ...
-
-
-@runtime_checkable
-class CalibratingPlacer(Protocol):
-    """A placer that measures the cluster before a run (IAWP fits its interference model)."""
-
-    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None: ...
 
 
 class World(Protocol):
@@ -87,15 +87,41 @@ class World(Protocol):
         ...
 
 
+# Surveys by (instrument key, request): profiling a cluster is a one-off, so runs over many seeds
+# of one scenario share it (on the live runtime a survey takes seconds of real kernels). Plain
+# data only; each placer gets its own copy.
+_SURVEYS: dict[Hashable, Survey] = {}
+
+
 def hand_over(placer: object, instrument: ProfilingInstrument | None) -> Observe | None:
-    """Prepare a placer for a world: calibrate it on the world's instrument when it can calibrate,
-    and return its ``observe`` hook (the world calls it with finished GPU subtasks), if any.
+    """Prepare a placer for a world: when it calibrates, run the survey it asks for on the world's
+    instrument and hand it the data; return its ``observe`` hook (the world calls it with
+    finished GPU subtasks), if any.
+
+    The placer never holds the instrument: what it is handed is the measurements of its one
+    budgeted survey (:class:`rlsched.interference.instrument.Survey`), so it can neither measure
+    more than it asked for nor reach what the instrument measures (the simulator's ground truth).
 
     :param placer: the world's stage-2 policy.
     :param instrument: the world's profiling instrument, or ``None`` where it has none.
+    :raises TypeError: a placer with a ``calibrate`` hook but no ``survey_request`` (the hook of
+        earlier releases, which took the instrument itself).
     """
+    if callable(getattr(placer, "calibrate", None)) and not isinstance(placer, CalibratingPlacer):
+        # A placer written for the old hook (calibrate(instrument)) would run uncalibrated.
+        name = getattr(placer, "name", type(placer).__name__)
+        raise TypeError(
+            f"placer {name}: has calibrate() but no survey_request(); a calibrating placer states "
+            "the survey it wants (survey_request() -> SurveyRequest) and is handed its data "
+            "(calibrate(survey: Survey)), never the instrument"
+        )
     if instrument is not None and isinstance(placer, CalibratingPlacer):
-        placer.calibrate(instrument)
+        request = placer.survey_request()
+        key = (instrument.key(), request)
+        survey = _SURVEYS.get(key)
+        if survey is None:
+            survey = _SURVEYS[key] = run_survey(instrument, request)
+        placer.calibrate(copy.deepcopy(survey))
     return placer.observe if isinstance(placer, ObservingPlacer) else None
 
 

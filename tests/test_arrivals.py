@@ -99,7 +99,9 @@ def test_trace_replay_from_arrival_s(tmp_path: Path) -> None:
     assert arrival_times(spec, 3, _rng()).tolist() == [0.0, 2.0, 7.0]
     assert arrival_times(spec, 4, _rng()).tolist() == [0.0, 2.0, 7.0, 20.0]
     assert mean_rate_per_min(spec) == pytest.approx(60 * 3 / 20)
-    with pytest.raises(ValueError, match=r"arrivals\.csv.*4 arrivals.*5 tasks"):
+    with pytest.raises(
+        ValueError, match=r"arrivals\.csv: <file>: expected at least the 5 arrivals of workload.tasks, got 4"
+    ):
         arrival_times(spec, 5, _rng())
 
 
@@ -117,9 +119,9 @@ def test_trace_replay_from_an_alibaba_pod_list(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "match"),
     [
-        ("task,when\na,1\n", "no arrival column"),
-        ("arrival_s\n1\nsoon\n", "row 3"),
-        ("arrival_s\n", "no rows"),
+        ("task,when\na,1\n", r"line 1: expected a header with an arrival column"),
+        ("arrival_s\n1\nsoon\n", r"line 3 \(arrival_s\): expected a number, got 'soon'"),
+        ("arrival_s\n", "<file>: expected at least one data row"),
     ],
 )
 def test_bad_traces_name_the_file(tmp_path: Path, text: str, match: str) -> None:

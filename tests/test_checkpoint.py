@@ -43,24 +43,35 @@ def test_modified_weights_are_refused(tmp_path: Path) -> None:
     save_checkpoint(tmp_path, scorer().state_dict(), meta())
     with (tmp_path / WEIGHTS).open("ab") as f:
         f.write(b"\0")
-    with pytest.raises(CheckpointError, match="sha256 does not match"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"weights.pt: sha256: expected the checksum meta.json records; the file is corrupt",
+    ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
 
 
 def test_other_feature_version_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     save_checkpoint(tmp_path, scorer().state_dict(), meta(feature_version=FEATURE_VERSION + 1))
-    with pytest.raises(CheckpointError, match=r"feature version .* retrain"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"feature_version: expected \d+, the feature version this build encodes, got \d+; retrain",
+    ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
 
 
 def test_missing_or_broken_metadata(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match="not found"):
+    with pytest.raises(
+        CheckpointError, match=r"meta.json: <file>: expected a checkpoint's meta.json; not found"
+    ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
     (tmp_path / META).write_text("{")
-    with pytest.raises(CheckpointError, match="not valid JSON"):
+    with pytest.raises(CheckpointError, match=r"meta.json: <syntax>: expected valid JSON"):
         load_checkpoint(tmp_path, FEATURE_VERSION)
     (tmp_path / META).write_text(json.dumps({"feature_version": FEATURE_VERSION}))
-    with pytest.raises(CheckpointError, match="no checksum"):
+    with pytest.raises(
+        CheckpointError,
+        match=r"meta.json: files: expected a table with the sha256 checksum of weights.pt, got None",
+    ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
 
 
@@ -75,7 +86,9 @@ def test_pickled_objects_are_not_loaded(tmp_path: Path) -> None:
     from models.checkpoint import sha256
 
     (tmp_path / META).write_text(json.dumps({**meta(), "files": {WEIGHTS: sha256(tmp_path / WEIGHTS)}}))
-    with pytest.raises(CheckpointError, match=r"weights.pt: not a weights file this build can read"):
+    with pytest.raises(
+        CheckpointError, match=r"weights.pt: <file>: expected a weights file this build can read, got '"
+    ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
 
 
@@ -88,7 +101,7 @@ def _with_checksum(folder: Path, m: dict) -> None:
 def test_random_bytes_with_a_matching_checksum_are_a_checkpoint_error(tmp_path: Path) -> None:
     (tmp_path / WEIGHTS).write_bytes(np.random.default_rng(0).bytes(4096))
     _with_checksum(tmp_path, meta())
-    with pytest.raises(CheckpointError, match="not a weights file this build can read"):
+    with pytest.raises(CheckpointError, match="expected a weights file this build can read"):
         load_checkpoint(tmp_path, FEATURE_VERSION)
 
 
@@ -97,7 +110,10 @@ def test_an_edited_net_arch_is_a_checkpoint_error(tmp_path: Path) -> None:
 
     save_checkpoint(tmp_path, scorer().state_dict(), meta())
     m = json.loads((tmp_path / META).read_text())
-    for arch, fragment in (([16], "do not fit the network"), ("big", "net_arch: expected a list")):
+    for arch, fragment in (
+        ([16], "expected weights that fit the network"),
+        ("big", "net_arch: expected a list"),
+    ):
         (tmp_path / META).write_text(json.dumps({**m, "net_arch": arch}))
         with pytest.raises(CheckpointError, match=fragment):
             scorer_from_checkpoint(tmp_path)

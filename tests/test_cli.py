@@ -95,16 +95,17 @@ def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (("simulate", "--scheduler", "nope"), "unknown selector 'nope'"),
-        (("simulate", "--scheduler", "mct+nope"), "unknown placer 'nope'"),
-        (("simulate", "--rate", "100"), "--rate"),
-        (("simulate", "--scenario", "no-such-scenario"), "no-such-scenario"),
+        (("simulate", "--scheduler", "nope"), "--scheduler: selector: expected a known selector ("),
+        (("simulate", "--scheduler", "mct+nope"), "--scheduler: placer: expected a known placer after '+' ("),
+        (("simulate", "--rate", "100"), "paper.toml: --rate: expected an arrival rate from 10 to 60"),
+        (("simulate", "--scenario", "no-such-scenario"), "no-such-scenario: <scenario>: expected"),
     ],
 )
 def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: str) -> None:
     r = rlsched(*args)
     assert r.returncode == 2
-    assert "Traceback" not in r.stderr and fragment in r.stderr
+    assert r.stderr.startswith("rlsched: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert fragment in r.stderr and "Traceback" not in r.stderr
 
 
 def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, tmp_path: Path) -> None:
@@ -156,7 +157,10 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
         (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
         (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
         (["profile", "--fraction", "2", "--out", "x"], "argument --fraction: expected a share in (0, 1]"),
-        (["train", "--steps", "1", "--out", "/proc/no/such"], "--out: cannot create /proc/no/such"),
+        (
+            ["train", "--steps", "1", "--out", "/proc/no/such"],
+            "--out: value: expected a folder that can be created",
+        ),
     ],
 )
 def test_bad_numbers_are_refused_naming_the_flag(args: list[str], message: str) -> None:
@@ -179,3 +183,50 @@ def test_every_builtin_runs_to_completion(name: str, capsys: pytest.CaptureFixtu
     out = json.loads(capsys.readouterr().out)
     assert out["tasks_lost"] == 0
     assert out["tasks_completed"] + out["tasks_unschedulable"] == out["tasks_total"]
+
+
+def test_an_os_error_is_bad_input_only_on_a_path_the_user_named(
+    tmp_path: Path, small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path under ``--out`` that the system refuses (here a folder where the model's weights
+    go) is exit 2 naming the path and the flag; the same kind of OSError on a path nobody named
+    is an internal error (exit 1)."""
+    colo = tmp_path / "colo.csv"
+    colo.write_text("device,kind,partner,norm_throughput\nv100,A,B,0.7\nv100,B,A,0.8\n")
+    out = tmp_path / "model"
+    (out / "weights.pt").mkdir(parents=True)
+    args = ["interference", "fit", "--data", str(colo), "--method", "mean", "--out", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"rlsched: error: {out / 'weights.pt'}") and err.count("\n") == 1, err
+    assert ": <file>: expected a path this command can use (given by --out)" in err
+
+    def refused(*_: object, **__: object) -> None:
+        raise PermissionError(13, "Permission denied", "/var/lib/rlsched-nobody-named-this")
+
+    monkeypatch.setattr("experiments.simulate.simulate", refused)
+    assert main(["simulate", "--scenario", str(small), "--scheduler", "mct"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("rlsched: internal error: PermissionError") and "--debug" in err
+
+
+def test_a_backend_that_cannot_run_here_exits_4(tmp_path: Path) -> None:
+    from runtime.backends.select import cupy_unavailable_reason
+
+    if cupy_unavailable_reason() is None:
+        pytest.skip("CuPy runs on this machine")
+    r = rlsched("profile", "--backend", "cupy", "--out", str(tmp_path / "p"))
+    assert r.returncode == 4, r.stderr
+    assert r.stderr.startswith("rlsched: unavailable: --backend cupy: the cupy backend cannot run here")
+    assert r.stderr.count("\n") == 1 and not (tmp_path / "p").exists()
+
+
+def test_the_readme_lists_every_exit_code() -> None:
+    """The README's exit-code table is the CLI's (``experiments.cli._EXIT_MEANING``), no more, no less."""
+    import re
+
+    from experiments import cli
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("- Exit codes", 1)[1].split("\n\n", 2)[1]
+    assert {int(c) for c in re.findall(r"^  \| (\d+) \|", section, re.MULTILINE)} == set(cli._EXIT_MEANING)

@@ -1,14 +1,21 @@
 """Property test of the one error path: mutated scenario files, CSVs and checkpoints fed to the
-``rlsched`` commands end in exit 0 (the input still made sense) or exit 2 with a one-line error —
-never a traceback and never an "internal error"."""
+``rlsched`` commands end in exit 0 (the input still made sense) or exit 2 with a one-line error of
+the documented shape ``rlsched: error: SOURCE: FIELD: expected ...`` naming one of the files the
+test wrote — never a traceback and never an "internal error".
+
+And the boundary itself: exit 2 comes only from the input layer (``InputError``); a
+``ValueError`` raised inside a run is a bug, exit 1.
+"""
 
 from __future__ import annotations
 
 import io
 import json
 import re
+from collections.abc import Iterator
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -95,11 +102,25 @@ def run_cli(*args: str) -> tuple[int, str]:
     return rc, err.getvalue()
 
 
-def assert_clean(rc: int, err: str) -> None:
+#: The one shape of exit 2 (README "Exit codes"): the file (or flag), the field, what was expected.
+ERROR = re.compile(r"rlsched: error: (?P<source>[^:\n]+): (?P<field>[^\n]+?): expected \S[^\n]*")
+
+
+def assert_clean(rc: int, err: str, written: Path) -> None:
+    """Exit 0, or exit 2 with exactly one line of :data:`ERROR`'s shape whose source is a file the
+    test wrote (one under ``written``).
+
+    :param rc: the exit code.
+    :param err: stderr.
+    :param written: the folder holding every file the test fed to the command.
+    """
     assert rc in (0, 2), err
     assert "Traceback" not in err and "internal error" not in err, err
     if rc == 2:
-        assert err.strip().startswith("rlsched: error:"), err
+        m = ERROR.fullmatch(err.strip())
+        assert m is not None, f"not one line of the documented shape: {err!r}"
+        source = Path(m["source"]).resolve()
+        assert source == written.resolve() or written.resolve() in source.parents, err
 
 
 FUZZ = settings(
@@ -115,7 +136,7 @@ FUZZ = settings(
 def test_mutated_scenario_files(tmp_path: Path, text: bytes) -> None:
     path = tmp_path / "fuzz.toml"
     path.write_bytes(text)
-    assert_clean(*run_cli("simulate", "--scenario", str(path), "--scheduler", "mct", "--json"))
+    assert_clean(*run_cli("simulate", "--scenario", str(path), "--scheduler", "mct", "--json"), tmp_path)
 
 
 @FUZZ
@@ -124,7 +145,8 @@ def test_mutated_colocation_csvs(tmp_path: Path, colo: bytes, solo: bytes) -> No
     (tmp_path / "colo.csv").write_bytes(colo)
     (tmp_path / "solo.csv").write_bytes(solo)
     (tmp_path / "s.toml").write_bytes(COLO_SCENARIO)
-    assert_clean(*run_cli("simulate", "--scenario", str(tmp_path / "s.toml"), "--scheduler", "mct", "--json"))
+    rc, err = run_cli("simulate", "--scenario", str(tmp_path / "s.toml"), "--scheduler", "mct", "--json")
+    assert_clean(rc, err, tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +188,7 @@ def test_mutated_checkpoints(
     rc, err = run_cli(
         "simulate", "--scenario", str(scenario), "--scheduler", "ldwp", "--model", str(d), "--json"
     )
-    assert_clean(rc, err)
+    assert_clean(rc, err, tmp_path)
 
 
 LIVE = b"""device_concurrency = 1
@@ -197,7 +219,7 @@ def test_mutated_live_cluster_files(tmp_path: Path, text: bytes) -> None:
         "--schedulers",
         "mct+mlsm",
     )
-    assert_clean(*run_cli(*args))
+    assert_clean(*run_cli(*args), tmp_path)
 
 
 @pytest.fixture(scope="module")
@@ -225,7 +247,8 @@ def test_mutated_interference_models_and_csvs(
     target = tmp_path / "colo.csv" if which == "colo.csv" else d / which
     target.write_bytes(data.draw(mutated(target.read_bytes())))
     assert_clean(
-        *run_cli("interference", "evaluate", "--model", str(d), "--data", str(tmp_path / "colo.csv"))
+        *run_cli("interference", "evaluate", "--model", str(d), "--data", str(tmp_path / "colo.csv")),
+        tmp_path,
     )
 
 
@@ -235,7 +258,7 @@ def test_mutated_scenarios_for_evaluate_and_train(tmp_path: Path, text: bytes) -
     path = tmp_path / "fuzz.toml"
     path.write_bytes(text)
     evaluate = ("evaluate", "--scenarios", str(path), "--schedulers", "mct", "--seeds", "1", "--jobs", "1")
-    assert_clean(*run_cli(*evaluate, "--out", str(tmp_path / "ev")))
+    assert_clean(*run_cli(*evaluate, "--out", str(tmp_path / "ev")), tmp_path)
     train = (
         "train",
         "--scenario",
@@ -247,4 +270,82 @@ def test_mutated_scenarios_for_evaluate_and_train(tmp_path: Path, text: bytes) -
         "--out",
         str(tmp_path / "tr"),
     )
-    assert_clean(*run_cli(*train))
+    assert_clean(*run_cli(*train), tmp_path)
+
+
+# --- the boundary -----------------------------------------------------------------------------
+
+#: What a planted bug raises: a ValueError, which the old CLI took for bad input.
+PLANTED = "planted: a ValueError from inside the run"
+#: Decisions the run makes before the planted bug fires (it is raised mid-run, not up front).
+AFTER = 3
+
+
+class _RaisesMidRun:
+    """A stage-1 policy whose ``select`` raises ``ValueError`` on its fourth decision."""
+
+    name = "raises-value-error"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reset(self, view: Any, seed: int) -> None:
+        self.calls = 0
+
+    def select(self, task: Any, view: Any, mask: Any) -> int:
+        self.calls += 1
+        if self.calls > AFTER:
+            raise ValueError(PLANTED)
+        return int(mask.argmax())
+
+
+@pytest.fixture
+def raising_selector() -> Iterator[str]:
+    """The policy above, registered as a plug-in is (the registry's table), for this test only."""
+    from rlsched.policies import registry
+
+    registry.register_selector(_RaisesMidRun.name, _RaisesMidRun)
+    yield _RaisesMidRun.name
+    registry.SELECTORS.pop(_RaisesMidRun.name, None)
+
+
+def _simulator_raises_mid_run(monkeypatch: pytest.MonkeyPatch) -> str:
+    """Make the simulator's own ``assign`` raise ``ValueError`` after a few decisions."""
+    from envs.simulator import Simulator
+
+    original = Simulator.assign
+    calls = {"n": 0}
+
+    def assign(self: Simulator, task: Any, node: int) -> None:
+        calls["n"] += 1
+        if calls["n"] > AFTER:
+            raise ValueError(PLANTED)
+        original(self, task, node)
+
+    monkeypatch.setattr(Simulator, "assign", assign)
+    return "mct"
+
+
+@pytest.mark.parametrize("where", ["simulator", "plug-in policy"])
+def test_a_value_error_inside_the_run_is_an_internal_error_not_bad_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, raising_selector: str, where: str
+) -> None:
+    """A ``ValueError`` raised inside ``simulate``'s run — by the simulator, or by a policy the
+    registry hands it — ends in exit 1 "internal error" (a bug), not exit 2 (bad input); with
+    ``--debug`` the ValueError itself propagates, traceback and all.
+
+    Mutation check, done by hand once: with the old broad catch restored in ``_cmd_simulate``
+    (``try: m = simulate(...) except ValueError as e: print(f"rlsched: error: {e}"); return 2``),
+    both cases of this test fail (exit 2, "rlsched: error: planted: ..."); without it they pass.
+    """
+    scheduler = _simulator_raises_mid_run(monkeypatch) if where == "simulator" else raising_selector
+    scenario = tmp_path / "s.toml"
+    scenario.write_bytes(SCENARIO)
+    args = ("simulate", "--scenario", str(scenario), "--scheduler", scheduler, "--json")
+    rc, err = run_cli(*args)
+    assert rc == 1, err
+    assert err.strip() == (
+        f"rlsched: internal error: ValueError: {PLANTED} (a bug; rerun with --debug for the traceback)"
+    )
+    with pytest.raises(ValueError, match=PLANTED):
+        run_cli(*args, "--debug")

@@ -204,6 +204,20 @@ def test_report_states_command_seeds_revision_and_bound(report: Path) -> None:
             assert r["within_bound"] is True
 
 
+def test_the_clairvoyant_reference_is_marked_and_never_the_best(report: Path) -> None:
+    rows = json.loads((report / "results.json").read_text())["rows"]
+    assert {r["scheduler"] for r in rows if r["clairvoyant"]} == {"oracle+speedup"}
+    md = _md_tables((report / "report.md").read_text())
+    sched = next(t for t in md if t[0][:2] == ["scheduler", "runs ok"])
+    col = sched[0].index("clairvoyant")
+    assert {r[0]: r[col] for r in sched[1:]}["oracle+speedup"] == "yes"
+    assert all(r[col] == "" for r in sched[1:] if r[0] != "oracle+speedup")
+    runs = next(t for t in md if t[0][:3] == ["scenario", "scheduler", "seed"])
+    assert all((r[-1] == "yes") == (r[1] == "oracle+speedup") for r in runs[1:])
+    headroom = next(t for t in md if "best scheduler" in t[0])
+    assert all(r[headroom[0].index("best scheduler")] != "oracle+speedup" for r in headroom[1:])
+
+
 def test_timeout_is_a_row(tmp_path: Path) -> None:
     (tmp_path / "tiny.toml").write_text(TINY)
     out = tmp_path / "out"

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import pickle
+import subprocess
+import sys
 import warnings
 from collections.abc import Iterator
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -25,7 +29,7 @@ from rlsched.features import (
 from rlsched.policies.registry import make_placer, make_selector, parse_scheduler
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.taskgen import generate_tasks
-from rlsched.scheduler import TwoStageScheduler
+from rlsched.scheduler import TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -223,6 +227,7 @@ class EncodingSelector:
     def __init__(self, name: str) -> None:
         self.inner = make_selector(name)
         self.name = name
+        self.clairvoyant = is_clairvoyant(self.inner)  # declares what it wraps (the oracle)
         self.calls = 0
         self.encoded: list[np.ndarray] = []
 
@@ -230,9 +235,7 @@ class EncodingSelector:
         self.inner.reset(view, seed)
 
     def bind_simulator(self, sim: Simulator) -> None:
-        bind = getattr(self.inner, "bind_simulator", None)
-        if bind is not None:
-            bind(sim)
+        self.inner.bind_simulator(sim)  # type: ignore[attr-defined]
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         self.calls += 1
@@ -277,6 +280,51 @@ def test_identical_views_give_identical_features(mixed: Scenario) -> None:
     va, vb = ClusterView.from_spec(mixed.cluster), ClusterView.from_spec(mixed.cluster)
     mask = np.ones(len(mixed.cluster.nodes), dtype=bool) & va.alive
     np.testing.assert_array_equal(encode_nodes(va, tasks[0], mask), encode_nodes(vb, tasks[0], mask))
+
+
+# ---- the worker process (the simulator sealed away: envs.env_worker) -------------------------------
+def test_the_env_runs_inside_a_daemonic_vec_env_worker(mixed: Scenario) -> None:
+    """SB3's SubprocVecEnv runs each env in a daemonic process, which multiprocessing forbids to have
+    children; the sealed env's worker comes from its own launcher, so it works there too."""
+    from stable_baselines3.common.vec_env import SubprocVecEnv
+
+    venv = SubprocVecEnv([lambda: ClusterSchedulingEnv(mixed, max_tasks=10)], start_method="forkserver")
+    try:
+        venv.seed(0)
+        obs = venv.reset()
+        for _ in range(12):  # past the end of an episode: the vec env resets it
+            obs, reward, _, _ = venv.step(np.array([int(np.flatnonzero(obs["mask"][0])[0])]))
+            assert np.isfinite(reward).all()
+    finally:
+        venv.close()
+
+
+def test_an_env_in_a_script_without_a_main_guard(mixed: Scenario, tmp_path: Path) -> None:
+    """Nothing re-imports the user's script (as multiprocessing's spawn and forkserver would)."""
+    script = tmp_path / "plain.py"
+    script.write_text(
+        "import pickle, sys\n"
+        "from envs.gym_env import ClusterSchedulingEnv\n"
+        f"env = ClusterSchedulingEnv(pickle.loads({pickle.dumps(mixed)!r}), max_tasks=5)\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "obs, *_ = env.step(int(obs['mask'].argmax()))\n"
+        "print('stepped')\n"
+    )
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.count("stepped") == 1, out.stderr
+
+
+def test_a_worker_error_arrives_with_its_traceback_and_the_env_goes_on(mixed: Scenario) -> None:
+    env = ClusterSchedulingEnv(mixed, max_tasks=5)
+    env.reset(seed=0)
+    with pytest.raises(ValueError, match="scenario") as err:
+        env.reset(options={"scenario": 7})
+    assert "in the simulated env's worker process" in "".join(getattr(err.value, "__notes__", []))
+    obs, _ = env.reset(seed=0)  # the worker is still there
+    assert obs["mask"].any()
+    env.close()
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.step(0)
 
 
 # ---- several scenarios in one environment ---------------------------------------------------------

@@ -109,7 +109,11 @@ def test_train_stage_2_writes_a_placer_that_simulate_uses(tmp_path: Path, capsys
 
 def test_a_bad_placer_checkpoint_exits_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["simulate", "--scheduler", "mct+iawp-rl", "--placer-model", str(tmp_path)]) == 2
-    assert "meta.json: not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"rlsched: error: {tmp_path / 'meta.json'}: <file>: expected a checkpoint's meta.json"
+    )
+    assert "not found" in err and err.strip().endswith("the checkpoint of --placer-model")
 
 
 TINY = """name = "tiny"

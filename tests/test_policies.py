@@ -32,7 +32,7 @@ from rlsched.policies.registry import make_selector as registry_selector
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.spec import Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
-from rlsched.scheduler import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler
+from rlsched.scheduler import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Device, Task
 from rlsched.view import ClusterView
 from rlsched.workloads import APPS, build_graph
@@ -111,9 +111,8 @@ def make_selector(name: str, spec: ClusterSpec, seed: int) -> tuple[NodeSelector
     scenario = Scenario("sel", spec, WorkloadSpec(tasks=0))
     sim = Simulator(scenario, [], FirstFreePlacer(), seed)
     sel.reset(sim.view, seed)
-    bind = getattr(sel, "bind_simulator", None)
-    if bind is not None:
-        bind(sim)
+    if is_clairvoyant(sel):  # the oracle: a declared clairvoyant reference
+        sel.bind_simulator(sim)  # type: ignore[attr-defined]
     return sel, sim.view
 
 

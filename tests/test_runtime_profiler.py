@@ -16,6 +16,7 @@ from rlsched.interference.measurements import SOLO_COLUMNS, read_colocation_csv
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.iawp_cosine import IawpCosinePlacer
 from rlsched.tasks import Device
+from rlsched.world import hand_over
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 from runtime.profiler import NORM_MAX, LiveProfiler, profile_to_csv
 
@@ -94,7 +95,7 @@ def test_csvs_round_trip(profiled: LiveProfiler, tmp_path: Path) -> None:
 
 def test_iawp_calibrates_from_the_live_profiler(profiled: LiveProfiler) -> None:
     placer = IawpPlacer()
-    placer.calibrate(profiled)
+    hand_over(placer, profiled)  # the live world's hand-over: the survey's data, never the profiler
     assert placer.predictor is not None
     pred = placer.predictor.predict(["T4"], ["gmm"], ["dog_pyramid"])
     assert 0.0 <= float(pred[0]) <= 2.0
@@ -105,7 +106,7 @@ def test_kind_profiles_measure_the_speedup_of_every_kind(profiled: LiveProfiler)
     assert samples.kinds == [k.name for k in profiled.kinds()]
     assert set(samples.metric) == {"speedup"}
     assert np.all(samples.value > 0)
-    IawpCosinePlacer().calibrate(profiled)  # completes the unmeasured metrics from nominal stand-ins
+    hand_over(IawpCosinePlacer(), profiled)  # completes the unmeasured metrics from nominal stand-ins
 
 
 def test_a_serialising_device_slows_co_located_kinds() -> None:

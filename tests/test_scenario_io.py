@@ -375,7 +375,8 @@ def test_csv_with_a_byte_order_mark_is_read_and_non_utf8_is_named(tmp_path: Path
     assert load_scenario(str(path)).interference.model == "csv"
     (tmp_path / "colo.csv").write_bytes(COLO_CSV.encode().replace(b"0.7", b"0.7\xff"))
     err = _error(path)
-    assert err.field == "interference.colocation_csv" and "not UTF-8 text (byte 0xff" in str(err)
+    assert err.field == "interference.colocation_csv"
+    assert "UTF-8 CSV file (save it as UTF-8) at " in str(err) and "got 'byte 0xff at offset" in str(err)
     (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf" + MINIMAL.encode())
     assert load_scenario(str(tmp_path / "bom.toml")).name == "mini"
     (tmp_path / "latin1.toml").write_bytes(MINIMAL.encode().replace(b"mini", b"m\xe9ni", 1))

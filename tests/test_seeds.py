@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from envs.gym_env import ClusterSchedulingEnv
+from envs.gym_env import ClusterSchedulingEnv, SimulatedWorlds
+from envs.simulator import Simulator
 from experiments.suites import TEST_SEED_BASE
 from experiments.train import TrainConfig, check_seed_sets, seed_sets
+from rlsched.scenarios.loader import load_scenario
 from rlsched.seeds import DEFAULT_VALIDATION, TEST, TRAINING, VALIDATION, describe, seed_set, training_seed
 
 
@@ -46,8 +49,13 @@ def test_selection_on_other_sets_is_refused(seeds: tuple[int, ...]) -> None:
 
 
 def test_unseeded_episodes_are_training_episodes() -> None:
+    # The env's worlds live in its worker process (sealed): check what opens them, as it runs there.
+    worlds = SimulatedWorlds([load_scenario("paper")], "speedup", max_tasks=5)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        world = worlds.open(None, rng, None)
+        assert isinstance(world, Simulator) and world.seed in TRAINING
     env = ClusterSchedulingEnv("paper", max_tasks=5)
     env.reset(seed=0)
-    for _ in range(20):
-        env.reset()
-        assert env.unwrapped._world is not None and env.unwrapped._world.seed in TRAINING
+    first = [env.reset()[0]["task"].tobytes() for _ in range(5)]
+    assert len(set(first)) > 1  # unseeded episodes draw different seeds

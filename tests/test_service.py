@@ -211,7 +211,7 @@ def test_client_and_cli_commands(server: Server) -> None:
     ids = [t["id"] for t in json.loads(r.stdout)]
     assert json.loads(cli("status", str(ids[0])).stdout)["state"] == "done"
     r = cli("cancel", str(ids[0]))
-    assert r.returncode == 2 and "already done" in r.stderr
+    assert r.returncode == 4 and "already done" in r.stderr  # the service refused: exit 4
     r = cli("top", "--once")
     assert r.returncode == 0 and "queued" in r.stdout and "V100M16" in r.stdout, r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")

@@ -109,7 +109,7 @@ def test_a_second_service_on_the_same_queue_exits_2_and_touches_nothing(
     other = tmp_path / "other"
     other.mkdir()
     third = _serve(_config(other, server.port))
-    assert third.returncode == 4 and f"127.0.0.1:{server.port} is in use" in third.stderr, third.stderr
+    assert third.returncode == 4 and f"127.0.0.1:{server.port}: in use" in third.stderr, third.stderr
     rows = _wait_done(server, "video", ids, timeout=120)
     assert {r["state"] for r in rows} == {"done"}
     assert db.execute("SELECT COUNT(*) FROM reports WHERE outcome = 'abandoned'").fetchone() == (0,)

@@ -23,7 +23,7 @@ from rlsched.hardware import CATALOG, GpuModel
 from rlsched.policies.registry import make_selector, parse_scheduler, placer_names, selector_names
 from rlsched.scenarios.spec import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
-from rlsched.scheduler import CPU, NodeSelector, TwoStageScheduler
+from rlsched.scheduler import CPU, NodeSelector, TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView, FastState
 from tests.conftest import examples
@@ -216,14 +216,13 @@ class CheckingSelector:
     def __init__(self, inner: NodeSelector, sim: Simulator) -> None:
         self.inner, self.sim, self.name = inner, sim, inner.name
         self.decisions = 0
+        self.clairvoyant = is_clairvoyant(inner)  # declares what it wraps (the oracle)
 
     def reset(self, view: ClusterView, seed: int) -> None:
         self.inner.reset(view, seed)
 
     def bind_simulator(self, sim: Simulator) -> None:
-        bind = getattr(self.inner, "bind_simulator", None)
-        if bind is not None:
-            bind(sim)
+        self.inner.bind_simulator(sim)  # type: ignore[attr-defined]
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         self.decisions += 1

@@ -138,7 +138,11 @@ def test_pod_list_without_times_is_rejected(tmp_path: Path) -> None:
 
 def test_unknown_gpu_spec_names_file_and_line(tmp_path: Path) -> None:
     pods = _pods_csv(tmp_path, [PODS[0], "p9,1,1,1,1000,X100,LS,Running,1,2,1"])
-    with pytest.raises(ValueError, match=r"pods\.csv line 3: gpu_spec: unknown GPU model 'X100'"):
+    with pytest.raises(
+        ValueError,
+        match=r"pods\.csv: line 3 \(gpu_spec\): expected GPU model names from the catalog, "
+        r"joined by \|, got 'X100'",
+    ):
         alibaba_tasks(AlibabaSpec(str(pods), str(pods)), 0, seed=0)
 
 
@@ -176,7 +180,10 @@ def test_cluster_node_fields(tmp_path: Path) -> None:
 
 def test_cluster_too_many_nodes(tmp_path: Path) -> None:
     nodes = _nodes_csv(tmp_path, {"T4": 3})
-    with pytest.raises(ValueError, match="asked for 4 nodes"):
+    with pytest.raises(
+        ValueError,
+        match=r"nodes.csv: <file>: expected at least the 4 nodes asked for \(workload.alibaba.nodes\), got 3",
+    ):
         alibaba_cluster(AlibabaSpec(str(nodes), str(nodes), nodes=4), seed=0)
 
 

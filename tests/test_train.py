@@ -113,7 +113,11 @@ def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path
 
 def test_simulate_with_a_bad_model_exits_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["simulate", "--scheduler", "ldwp", "--model", str(tmp_path)]) == 2
-    assert "meta.json: not found" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"rlsched: error: {tmp_path / 'meta.json'}: <file>: expected a checkpoint's meta.json"
+    )
+    assert "not found" in err and err.strip().endswith("the checkpoint of --model")
 
 
 def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Path, tmp_path: Path) -> None:

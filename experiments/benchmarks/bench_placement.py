@@ -19,7 +19,7 @@ import numpy as np
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
 from rlsched.hardware import gpu_model
-from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.instrument import Survey, SurveyRequest
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.spec import Scenario
@@ -37,12 +37,16 @@ class TimedPlacer:
         self.name = inner.name
         self.times: list[float] = []
         if hasattr(inner, "calibrate"):
+            self.survey_request = self._survey_request
             self.calibrate = self._calibrate
         if hasattr(inner, "observe"):
             self.observe = inner.observe
 
-    def _calibrate(self, instrument: ProfilingInstrument) -> None:
-        self.inner.calibrate(instrument)  # type: ignore[attr-defined]
+    def _survey_request(self) -> SurveyRequest:
+        return self.inner.survey_request()  # type: ignore[attr-defined]
+
+    def _calibrate(self, survey: Survey) -> None:
+        self.inner.calibrate(survey)  # type: ignore[attr-defined]
 
     def reset(self, view: ClusterView, seed: int) -> None:
         self.inner.reset(view, seed)

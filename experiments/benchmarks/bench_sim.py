@@ -1,8 +1,11 @@
 """Simulator and environment benchmarks (a script, not a test).
 
 Prints: wall time of the ``paper`` scenario with ``mct``; Gym env steps per second with a trivial
-policy (next feasible node, round-robin) at 11 and 1,024 nodes; and, with ``--table``, the
-baselines on ``paper`` at 60 tasks/min as mean ± std over seeds.
+policy (next feasible node, round-robin) at 11 and 1,024 nodes, both for the sealed env an RL
+library holds (its simulator in a worker process, ``envs.env_worker``) and for the same env logic
+in-process (``rlsched.scheduling_env.SchedulingEnv`` over the simulated worlds: the trusted side,
+what the process boundary costs is the difference); and, with ``--table``, the baselines on
+``paper`` at 60 tasks/min as mean ± std over seeds.
 
     python -m experiments.benchmarks.bench_sim [--table] [--seeds 5]
 
@@ -17,11 +20,13 @@ import platform
 import sys
 import time
 
+import gymnasium as gym
 import numpy as np
 
-from envs.gym_env import ClusterSchedulingEnv
+from envs.gym_env import ClusterSchedulingEnv, SimulatedWorlds
 from experiments.simulate import compare, format_table, simulate
 from rlsched.scenarios.loader import load_scenario
+from rlsched.scheduling_env import SchedulingEnv
 
 TABLE_SCHEDULERS = (
     "random+speedup",
@@ -49,9 +54,19 @@ def bench_paper_mct(repeats: int = 3) -> list[float]:
     return out
 
 
-def bench_env(scenario: str, steps: int) -> float:
-    """Env steps per second with a round-robin-over-feasible-nodes policy (resets included)."""
-    env = ClusterSchedulingEnv(scenario)
+def in_process_env(scenario: str) -> SchedulingEnv:
+    """The simulated env's logic without the process boundary (never handed to an RL library)."""
+    return SchedulingEnv(SimulatedWorlds([load_scenario(scenario)], "speedup", None))
+
+
+def bench_env(scenario: str, steps: int, sealed: bool = True) -> float:
+    """Env steps per second with a round-robin-over-feasible-nodes policy (resets included).
+
+    :param scenario: a built-in scenario name.
+    :param steps: steps to time.
+    :param sealed: the env an RL library gets (``False``: its logic in-process).
+    """
+    env: gym.Env = ClusterSchedulingEnv(scenario) if sealed else in_process_env(scenario)
     obs, _ = env.reset(seed=0)
     n_nodes = len(obs["mask"])
     nxt = 0
@@ -65,15 +80,18 @@ def bench_env(scenario: str, steps: int) -> float:
         obs, _, term, _, _ = env.step(a)
         if term:
             obs, _ = env.reset()
-    return steps / (time.perf_counter() - t0)
+    rate = steps / (time.perf_counter() - t0)
+    env.close()
+    return rate
 
 
 def bench_step_breakdown(steps: int = 1400, repeats: int = 3) -> tuple[float, float]:
-    """Steps/s on ``paper`` with and without building observations (no resets; median of repeats).
+    """Steps/s on ``paper`` with and without building observations (no resets; median of repeats),
+    in-process (the observation is built on the simulator's side of the sealed env).
 
     The difference is the cost of the observation; the rest is the simulator and the env.
     """
-    env = ClusterSchedulingEnv("paper")
+    env = in_process_env("paper")
     real_obs = env._obs
 
     def rate(with_obs: bool) -> float:
@@ -108,8 +126,11 @@ def main() -> None:
     walls = bench_paper_mct()
     print(f"paper + mct, 1,500 tasks: {np.mean(walls):.3f} s wall (min {min(walls):.3f}, {len(walls)} seeds)")
     for name, steps in (("paper", args.steps), ("large", max(args.steps // 3, 500))):
-        sps = bench_env(name, steps)
-        print(f"env steps/s, {name}: {sps:,.0f} ({steps} steps, round-robin over feasible nodes)")
+        sealed, inside = bench_env(name, steps), bench_env(name, steps, sealed=False)
+        print(
+            f"env steps/s, {name}: {sealed:,.0f} sealed (simulator in a worker process), {inside:,.0f} "
+            f"in-process ({steps} steps, round-robin over feasible nodes)"
+        )
     with_obs, without = bench_step_breakdown()
     per_obs = 1e6 / with_obs - 1e6 / without
     print(

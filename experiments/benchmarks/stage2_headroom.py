@@ -28,6 +28,7 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from typing import ClassVar
 
 import numpy as np
 
@@ -45,15 +46,23 @@ from rlsched.view import ClusterView
 class ClairvoyantPlacer(SpeedupPlacer):
     """Reference only: co-location by the simulator's true interference factors.
 
+    Declared clairvoyant (:class:`rlsched.scheduler.Clairvoyant`): the simulator hands itself to
+    it when the run starts, and the run's metrics are marked clairvoyant.
+
     :param min_gain: hold a GPU subtask back (younger ones may pass) while the true gain of the
         best GPU's total progress rate is below this.
     """
 
     name = "clairvoyant"
+    clairvoyant: ClassVar[bool] = True
 
     def __init__(self, min_gain: float) -> None:
         self.min_gain = min_gain
         self.sim: Simulator | None = None
+
+    def bind_simulator(self, sim: Simulator) -> None:
+        """The simulator whose true interference factors it reads."""
+        self.sim = sim
 
     def _gain(self, sub: Subtask, node: int, g: int) -> float:
         sim = self.sim
@@ -96,9 +105,7 @@ def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[floa
     base = scenario_for_seed(load_entry(scenario, None), seed)
     tasks = generate_tasks(base, seed)
     placer = make_variant(variant)
-    sim = Simulator(base, tasks, placer, seed=seed)
-    if isinstance(placer, ClairvoyantPlacer):
-        placer.sim = sim
+    sim = Simulator(base, tasks, placer, seed=seed)  # binds the clairvoyant placer itself
     m = sim.run(TwoStageScheduler(make_selector(selector), placer))
     return m.throughput * 60.0, m.latency_p95_s
 

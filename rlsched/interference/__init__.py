@@ -1,5 +1,6 @@
-"""Interference: the co-location and solo measurement files, the instrument a placer calibrates
-from, the learned co-location predictor (NCF) and the kinds' resource profiles.
+"""Interference: the co-location and solo measurement files, the survey a placer calibrates
+from (taken by the world's instrument), the learned co-location predictor (NCF) and the kinds'
+resource profiles.
 
 Names are imported on first use (PEP 562): the predictor brings in torch, which reading a
 measurement file or a scenario does without.
@@ -18,6 +19,10 @@ _EXPORTS = {
     "write_solo_csv": "rlsched.interference.measurements",
     "ProfilingInstrument": "rlsched.interference.instrument",
     "ObservingPlacer": "rlsched.interference.instrument",
+    "CalibratingPlacer": "rlsched.interference.instrument",
+    "Survey": "rlsched.interference.instrument",
+    "SurveyRequest": "rlsched.interference.instrument",
+    "run_survey": "rlsched.interference.instrument",
     "InterferencePredictor": "rlsched.interference.predictor",
     "fit_interference": "rlsched.interference.predictor",
     "ProfileSamples": "rlsched.interference.kind_profiles",

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsched.errors import NOTHING, InputError, csv_field
 from rlsched.textfile import TextFileError, open_text
 
 COLOCATION_COLUMNS: tuple[str, ...] = ("device", "kind", "partner", "norm_throughput")
@@ -38,8 +39,9 @@ SOLO_COLUMNS: tuple[str, ...] = ("device", "kind", "solo_throughput")
 NORM_THROUGHPUT_MAX = 2.0
 
 
-class MeasurementError(ValueError):
-    """A measurement CSV that breaks a rule.
+class MeasurementError(InputError):
+    """A measurement CSV that breaks a rule: ``PATH: line N (COLUMN): expected WHAT, got 'TEXT'``
+    (``<file>`` for the file as a whole).
 
     :param path: the file.
     :param line: its line (1 = the header; 0 = the file as a whole).
@@ -51,11 +53,13 @@ class MeasurementError(ValueError):
     def __init__(
         self, path: str | Path, line: int, column: str, expected: str, got: str | None = None
     ) -> None:
-        self.path, self.line, self.column, self.expected, self.got = str(path), line, column, expected, got
-        where = f"{path} line {line}" if line else str(path)
-        what = f": {column}" if column else ""
-        tail = f", got {got!r}" if got is not None else ""
-        super().__init__(f"{where}{what}: expected {expected}{tail}")
+        super().__init__(str(path), csv_field(line, column), expected, NOTHING if got is None else got)
+        # After the base's init: the CSV line (0 = the file as a whole) and the column, as given.
+        self.path, self.line, self.column = str(path), line, column
+
+    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
+        got = None if self.got is NOTHING else self.got
+        return (type(self), (self.path, self.line, self.column, self.expected, got))
 
 
 #: Kept for callers of the interference model's own name for it.
@@ -127,7 +131,7 @@ def _rows(path: Path, columns: tuple[str, ...]) -> list[tuple[int, list[str]]]:
     try:
         f = open_text(path)
     except TextFileError as e:
-        raise MeasurementError(path, 0, "", "a UTF-8 CSV file", str(e)) from None
+        raise MeasurementError(path, 0, "", "a UTF-8 CSV file (save it as UTF-8)", e.where) from None
     with f:
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]

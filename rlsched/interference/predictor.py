@@ -421,7 +421,7 @@ class InterferencePredictor:
         except (OSError, ValueError, AttributeError):  # ValueError: bad JSON or not UTF-8
             fmt = FORMAT  # let load_checkpoint report what is wrong
         if fmt != FORMAT:
-            raise CheckpointError(f"{meta_path}: not an interference model (format {fmt!r})")
+            raise CheckpointError(meta_path, "format", f"{FORMAT!r} (an interference model)", fmt)
         state, meta = load_checkpoint(path, FEATURE_VERSION, retrain="rlsched interference fit")
         try:
             model = mi.build(meta["model_class"], meta["model_config"])
@@ -437,7 +437,9 @@ class InterferencePredictor:
                 meta["info"],
             )
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
-            raise CheckpointError(f"{meta_path}: inconsistent interference checkpoint ({e})") from None
+            raise CheckpointError(
+                meta_path, "<file>", "a consistent interference checkpoint", str(e)
+            ) from None
         model.eval()
         pred.counts = counts
         return pred

@@ -19,7 +19,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
-from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.instrument import Survey, SurveyRequest
 from rlsched.interference.predictor import ColocationData, InterferencePredictor, fit_interference
 from rlsched.policies.placers import MlsmPlacer, core_free, cpu_seconds, ever_fits, fitting_gpus
 from rlsched.scheduler import CPU
@@ -45,7 +45,7 @@ ONLINE_BATCH = 256
 #: EMA weight of one solo-speed observation.
 SOLO_EMA = 0.2
 
-# Fitted models by (instrument key, method, fraction, seed): profiling a cluster is a one-off
+# Fitted models by (survey key, method, fraction, seed): profiling a cluster is a one-off
 # calibration, so runs over many seeds of one scenario share it (each run gets its own copy).
 _CALIBRATED: dict[Hashable, InterferencePredictor] = {}
 
@@ -101,23 +101,29 @@ class IawpPlacer(MlsmPlacer):
         self.updates = 0
 
     # ---- calibration and learning ------------------------------------------------------------
-    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None:
-        """Fit (or reuse) the interference model from the cluster's profiler.
+    def survey_request(self) -> SurveyRequest:
+        """Co-runs of ``profile_fraction`` of the pairs; none when a fitted model was given (it
+        then needs only the cluster's devices and kinds)."""
+        return SurveyRequest(colocation_fraction=None if self._given is not None else self.profile_fraction)
 
-        :param instrument: measures kind pairs on the cluster's GPU models.
-        :param seed: profiling and fitting seed (a calibration, not a per-run draw).
+    def calibrate(self, survey: Survey) -> None:
+        """Fit (or reuse) the interference model from the survey's co-location measurements.
+
+        :param survey: the cluster's survey (:meth:`survey_request`); its seed seeds the fit.
         """
+        kinds, devices = [k.name for k in survey.kinds], list(survey.devices)
         if self._given is None:
-            key = (instrument.key(), self.method, self.profile_fraction, seed)
+            data = survey.colocation
+            if data is None or not len(data):  # no GPU or no GPU kind: nothing to co-locate, nothing to learn
+                self._fill(kinds, devices)
+                return
+            seed = survey.request.seed
+            key = (survey.key, self.method, survey.request.colocation_fraction, seed)
             fitted = _CALIBRATED.get(key)
             if fitted is None:
-                data = instrument.colocation(self.profile_fraction, seed)
-                if not len(data):  # no GPU or no GPU kind: nothing to co-locate, nothing to learn
-                    self._fill([k.name for k in instrument.kinds()], instrument.devices())
-                    return
                 fitted = _CALIBRATED[key] = fit_interference(data, self.method, seed)
             self.predictor = copy.deepcopy(fitted) if self.online else fitted
-        self._fill([k.name for k in instrument.kinds()], instrument.devices())
+        self._fill(kinds, devices)
 
     def reset(self, view: ClusterView, seed: int) -> None:
         """Forget run-time observations; keep the calibrated model."""

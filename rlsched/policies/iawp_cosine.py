@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from rlsched.interference.instrument import ProfilingInstrument
+from rlsched.interference.instrument import Survey, SurveyRequest
 from rlsched.interference.kind_profiles import METRICS, complete_profiles, cosine_similarity
 from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
 from rlsched.scheduler import CPU
@@ -41,18 +41,26 @@ class IawpCosinePlacer(MlsmPlacer):
         self._similarity = np.zeros((0, 0))
         self._speedup = np.zeros(0)
 
-    def calibrate(self, instrument: ProfilingInstrument, seed: int = 0) -> None:
-        """Profile two metrics per kind and complete the profiles.
+    def survey_request(self) -> SurveyRequest:
+        """Two resource metrics per kind (the paper's budget), no co-location survey."""
+        return SurveyRequest(metrics_per_kind=METRICS_PER_KIND)
 
-        :param instrument: the cluster's profiler.
-        :param seed: which metrics are profiled, and the completion's initialisation.
+    def calibrate(self, survey: Survey) -> None:
+        """Complete the kinds' profiles from the survey's sparse measurements.
+
+        :param survey: the cluster's survey (:meth:`survey_request`); its seed seeds the completion.
+        :raises ValueError: if the survey holds no kind profiles.
         """
-        key = (instrument.key(), self.method, seed)
+        if survey.profiles is None:
+            raise ValueError(
+                f"{self.name}: the survey holds no kind profiles (it asks for {METRICS_PER_KIND})"
+            )
+        seed = survey.request.seed
+        key = (survey.key, self.method, seed)
         hit = _CALIBRATED.get(key)
         if hit is None:
-            kinds = instrument.kinds()
-            samples = instrument.kind_profiles(METRICS_PER_KIND, seed)
-            prof = complete_profiles(samples, kinds, self.method, seed)  # type: ignore[arg-type]
+            kinds = list(survey.kinds)
+            prof = complete_profiles(survey.profiles, kinds, self.method, seed)  # type: ignore[arg-type]
             index = {k.name: i for i, k in enumerate(kinds)}
             hit = _CALIBRATED[key] = (index, cosine_similarity(prof), prof[:, METRICS.index("speedup")])
         self._index, self._similarity, self._speedup = hit

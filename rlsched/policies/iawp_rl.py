@@ -68,15 +68,15 @@ def load_params(directory: str | Path) -> np.ndarray:
 
     state, meta = load_checkpoint(directory, PLACER_FEATURE_VERSION, retrain="rlsched train --stage 2")
     if meta.get("params") != list(PARAM_NAMES):
-        raise CheckpointError(f"{Path(directory) / 'meta.json'}: params: expected {list(PARAM_NAMES)}")
+        raise CheckpointError(
+            Path(directory) / "meta.json", "params", f"{list(PARAM_NAMES)}", meta.get("params")
+        )
     w = state.get("w")
     if w is None or tuple(w.shape) != (len(PARAM_NAMES),):
-        raise CheckpointError(
-            f"{Path(directory) / 'weights.pt'}: expected one vector 'w' of {len(PARAM_NAMES)}"
-        )
+        raise CheckpointError(Path(directory) / "weights.pt", "w", f"one vector of {len(PARAM_NAMES)} values")
     out = w.double().numpy()
     if not np.all(np.isfinite(out)):
-        raise CheckpointError(f"{Path(directory) / 'weights.pt'}: parameters are not finite")
+        raise CheckpointError(Path(directory) / "weights.pt", "w", "finite parameters")
     return out
 
 

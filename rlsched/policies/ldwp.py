@@ -29,15 +29,13 @@ def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
     state, meta = load_checkpoint(directory, FEATURE_VERSION)
     dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
     if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
+        got = (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim"))
         raise CheckpointError(
-            f"{directory}: feature sizes {meta.get('node_dim')}/{meta.get('task_dim')}/"
-            f"{meta.get('cluster_dim')} do not match this build's {dims}"
+            Path(directory) / "meta.json", "node_dim/task_dim/cluster_dim", f"this build's {dims}", got
         )
     arch = meta.get("net_arch")
     if not (isinstance(arch, list) and arch and all(isinstance(h, int) and 0 < h <= 4096 for h in arch)):
-        raise CheckpointError(
-            f"{Path(directory) / 'meta.json'}: net_arch: expected a list of layer widths, got {arch!r}"
-        )
+        raise CheckpointError(Path(directory) / "meta.json", "net_arch", "a list of layer widths", arch)
     net = NodeScorer(*dims, hidden=arch)
     load_weights(net, state, directory)
     net.eval()

@@ -8,6 +8,12 @@ truth and therefore lives with the simulator (``envs.oracle``, declared in our p
 An entry point names a class (or a factory with no arguments) whose objects have ``select``
 (a stage-1 :class:`~rlsched.scheduler.NodeSelector`) or ``place`` (a stage-2
 :class:`~rlsched.scheduler.SubtaskPlacer`). Nothing is registered as a side effect of an import.
+
+A policy that reads the simulator's ground truth is a clairvoyant reference and must say so: its
+class (or factory) declares ``clairvoyant = True`` (:class:`~rlsched.scheduler.Clairvoyant`). The
+registry records the declaration when the name is registered, so a report can mark a scheduler
+by name (:func:`is_clairvoyant_spec`) without building it, and building a policy whose object
+declares clairvoyance under a name registered without it is refused.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from rlsched.policies.selectors import (
     RandomSelector,
     RoundRobinSelector,
 )
-from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler
+from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 
 #: Entry-point group through which other packages add policies.
 ENTRY_POINT_GROUP = "rlsched.policies"
@@ -119,7 +125,30 @@ PLACERS: dict[str, PlacerFactory] = {
 }
 _BUILTIN_SELECTORS = frozenset(SELECTORS)
 _BUILTIN_PLACERS = frozenset(PLACERS)
+#: Names declared clairvoyant, by table (``"selector"`` or ``"placer"``): no built-in is.
+_CLAIRVOYANT: dict[str, set[str]] = {"selector": set(), "placer": set()}
 _plugins_read = False
+
+
+def _declare(kind: str, name: str, factory: object) -> None:
+    """Record whether the policy ``name`` of ``kind`` is declared clairvoyant by its factory."""
+    if is_clairvoyant(factory):
+        _CLAIRVOYANT[kind].add(name)
+    else:
+        _CLAIRVOYANT[kind].discard(name)
+
+
+def _checked(kind: str, name: str, policy: Any) -> Any:
+    """``policy`` built under ``name``, refused if it declares clairvoyance its registration did not.
+
+    :raises ValueError: naming the policy.
+    """
+    if is_clairvoyant(policy) and name not in _CLAIRVOYANT[kind]:
+        raise ValueError(
+            f"{kind} {name!r} declares itself clairvoyant (clairvoyant = True) but was registered "
+            "without the declaration: declare it on the class or factory, so reports mark it"
+        )
+    return policy
 
 
 def _classify(ep: EntryPoint) -> str | None:
@@ -157,7 +186,10 @@ def load_plugins() -> None:
                 f"{ENTRY_POINT_GROUP}: {ep.name!r} is a built-in {kind}; plug-in ignored", stacklevel=2
             )
             continue
-        table.setdefault(ep.name, _plain(ep.load()))
+        if ep.name not in table:
+            factory = ep.load()
+            table[ep.name] = _plain(factory)
+            _declare(kind, ep.name, factory)
 
 
 def selector_names() -> list[str]:
@@ -174,13 +206,28 @@ def placer_names() -> list[str]:
 
 def register_selector(name: str, factory: Callable[[], NodeSelector]) -> None:
     """Add a stage-1 policy for this process (code that embeds rlsched; packages use the
-    entry-point group instead)."""
+    entry-point group instead). A clairvoyant reference declares ``clairvoyant = True`` on
+    ``factory`` (its class)."""
     SELECTORS[name] = _plain(factory)
+    _declare("selector", name, factory)
 
 
 def register_placer(name: str, factory: Callable[[], SubtaskPlacer]) -> None:
     """Add a stage-2 policy for this process (see :func:`register_selector`)."""
     PLACERS[name] = _plain(factory)
+    _declare("placer", name, factory)
+
+
+def is_clairvoyant_spec(spec: str) -> bool:
+    """Whether the scheduler ``SELECTOR[+PLACER]`` has a part declared clairvoyant (a reference
+    that reads the simulator's ground truth); unknown names are not.
+
+    :param spec: e.g. ``"oracle+speedup"``.
+    """
+    sel, _, plc = spec.partition("+")
+    if sel not in SELECTORS or (plc and plc not in PLACERS):
+        load_plugins()
+    return sel in _CLAIRVOYANT["selector"] or plc in _CLAIRVOYANT["placer"]
 
 
 def make_selector(name: str, options: PolicyOptions = SHIPPED) -> NodeSelector:
@@ -192,7 +239,7 @@ def make_selector(name: str, options: PolicyOptions = SHIPPED) -> NodeSelector:
         load_plugins()
     if name not in SELECTORS:
         raise ValueError(f"unknown selector {name!r}; known: {', '.join(selector_names())}")
-    return SELECTORS[name](options)
+    return _checked("selector", name, SELECTORS[name](options))
 
 
 def make_placer(spec: str | SubtaskPlacer, options: PolicyOptions = SHIPPED) -> SubtaskPlacer:
@@ -206,7 +253,7 @@ def make_placer(spec: str | SubtaskPlacer, options: PolicyOptions = SHIPPED) -> 
         load_plugins()
     if spec not in PLACERS:
         raise ValueError(f"unknown placer {spec!r}; known: {', '.join(placer_names())}")
-    return PLACERS[spec](options)
+    return _checked("placer", spec, PLACERS[spec](options))
 
 
 def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageScheduler:
@@ -226,4 +273,6 @@ def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageSche
         raise ValueError(f"unknown selector {sel!r} in {spec!r}; known: {', '.join(selector_names())}")
     if plc not in PLACERS:
         raise ValueError(f"unknown placer {plc!r} in {spec!r}; known: {', '.join(placer_names())}")
-    return TwoStageScheduler(SELECTORS[sel](options), PLACERS[plc](options))
+    return TwoStageScheduler(
+        _checked("selector", sel, SELECTORS[sel](options)), _checked("placer", plc, PLACERS[plc](options))
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rlsched.errors import InputError, csv_field
 from rlsched.scenarios.spec import ArrivalSpec
 from rlsched.textfile import open_text
 
@@ -120,13 +121,18 @@ def _trace_path(spec: ArrivalSpec) -> Path:
 def trace_time_column(path: str | Path) -> str:
     """The arrival column of a trace CSV: ``arrival_s``, or ``creation_time`` of an Alibaba pod list.
 
-    :raises ValueError: naming the file when it is not UTF-8 text or has neither column.
+    :raises InputError: naming the file when it is not UTF-8 text or has neither column.
     """
     with open_text(path) as f:
         header = [h.strip() for h in next(csv.reader(f), [])]
     col = next((c for c in TRACE_COLUMNS if c in header), None)
     if col is None:
-        raise ValueError(f"{path}: no arrival column; expected one of {TRACE_COLUMNS}, found {header}")
+        raise InputError(
+            str(path),
+            csv_field(1),
+            f"a header with an arrival column ({' or '.join(TRACE_COLUMNS)})",
+            ",".join(header),
+        )
     return col
 
 
@@ -137,7 +143,7 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
 
     :param path: the CSV file.
     :param time_scale: multiply the (shifted) times by this (> 0).
-    :raises ValueError: naming the file when it has no such column, an unparsable time, or no rows.
+    :raises InputError: naming the file when it has no such column, an unparsable time, or no rows.
     """
     _check_rate("time_scale", time_scale, positive=True)
     path = Path(path)
@@ -150,11 +156,12 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
         t = np.array(raw, dtype=np.float64)
     except ValueError:
         bad = next(i for i, v in enumerate(raw) if not _is_float(v))
-        raise ValueError(f"{path}: row {bad + 2}: {col}={raw[bad]!r} is not a number") from None
+        raise InputError(str(path), csv_field(bad + 2, col), "a number", raw[bad]) from None
     if t.size == 0:
-        raise ValueError(f"{path}: no rows")
+        raise InputError(str(path), "<file>", "at least one data row")
     if not np.isfinite(t).all():
-        raise ValueError(f"{path}: column {col} has non-finite times")
+        bad = int(np.flatnonzero(~np.isfinite(t))[0])
+        raise InputError(str(path), csv_field(bad + 2, col), "a finite time", raw[bad])
     t.sort()
     return (t - t[0]) * time_scale
 
@@ -171,5 +178,5 @@ def _trace(spec: ArrivalSpec, n: int) -> np.ndarray:
     path = _trace_path(spec)
     t = read_trace_times(path, spec.time_scale)
     if t.size < n:
-        raise ValueError(f"{path}: trace has {t.size} arrivals but {n} tasks were asked for")
+        raise InputError(str(path), "<file>", f"at least the {n} arrivals of workload.tasks", t.size)
     return t[:n]

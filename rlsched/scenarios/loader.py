@@ -83,6 +83,7 @@ from typing import Any, TypeVar
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.defaults import default as _d
+from rlsched.errors import NOTHING, InputError
 from rlsched.hardware import ALIASES, CATALOG, GpuModel, device_models, gpu_model
 from rlsched.interference.measurements import MeasurementError, read_colocation_csv, read_solo_csv
 from rlsched.scenarios import traces
@@ -149,7 +150,6 @@ _DRIFT_KEYS = ("sigma", "interval_s", "min_factor", "max_factor")
 _EVENT_KEYS = ("at_s", "join", "leave")
 _INTERFERENCE_KEYS = ("model", "colocation_csv", "solo_csv")
 
-_NOTHING: Any = object()
 _REQUIRED: Any = object()
 _VAR = re.compile(r"\$\{([^}]*)\}")
 _NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
@@ -158,8 +158,9 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _M = TypeVar("_M")
 
 
-class ScenarioError(Exception):
-    """An invalid scenario file or override.
+class ScenarioError(InputError):
+    """An invalid scenario file or override: an :class:`~rlsched.errors.InputError` whose source
+    is the scenario (``PATH: FIELD: expected WHAT[, got VALUE]``).
 
     :param path: the scenario file (as given, or the built-in's path).
     :param field: dotted field, e.g. ``cluster.nodes[2].gpus``; ``<syntax>`` for TOML syntax
@@ -168,28 +169,24 @@ class ScenarioError(Exception):
     :param expected: what a valid value looks like.
     :param got: the offending value, if any.
     :param line: line in the scenario file, for syntax errors.
+    :param hint: more about it, e.g. the error of a data file the field names.
     """
 
     def __init__(
-        self, path: str, field: str, expected: str, got: object = _NOTHING, line: int | None = None
+        self,
+        path: str,
+        field: str,
+        expected: str,
+        got: object = NOTHING,
+        line: int | None = None,
+        hint: str | None = None,
     ) -> None:
-        self.path = path
-        self.field = field
-        self.expected = expected
-        self.got = got
-        self.line = line
-        super().__init__(self._message())
+        super().__init__(path, field, expected, got, hint=hint, line=line)
 
-    def _message(self) -> str:
-        text = f"{self.path}: {self.field}: expected {self.expected}"
-        if self.got is not _NOTHING:
-            shown = repr(self.got)
-            text += f", got {shown if len(shown) <= 120 else shown[:117] + '...'}"
-        return " ".join(text.split())  # always one line
-
-    def __reduce__(self) -> tuple[type, tuple[object, ...]]:
-        # Exceptions pickle as cls(*args); ours takes more than the message (Ray, multiprocessing).
-        return (type(self), (self.path, self.field, self.expected, self.got, self.line))
+    @property
+    def path(self) -> str:
+        """The scenario file (the error's source)."""
+        return self.source
 
 
 # --- public API --------------------------------------------------------------------------------
@@ -208,7 +205,9 @@ def read_toml_file(path: str | Path, what: str) -> dict[str, Any]:
         return tomllib.loads(read_text(path))
     except OSError as e:
         raise ScenarioError(shown, "<file>", f"a readable {what}", str(e)) from None
-    except (tomllib.TOMLDecodeError, TextFileError) as e:
+    except TextFileError as e:
+        raise ScenarioError(shown, "<syntax>", "UTF-8 text (save the file as UTF-8)", e.where) from None
+    except tomllib.TOMLDecodeError as e:
         raise ScenarioError(shown, "<syntax>", f"valid TOML: {e}") from None
 
 
@@ -274,8 +273,10 @@ class _Ctx:
     shown: str
     folder: Path
 
-    def error(self, field: str, expected: str, got: object = _NOTHING) -> ScenarioError:
-        return ScenarioError(self.shown, field, expected, got)
+    def error(
+        self, field: str, expected: str, got: object = NOTHING, hint: str | None = None
+    ) -> ScenarioError:
+        return ScenarioError(self.shown, field, expected, got, hint=hint)
 
 
 def _locate(name_or_path: str) -> tuple[Path, str]:
@@ -311,7 +312,7 @@ def _read_toml(ctx: _Ctx, path: Path) -> dict[str, Any]:
             ctx.shown, "<syntax>", f"valid TOML: {e}", line=int(m.group(1)) if m else None
         ) from None
     except TextFileError as e:
-        raise ScenarioError(ctx.shown, "<syntax>", "UTF-8 text", str(e)) from None
+        raise ScenarioError(ctx.shown, "<syntax>", "UTF-8 text (save the file as UTF-8)", e.where) from None
     except OSError as e:
         raise ctx.error("<file>", "a readable scenario file", str(e)) from None
 
@@ -442,7 +443,7 @@ def _measurements(ctx: _Ctx, field: str, read: Callable[[str], _M], path: str) -
     except MeasurementError as e:
         where = f"{e.path} line {e.line}" if e.line else e.path
         column = f" ({e.column})" if e.column else ""
-        got = _NOTHING if e.got is None else e.got
+        got = NOTHING if e.got is None else e.got
         raise ctx.error(field, f"{e.expected} at {where}{column}", got) from None
 
 
@@ -550,9 +551,9 @@ def _alibaba(ctx: _Ctx, wl: dict[str, Any], trace_dir: str | None) -> AlibabaSpe
     for key, check in (("node_csv", traces.check_node_csv), ("pod_csv", traces.check_pod_csv)):
         try:
             check(files[key])
-        except ValueError as e:
+        except InputError as e:  # the trace reader's own refusal, naming its file and line
             raise ctx.error(
-                f"{where}.{key}", "an Alibaba trace file with the documented columns", str(e)
+                f"{where}.{key}", "an Alibaba trace file with the documented columns", hint=str(e)
             ) from None
     return AlibabaSpec(
         node_csv=files["node_csv"],
@@ -608,8 +609,10 @@ def _groups(ctx: _Ctx, groups: object, taken: set[str]) -> list[NodeSpec]:
 def _alibaba_cluster(ctx: _Ctx, ali: AlibabaSpec, seed: int, name: str) -> ClusterSpec:
     try:
         cluster = traces.alibaba_cluster(ali, seed)
-    except ValueError as e:
-        raise ctx.error("workload.alibaba.nodes", "a node count the node list can supply", str(e)) from None
+    except InputError as e:
+        raise ctx.error(
+            "workload.alibaba.nodes", "a node count the node list can supply", hint=str(e)
+        ) from None
     return replace(cluster, name=name)
 
 
@@ -915,10 +918,8 @@ def _arrival(ctx: _Ctx, raw: object, rate: float | None) -> ArrivalSpec:
     trace = _data_file(ctx, field, _str(ctx, tbl, where, "trace_path"))
     try:
         trace_time_column(trace)
-    except TextFileError as e:
-        raise ctx.error(field, "a UTF-8 CSV file", str(e)) from None
-    except ValueError as e:
-        raise ctx.error(field, "a CSV with a column arrival_s or creation_time", str(e)) from None
+    except InputError as e:  # not UTF-8, or no arrival column: the reader names its file
+        raise ctx.error(field, "a UTF-8 CSV with a column arrival_s or creation_time", hint=str(e)) from None
     ts = _num(ctx, tbl, where, "time_scale", _d(ArrivalSpec, "time_scale"), gt=0)
     return ArrivalSpec(process="trace", trace_path=trace, time_scale=ts)
 

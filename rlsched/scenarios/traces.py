@@ -49,6 +49,7 @@ from typing import TextIO
 import numpy as np
 
 from rlsched.cluster import ClusterSpec, NodeSpec
+from rlsched.errors import NOTHING, InputError, csv_field
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.scenarios.spec import AlibabaSpec
 from rlsched.tasks import Device, KindSpec, Subtask, SubtaskGraph, Task
@@ -82,17 +83,36 @@ TRACE_GPU = KindSpec(name="trace_gpu", device=Device.GPU, gflop_per_mb=40.0, gby
 TRACE_CPU = KindSpec(name="trace_cpu", device=Device.CPU, gflop_per_mb=10.0, gbytes_per_mb=1.0)
 
 
+class TraceError(InputError):
+    """A trace file that breaks a rule: ``PATH: line N (COLUMN): expected WHAT, got VALUE``.
+
+    Raised where the file is read, also when that is during a run (pods are read when tasks are
+    generated), so it is a refusal of bad input wherever it surfaces.
+
+    :param path: the file.
+    :param line: its line (1 = the header; 0 = the file as a whole).
+    :param column: the column at fault, or ``""``.
+    :param expected: what a valid value looks like.
+    :param got: the offending value, if any.
+    """
+
+    def __init__(
+        self, path: str | Path, line: int, column: str, expected: str, got: object = NOTHING
+    ) -> None:
+        super().__init__(str(path), csv_field(line, column), expected, got)
+
+
 def read_header(path: str | Path) -> list[str]:
     """Column names of a CSV file.
 
     :param path: the file.
     :raises FileNotFoundError: naming ``path`` when it does not exist.
-    :raises ValueError: when the file is empty.
+    :raises TraceError: when the file is empty.
     """
     with _open(path) as f:
         header = next(csv.reader(f), None)
     if not header:
-        raise ValueError(f"{path}: empty file, expected a CSV header")
+        raise TraceError(path, 1, "", "a CSV header", "")
     return [h.strip() for h in header]
 
 
@@ -100,7 +120,7 @@ def check_node_csv(path: str | Path) -> None:
     """Check that ``path`` is a node list (has :data:`NODE_COLUMNS`).
 
     :raises FileNotFoundError: naming ``path`` when it does not exist.
-    :raises ValueError: naming the missing columns.
+    :raises TraceError: naming the missing columns.
     """
     _require_columns(path, read_header(path), NODE_COLUMNS)
 
@@ -109,7 +129,7 @@ def check_pod_csv(path: str | Path) -> None:
     """Check that ``path`` is a pod list that can be replayed (has pod and time columns).
 
     :raises FileNotFoundError: naming ``path`` when it does not exist.
-    :raises ValueError: naming the missing columns.
+    :raises TraceError: naming the missing columns.
     """
     _require_columns(path, read_header(path), POD_COLUMNS + POD_TIME_COLUMNS)
 
@@ -124,11 +144,17 @@ def alibaba_cluster(spec: AlibabaSpec, seed: int) -> ClusterSpec:
     :param spec: files and ``nodes`` (how many to sample; ``0`` = all).
     :param seed: sampling seed.
     :raises FileNotFoundError: naming the node list when it does not exist.
-    :raises ValueError: on a malformed file or when more nodes are asked than it holds.
+    :raises TraceError: on a malformed file or when more nodes are asked than it holds.
     """
     rows = _read_rows(spec.node_csv, NODE_COLUMNS)
     if spec.nodes < 0 or spec.nodes > len(rows):
-        raise ValueError(f"{spec.node_csv}: asked for {spec.nodes} nodes, the list has {len(rows)}")
+        raise TraceError(
+            spec.node_csv,
+            0,
+            "",
+            f"at least the {spec.nodes} nodes asked for (workload.alibaba.nodes)",
+            len(rows),
+        )
     chosen = _stratified_sample([r["model"] for _, r in rows], spec.nodes or len(rows), seed)
     nodes = tuple(_node(spec.node_csv, *rows[i]) for i in chosen)
     return ClusterSpec(nodes=nodes, name="alibaba", extra={"source": "alibaba", "node_csv": spec.node_csv})
@@ -208,13 +234,11 @@ def _node(path: str, line: int, r: dict[str, str]) -> NodeSpec:
     count = _int(path, line, r, "gpu")
     model = r["model"].strip()
     if count < 0 or (count > 0 and not model):
-        raise ValueError(
-            f"{path} line {line}: expected a GPU count >= 0 and a model, got {count} x {model!r}"
-        )
+        raise TraceError(path, line, "gpu", "a GPU count >= 0 and a model", f"{count} x {model!r}")
     try:
         gpus = (gpu_model(model),) * count if count else ()
-    except KeyError as e:
-        raise ValueError(f"{path} line {line}: {e.args[0]}") from None
+    except KeyError:
+        raise TraceError(path, line, "model", "a GPU model name from the catalog", model) from None
     return NodeSpec(
         name=r["sn"].strip(),
         cpu_cores=max(1, _int(path, line, r, "cpu_milli") // 1000),
@@ -256,7 +280,7 @@ def _task(path: str, line: int, r: dict[str, str], tid: int, arrival: float, dur
 def _graph(path: str, line: int, r: dict[str, str], duration: float) -> SubtaskGraph:
     num_gpu = _int(path, line, r, "num_gpu")
     if num_gpu < 0:
-        raise ValueError(f"{path} line {line}: expected num_gpu >= 0, got {num_gpu}")
+        raise TraceError(path, line, "num_gpu", "an integer >= 0", num_gpu)
     if num_gpu == 0:
         gflop = duration * CPU_CORE_GFLOPS
         cpu = Subtask(0, TRACE_CPU, gflop, gflop / TRACE_CPU.intensity, TRACE_CPU.fixed_mem_mb)
@@ -275,10 +299,15 @@ def _graph(path: str, line: int, r: dict[str, str], duration: float) -> SubtaskG
 
 def _gpu_models(path: str, line: int, spec: str) -> frozenset[str]:
     names = [s.strip() for s in spec.split("|") if s.strip()]
-    try:
-        return frozenset(gpu_model(n).name for n in names)
-    except KeyError as e:
-        raise ValueError(f"{path} line {line}: gpu_spec: {e.args[0]}") from None
+    out = set()
+    for n in names:
+        try:
+            out.add(gpu_model(n).name)
+        except KeyError:
+            raise TraceError(
+                path, line, "gpu_spec", "GPU model names from the catalog, joined by |", n
+            ) from None
+    return frozenset(out)
 
 
 # --- CSV helpers -------------------------------------------------------------------------------
@@ -288,13 +317,15 @@ def _open(path: str | Path) -> TextIO:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"Alibaba trace file not found: {p}")
-    return open_text(p)  # UTF-8 with or without a byte-order mark; TextFileError is a ValueError
+    return open_text(p)  # UTF-8 with or without a byte-order mark; else a TextFileError naming it
 
 
 def _require_columns(path: str | Path, header: list[str], needed: tuple[str, ...]) -> None:
     missing = [c for c in needed if c not in header]
     if missing:
-        raise ValueError(f"{path}: missing column(s) {', '.join(missing)} (header: {','.join(header)})")
+        raise TraceError(
+            path, 1, "", "a header with every column this reader needs", ",".join(header)
+        ).with_hint(f"missing column(s) {', '.join(missing)}")
 
 
 def _read_rows(path: str | Path, needed: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
@@ -305,7 +336,7 @@ def _read_rows(path: str | Path, needed: tuple[str, ...]) -> list[tuple[int, dic
         rows = []
         for r in reader:
             if None in r or any(v is None for v in r.values()):
-                raise ValueError(f"{path} line {reader.line_num}: wrong number of fields")
+                raise TraceError(path, reader.line_num, "", "as many fields as the header has")
             rows.append((reader.line_num, {k.strip(): v for k, v in r.items()}))
     return rows
 
@@ -320,5 +351,5 @@ def _int(path: str | Path, line: int, r: dict[str, str], col: str) -> int:
         except ValueError:
             value = math.nan
         if not value.is_integer():
-            raise ValueError(f"{path} line {line}: {col}: expected an integer, got {text!r}") from None
+            raise TraceError(path, line, col, "an integer", text) from None
         return int(value)

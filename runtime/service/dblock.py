@@ -14,9 +14,11 @@ import os
 import socket
 from typing import TextIO
 
+from rlsched.errors import InputError
 
-class DatabaseInUse(Exception):
-    """Another process holds the queue file.
+
+class DatabaseInUse(InputError):
+    """Another process holds the queue file (bad input of ``rlsched serve``: exit 2).
 
     :param path: the database.
     :param holder: what the holder wrote in the lock file (its pid, host, address, start time).
@@ -24,10 +26,13 @@ class DatabaseInUse(Exception):
 
     def __init__(self, path: str, holder: str) -> None:
         super().__init__(
-            f"{path}: in use by another rlsched serve ({holder or 'holder unknown'}); "
-            "one service per database: stop it, or give this one another db"
+            path,
+            "<file>",
+            "a queue file no other rlsched serve holds",
+            hint=f"in use by {holder or 'a process that did not say'}; one service per database: "
+            "stop it, or give this one another db",
         )
-        self.path, self.holder = path, holder
+        self.holder = holder
 
 
 class DatabaseLock:

@@ -24,6 +24,7 @@ from prometheus_client import (
     generate_latest,
 )
 
+from rlsched.errors import Unavailable
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
@@ -295,8 +296,8 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
     return RayCluster(spec, share_nodes=started_here)
 
 
-class AddressInUse(Exception):
-    """Another process listens on the service's address (exit 4 of ``rlsched serve``)."""
+class AddressInUse(Unavailable):
+    """Another process listens on the service's address (``rlsched serve`` exits 4)."""
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -313,7 +314,7 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as e:
         sock.close()
         if e.errno == errno.EADDRINUSE:
-            raise AddressInUse(f"{host}:{port} is in use by another process") from None
+            raise AddressInUse(f"{host}:{port}", "in use by another process") from None
         raise
     sock.listen(2048)
     sock.set_inheritable(True)

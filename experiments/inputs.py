@@ -1,0 +1,306 @@
+"""The ``rlsched`` commands' input layer: every flag and file a command reads is read and checked
+here, before any work starts, and a bad one raises :class:`~rlsched.errors.InputError` naming the
+flag (or file) and the field. The CLI turns exactly that type into exit 2; anything else raised
+later is a bug (exit 1). Environmental refusals (a backend that cannot run on this machine) raise
+:class:`~rlsched.errors.Unavailable` (exit 4).
+
+The checks call the same readers the runs use (the scenario loader, the checkpoint loaders, the
+live cluster reader), so what passes here is what the run reads.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from rlsched.errors import InputError, Unavailable
+
+if TYPE_CHECKING:
+    from rlsched.policies.registry import PolicyOptions
+    from rlsched.scenarios.spec import Scenario
+    from runtime.cluster.config import LiveClusterSpec
+
+#: Names listed in a message before it says "...".
+_LISTED = 24
+
+
+def _known(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:_LISTED])
+    return shown + (", ..." if len(names) > _LISTED else "")
+
+
+def split_list(text: str | None) -> list[str]:
+    """The comma-separated entries of a flag's value, stripped, empty ones dropped.
+
+    :param text: the flag's value (``None``: not given).
+    """
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def scenario(value: str, rate: float | None, flag: str = "--scenario", processes: int = 1) -> Scenario:
+    """The scenario ``value`` names (a built-in name or a TOML file), checked to fit in memory.
+
+    :param value: the flag's value.
+    :param rate: ``--rate`` (``None``: the scenario's own).
+    :param flag: the flag, for messages about the value itself.
+    :param processes: runs held in memory at once (``--jobs``).
+    :raises InputError: a bad file or override
+        (:class:`~rlsched.scenarios.loader.ScenarioError`), or a run that would not fit in memory
+        (:class:`~rlsched.footprint.RunTooLarge`).
+    """
+    from rlsched.footprint import check_fits
+    from rlsched.scenarios.loader import load_scenario
+
+    if not value.strip():
+        raise InputError(flag, "value", "a built-in scenario name or a scenario file", value)
+    sc = load_scenario(value, rate_per_min=rate)
+    check_fits(sc, processes)
+    return sc
+
+
+def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 1) -> list[Scenario]:
+    """The scenarios of a comma-separated ``NAME[@RATE][#TASKS]`` list, each checked to fit.
+
+    :param text: the flag's value.
+    :param rate: ``--rate``.
+    :param flag: the flag (``--scenario``, ``--scenarios``).
+    :param processes: runs held in memory at once.
+    :raises InputError: an empty list, a bad entry, a bad scenario, or one that does not fit.
+    """
+    from experiments.evaluation import load_entry
+    from rlsched.footprint import check_fits
+
+    entries = split_list(text)
+    if not entries:
+        raise InputError(flag, "value", "one or more comma-separated scenario entries", text)
+    out = []
+    for e in entries:
+        sc = load_entry(e, rate, flag)
+        check_fits(sc, processes)
+        out.append(sc)
+    return out
+
+
+def selector(name: str, flag: str) -> str:
+    """A stage-1 policy name, checked against the registry (built-ins and plug-ins).
+
+    :param name: the name.
+    :param flag: the flag that gave it.
+    :raises InputError: naming the flag and listing the known selectors.
+    """
+    from rlsched.policies.registry import selector_names
+
+    names = selector_names()
+    if name not in names:
+        raise InputError(flag, "selector", f"a known selector ({_known(names)})", name)
+    return name
+
+
+def scheduler(spec: str, flag: str) -> str:
+    """A ``SELECTOR[+PLACER]`` spec, its names checked against the registry (nothing is built:
+    a learned policy's checkpoint is checked by :func:`policy_options`).
+
+    :param spec: the spec.
+    :param flag: the flag that gave it.
+    :raises InputError: naming the flag, the part at fault and the known names.
+    """
+    from rlsched.policies.registry import placer_names
+
+    sel, plus, plc = spec.partition("+")
+    selector(sel, flag)
+    names = placer_names()
+    if plus and plc not in names:
+        raise InputError(flag, "placer", f"a known placer after '+' ({_known(names)})", plc)
+    return spec
+
+
+def schedulers(text: str | None, default: Sequence[str], flag: str) -> list[str]:
+    """The specs of a comma-separated ``--schedulers`` list (``default`` when not given).
+
+    :param text: the flag's value, or ``None``.
+    :param default: the specs used without the flag.
+    :param flag: the flag.
+    :raises InputError: for an empty list or a bad spec.
+    """
+    specs = list(default) if text is None else split_list(text)
+    if not specs:
+        raise InputError(flag, "value", "one or more comma-separated SELECTOR[+PLACER] specs", text)
+    return [scheduler(s, flag) for s in specs]
+
+
+def live_schedulers(text: str | None, default: Sequence[str], flag: str = "--schedulers") -> list[str]:
+    """As :func:`schedulers`, and each one able to run live: none declared clairvoyant (a
+    reference that reads the simulator's ground truth, such as ``oracle``).
+
+    :param text: the flag's value, or ``None``.
+    :param default: the specs used without the flag.
+    :param flag: the flag.
+    :raises InputError: for an empty list, a bad spec, or a clairvoyant one.
+    """
+    from rlsched.policies.registry import is_clairvoyant_spec
+
+    specs = schedulers(text, default, flag)
+    for s in specs:
+        if is_clairvoyant_spec(s):
+            raise InputError(
+                flag,
+                "value",
+                "schedulers that read only what a live cluster shows (no clairvoyant reference)",
+                s,
+            )
+    return specs
+
+
+def ldwp_model(path: str | None, flag: str = "--model") -> None:
+    """Load the LDWP checkpoint at ``path`` (``None``: the shipped one) as ``ldwp`` will.
+
+    :param path: the checkpoint directory.
+    :param flag: the flag that named it.
+    :raises InputError: naming the checkpoint's file and what is wrong with it.
+    """
+    from models.checkpoint import CheckpointError
+    from rlsched.policies.ldwp import PRETRAINED, scorer_from_checkpoint
+
+    try:
+        scorer_from_checkpoint(PRETRAINED if path is None else path)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, flag) from None
+
+
+def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> None:
+    """Load the LDWP checkpoint at ``path`` into a network of ``net_arch``, as resuming a training
+    run of that shape will.
+
+    :param path: the checkpoint directory.
+    :param net_arch: hidden sizes of the network being trained.
+    :param flag: the flag that named it.
+    :raises InputError: naming the checkpoint's file and what is wrong with it.
+    """
+    from models.checkpoint import CheckpointError, load_checkpoint, load_weights
+    from models.qnet import NodeScorer
+    from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+
+    try:
+        state, _ = load_checkpoint(path, FEATURE_VERSION)
+        net = NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), list(net_arch))
+        load_weights(net, state, path)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, flag) from None
+
+
+def placer_model(path: str, flag: str = "--placer-model") -> None:
+    """Load the ``iawp-rl`` placer checkpoint at ``path`` as the placer will.
+
+    :param path: the checkpoint directory.
+    :param flag: the flag that named it.
+    :raises InputError: naming the checkpoint's file and what is wrong with it.
+    """
+    from models.checkpoint import CheckpointError
+    from rlsched.policies.iawp_rl import load_params
+
+    try:
+        load_params(path)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, flag) from None
+
+
+def policy_options(specs: Sequence[str], model: str | None, placer: str | None) -> PolicyOptions:
+    """The checkpoints the learned policies of ``specs`` read, each loaded and checked now.
+
+    :param specs: the checked scheduler specs of the run.
+    :param model: ``--model`` (LDWP; ``None``: shipped); checked when given or when a spec uses
+        ``ldwp``.
+    :param placer: ``--placer-model`` (``iawp-rl``; ``None``: shipped); checked when given.
+    :raises InputError: for a checkpoint that does not load.
+    """
+    from rlsched.policies.registry import PolicyOptions
+
+    if model is not None or any(s.partition("+")[0] == "ldwp" for s in specs):
+        ldwp_model(model)
+    if placer is not None:
+        placer_model(placer)
+    return PolicyOptions(model, placer)
+
+
+def live_cluster(path: str | None) -> LiveClusterSpec:
+    """The live cluster of ``--cluster PATH``, or the embedded default.
+
+    :param path: the cluster file, or ``None``.
+    :raises InputError: naming the file and field (:class:`~rlsched.scenarios.loader.ScenarioError`).
+    """
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.config_io import load_live_cluster
+
+    return default_live_cluster() if path is None else load_live_cluster(path)
+
+
+def device_backend(name: str | None, flag: str = "--backend") -> str | None:
+    """The device backend a live command asks for, checked to run on this machine.
+
+    :param name: ``numpy``, ``cupy`` (argparse checked the choice) or ``None`` (``$RLSCHED_BACKEND``,
+        else the best available).
+    :param flag: the flag.
+    :raises InputError: ``$RLSCHED_BACKEND`` names no backend.
+    :raises Unavailable: ``cupy`` where CuPy or a CUDA device is missing.
+    """
+    from runtime.backends.base import BACKEND_ENV
+    from runtime.backends.select import BACKENDS, cupy_unavailable_reason
+
+    asked, source = name, flag
+    if asked is None:
+        asked, source = os.environ.get(BACKEND_ENV, "").strip() or None, f"${BACKEND_ENV}"
+    if asked is None:
+        return name
+    if asked.strip().lower() not in BACKENDS:
+        raise InputError(source, "value", f"a device backend ({', '.join(BACKENDS)})", asked)
+    if asked.strip().lower() == "cupy":
+        reason = cupy_unavailable_reason()
+        if reason is not None:
+            raise Unavailable(f"{source} cupy", f"the cupy backend cannot run here: {reason}")
+    return name
+
+
+def cluster_backend(name: str, flag: str = "--backend") -> str:
+    """A live cluster backend, checked to be installed (``ray`` needs the ``ray`` package).
+
+    :param name: ``local`` or ``ray``.
+    :param flag: the flag.
+    :raises Unavailable: ``ray`` without Ray installed.
+    """
+    if name == "ray" and importlib.util.find_spec("ray") is None:
+        raise Unavailable(f"{flag} ray", "Ray is not installed (pip install 'ray==2.60.0')")
+    return name
+
+
+def live_apps(text: str, flag: str = "--apps") -> tuple[str, ...]:
+    """Apps with live kernels, from a comma-separated list.
+
+    :param text: the flag's value.
+    :param flag: the flag.
+    :raises InputError: for an empty list or an app without live kernels.
+    """
+    from runtime.profiler import LIVE_APPS
+
+    apps = tuple(split_list(text))
+    if not apps:
+        raise InputError(flag, "value", f"one or more apps with live kernels ({', '.join(LIVE_APPS)})", text)
+    for a in apps:
+        if a not in LIVE_APPS:
+            raise InputError(flag, "app", f"an app with live kernels ({', '.join(LIVE_APPS)})", a)
+    return apps
+
+
+def token(env: str, flag: str = "--token-env") -> str:
+    """The bearer token held in the environment variable ``env``.
+
+    :param env: the variable's name.
+    :param flag: the flag that named it.
+    :raises InputError: when the variable is unset or empty.
+    """
+    value = os.environ.get(env)
+    if not value:
+        state = "it is unset" if value is None else "it is empty"
+        raise InputError(flag, f"${env}", "an environment variable holding the bearer token", hint=state)
+    return value
