@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from rlsched.hardware import gpu_model
+from runtime.kernels import make_task_data, output_digest, run_task_numpy
 from runtime.service.store import exactly_once_violations
 from tests.test_service import Server, _config, _h, _nodes, _port, _wait_done
 
@@ -88,6 +89,11 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
         ray_cluster.remove_node(doomed)
         rows = _wait_done(s, "video", ids, timeout=120)
         assert {r["state"] for r in rows} == {"done"}, [r["error"] for r in rows]
+        # Nodes send the outputs' digest, not the arrays; it is what the API returns.
+        first = make_task_data("intrusion_detection", 0, 0)
+        arrays = run_task_numpy(first)  # its inputs, and every stage's outputs
+        expected = output_digest({k: v for k, v in arrays.items() if k not in first.inputs})
+        assert rows[0]["result"] == expected
         again = [r for r in rows if r["attempt"] > 1]
         assert len(again) >= 2 and all(r["node"] != on_doomed for r in again)
         db = sqlite3.connect(tmp_path / "queue.db")

@@ -248,9 +248,12 @@ def _compare_rates(
 
 def stalled_readers(folder: Path, seconds: float, clients: int = 32) -> Row:
     """``clients`` connections each ask for :data:`PIPELINED` pages of up to 1,000 tasks at once
-    and never read the answers: the server's writes to them stall once the socket buffers are full."""
+    and never read the answers: the server's writes to them stall once the socket buffers are full.
+    The note gives the unread bytes in the server's send queues 1 s in, and how many of the
+    stalled connections the server still held when the fault ended."""
+    import threading
 
-    stalled: list[int] = []
+    stuck: list[tuple[int, int]] = []
 
     def inject(s: ServiceProcess) -> Callable[[], int]:
         socks = []
@@ -263,9 +266,12 @@ def stalled_readers(folder: Path, seconds: float, clients: int = 32) -> Row:
             c.connect(("127.0.0.1", s.port))
             c.sendall(request * PIPELINED)  # more answer than the socket buffers hold
             socks.append(c)
+        probe = threading.Timer(1.0, lambda: stuck.append(_send_queues(s.port)))
+        probe.start()
 
         def stop() -> int:
-            stalled.append(_send_queue_bytes(s.port))
+            probe.join()
+            stuck.append(_send_queues(s.port))
             for c in socks:
                 c.close()
             return clients
@@ -273,7 +279,11 @@ def stalled_readers(folder: Path, seconds: float, clients: int = 32) -> Row:
         return stop
 
     row = _compare_rates(folder, "clients that stop reading mid-response", seconds, inject)
-    row["note"] += f"; {stalled[0] / 1e6:.1f} MB of answers stuck in the server's send queues"
+    (held_1s, bytes_1s), (held_end, _) = stuck
+    row["note"] += (
+        f"; 1 s in, {bytes_1s / 1e6:.1f} MB of answers unread in {held_1s} connections; at the end "
+        f"{held_end} still held (the server drops a stalled connection after its keep-alive timeout)"
+    )
     return row
 
 
@@ -282,14 +292,16 @@ def stalled_readers(folder: Path, seconds: float, clients: int = 32) -> Row:
 PIPELINED = 8
 
 
-def _send_queue_bytes(port: int) -> int:
-    """Bytes the server's sockets on ``port`` have sent but the peers not read (``ss``'s Send-Q)."""
+def _send_queues(port: int) -> tuple[int, int]:
+    """(connections, bytes) the server's sockets on ``port`` hold sent but unread by their peers
+    (``ss``'s Send-Q), counting only connections with some."""
     import subprocess
 
     out = subprocess.run(
         ["ss", "-tnH", "state", "established", f"( sport = :{port} )"], capture_output=True, text=True
     )
-    return sum(int(line.split()[1]) for line in out.stdout.splitlines() if line.split())
+    queues = [int(line.split()[1]) for line in out.stdout.splitlines() if line.split()]
+    return sum(q > 0 for q in queues), sum(queues)
 
 
 def slow_bodies(folder: Path, seconds: float, clients: int = 32, timeout_s: float = 5.0) -> Row:
@@ -367,9 +379,9 @@ def ray_node(folder: Path, seconds: float) -> Row:
         load = Load(s.url, TOKEN, prefix="ray").start()
         try:
             time.sleep(seconds / 2)
-            _wait_running(db)
+            doomed = _busy_worker(s, {w.node_id: w for w in workers})
             t_kill = time.time()
-            cluster.remove_node(workers[0])
+            cluster.remove_node(doomed)
             time.sleep(seconds / 2)
             load.stop()
             row = _row("a Ray node killed under sustained load", 1, load, db, 0.0, "")
@@ -378,17 +390,36 @@ def ray_node(folder: Path, seconds: float) -> Row:
             s.stop()
         con = sqlite3.connect(db)
         lost = con.execute(
-            "SELECT COUNT(*), MAX(t.finished_at) FROM tasks t WHERE t.id IN "
-            "(SELECT task_id FROM reports WHERE outcome = 'lost')"
+            "SELECT COUNT(DISTINCT t.id), MAX(t.finished_at), MIN(r.reported_at), MAX(r.reported_at) "
+            "FROM tasks t JOIN reports r ON r.task_id = t.id AND r.outcome = 'lost'"
         ).fetchone()
         con.close()
         row["recover_s"] = round(lost[1] - t_kill, 2) if lost[1] else float("nan")
         row["note"] = (
-            f"{lost[0]} tasks ran again elsewhere; the last finished {row['recover_s']} s after the kill"
+            f"{lost[0]} tasks ran again elsewhere; reported lost {lost[2] - t_kill:.1f}-"
+            f"{lost[3] - t_kill:.1f} s after the kill, the last finished {row['recover_s']} s after it"
+            if lost[0]
+            else "no task was on the node"
         )
         return row
     finally:
         cluster.shutdown()
+
+
+def _busy_worker(s: ServiceProcess, workers: dict[str, Any], timeout_s: float = 30.0) -> Any:
+    """A Ray worker node that runs one of the service's tasks now (else, after ``timeout_s``, the
+    first worker)."""
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        nodes = httpx.get(f"{s.url}/v1/cluster", headers=headers, timeout=10).json()["nodes"]
+        where = {n["name"]: n["ray_node_id"] for n in nodes}
+        running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=headers, timeout=10).json()["tasks"]
+        for t in running:
+            if where.get(t["node"]) in workers:
+                return workers[where[t["node"]]]
+        time.sleep(0.05)
+    return next(iter(workers.values()))
 
 
 FAULTS = ("kill9", "lane", "ray", "full", "readonly", "stalled-reader", "slow-body")

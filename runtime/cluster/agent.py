@@ -94,6 +94,9 @@ class TaskOutcome:
     error: str | None = None
     handbacks: int = 0
     units: list[int] = field(default_factory=list)
+    #: The outputs in brief (``runtime.kernels.output_digest``) when a remote node sent that
+    #: instead of the arrays (``outputs`` is then empty).
+    digest: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass

@@ -16,6 +16,7 @@ Ray is an optional dependency: this module imports without it.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -28,7 +29,7 @@ from rlsched.view import ClusterView
 from runtime.backends.select import choose_backend
 from runtime.cluster.agent import NodeAgent, TaskOutcome
 from runtime.cluster.config import LiveClusterSpec
-from runtime.kernels import TaskData
+from runtime.kernels import TaskData, output_digest
 
 #: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full
 #: of waiting ``run`` calls still answers them.
@@ -151,13 +152,22 @@ class NodeActor:
             self._seq += 1
             return node_snapshot(self.view, self.node, self._seq)
 
-    def run(self, task: Task, data: TaskData) -> tuple[TaskOutcome, Snapshot]:
+    def run(
+        self, task: Task, data: TaskData, shared: dict[str, Any] | None = None, digest: bool = False
+    ) -> tuple[TaskOutcome, Snapshot]:
         """Run one task on this node; block until it is done.
 
         :param task: the task stage 1 placed here.
-        :param data: its arrays.
+        :param data: its arrays, but for the shared ones.
+        :param shared: object references of its shared inputs, by name (fetched once per node:
+            Ray keeps a pulled object in the node's store while it is referenced).
+        :param digest: send back the outputs' digest (``output_digest``) instead of the arrays.
         :return: its outcome and the node's state right after it finished.
         """
+        if shared:
+            # Read-only views of the node's object store: kernels read their inputs, never write.
+            fetched = dict(zip(shared, _ray().get(list(shared.values())), strict=True))
+            data = dataclasses.replace(data, inputs={**data.inputs, **fetched})
         done = threading.Event()
         box: list[tuple[TaskOutcome, Snapshot]] = []
 
@@ -177,7 +187,10 @@ class NodeActor:
         finally:
             with self.lock:
                 self._waiting.pop(task.id, None)
-        return box[0]
+        out, snap = box[0]
+        if digest and out.outputs:
+            out = dataclasses.replace(out, outputs={}, digest=output_digest(out.outputs))
+        return out, snap
 
     def tick(self) -> dict[str, Any]:
         """One stream-feedback step, then :meth:`report`."""

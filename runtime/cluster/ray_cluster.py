@@ -30,6 +30,7 @@ Ray is an optional dependency: this module imports without it, and :class:`RayCl
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import threading
@@ -73,6 +74,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: Shared inputs (by cache id) the driver keeps in Ray's object store for later tasks.
+MAX_SHARED_INPUTS = 64
 #: Default ``max_concurrency`` of a node actor: each task in flight on a node holds one actor
 #: thread while it waits for its outcome; calls beyond this wait in Ray's queue (not lost).
 MAX_IN_FLIGHT = 256
@@ -127,7 +130,12 @@ class RayCluster:
     :param share_nodes: with fewer alive Ray nodes than spec nodes, deal spec nodes to Ray nodes
         round-robin (several agents on one machine: for trying the Ray path on one host). Default:
         one agent per Ray node, fewer Ray nodes is an error.
-    :raises ValueError: fewer alive Ray nodes than spec nodes, or an unknown / dead node id.
+    :param outputs: what a finished task sends back: ``arrays`` (every output array, as
+        ``run_live`` checks them) or ``digest`` (shape, dtype and CRC-32 of each in
+        ``TaskOutcome.digest``: tens of bytes instead of up to 16 MB a task through Ray's object
+        store, all the scheduling service returns).
+    :raises ValueError: fewer alive Ray nodes than spec nodes, an unknown / dead node id, or
+        an unknown ``outputs``.
     :raises RuntimeError: Ray is not initialised.
     """
 
@@ -140,7 +148,11 @@ class RayCluster:
         max_in_flight: int = MAX_IN_FLIGHT,
         start_timeout_s: float = 60.0,
         share_nodes: bool = False,
+        outputs: str = "arrays",
     ) -> None:
+        if outputs not in ("arrays", "digest"):
+            raise ValueError(f"outputs: expected 'arrays' or 'digest', got {outputs!r}")
+        self.outputs = outputs
         self._r = _ray()
         if not self._r.is_initialized():
             raise RuntimeError("RayCluster needs a connected driver: call ray.init(address=...) first")
@@ -171,6 +183,8 @@ class RayCluster:
         self._dead = [False] * n
         self._ticking = [False] * n
         self._calls: dict[Any, _Call] = {}
+        #: Object references of shared inputs by cache id, least recently used first.
+        self._shared: dict[str, Any] = {}
 
     def clock(self) -> float:
         """Seconds since :meth:`start` (the driver's time base for outcomes)."""
@@ -283,10 +297,36 @@ class RayCluster:
         if dead:  # stage 1 chose it just before it was marked dead
             on_done(TaskOutcome(task, node, now, math.nan, now, {}, NODE_LOST))
             return
-        ref = self.actors[node].run.remote(task, data)
+        own, shared = self._split_shared(data)
+        ref = self.actors[node].run.remote(task, own, shared, self.outputs == "digest")
         with self._cond:
             self._calls[ref] = _Call(node, task, on_done, now)
             self._cond.notify_all()
+
+    def _split_shared(self, data: TaskData) -> tuple[TaskData, dict[str, Any]]:
+        """``data`` without its shared inputs, and a Ray object reference to each of those.
+
+        Every chunk of a stream carries the same shared inputs (a model's weights: 9 MB of a
+        10 MB ``matmul`` task). Sent with each task, they filled small object stores under load
+        until a submission and a result fetch waited on each other for good (the chaos campaign's
+        Ray fault, 2026-12-03). Each is put in the object store once, by its cache id, and every
+        node pulls it once.
+        """
+        if not data.shared:
+            return data, {}
+        refs = {}
+        with self._cond:
+            for name in data.shared:
+                key = data.input_ids[name]
+                ref = self._shared.pop(key, None)
+                if ref is None:
+                    ref = self._r.put(data.inputs[name])
+                self._shared[key] = ref  # most recently used last
+                refs[name] = ref
+            while len(self._shared) > MAX_SHARED_INPUTS:
+                self._shared.pop(next(iter(self._shared)))  # tasks in flight keep theirs alive
+        own = dataclasses.replace(data, inputs={k: v for k, v in data.inputs.items() if k not in refs})
+        return own, refs
 
     def tick(self) -> None:
         """One stream-feedback step on every live node (answers are applied as they arrive)."""
@@ -597,4 +637,6 @@ def _driver_outcome(out: TaskOutcome, call: _Call, now: float) -> TaskOutcome:
     first = max(now - ran, call.submit_s) if not math.isnan(ran) else math.nan
     # Copies free the object-store buffers the outputs arrived in (run_live keeps them all).
     outputs = {k: np.array(v) for k, v in out.outputs.items()}
-    return TaskOutcome(call.task, call.node, call.submit_s, first, now, outputs, out.error, out.handbacks)
+    return TaskOutcome(
+        call.task, call.node, call.submit_s, first, now, outputs, out.error, out.handbacks, digest=out.digest
+    )

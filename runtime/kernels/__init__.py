@@ -7,7 +7,7 @@ for task sizes.
 
 from runtime.kernels.pipelines import KERNELS, LIVE_APPS, KernelSpec, StagePlan, kernel_for, stage_plan
 from runtime.kernels.run_local import run_task_numpy
-from runtime.kernels.tasks import SCALES, TaskData, check_result, make_task_data
+from runtime.kernels.tasks import SCALES, TaskData, check_result, make_task_data, output_digest
 from runtime.kernels.video import Video, generate_video
 
 __all__ = [
@@ -22,6 +22,7 @@ __all__ = [
     "generate_video",
     "kernel_for",
     "make_task_data",
+    "output_digest",
     "run_task_numpy",
     "stage_plan",
 ]

@@ -41,6 +41,7 @@ import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -277,3 +278,21 @@ def check_result(task: TaskData, data: dict[str, np.ndarray]) -> None:
     :raises AssertionError: naming what is wrong.
     """
     checks.CHECKERS[task.app](task, data)
+
+
+def output_digest(outputs: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """A task's outputs in brief: per array its shape, dtype and CRC-32 of its bytes — enough to
+    check them against the same kernels run elsewhere without shipping the arrays (what the
+    scheduling service returns, and what a Ray node sends back in place of the arrays when the
+    driver needs no more).
+
+    :param outputs: the arrays by name (host NumPy).
+    """
+    return {
+        name: {
+            "shape": list(a.shape),
+            "dtype": str(a.dtype),
+            "crc32": zlib.crc32(np.ascontiguousarray(a).tobytes()),
+        }
+        for name, a in sorted(outputs.items())
+    }

@@ -30,19 +30,16 @@ import logging
 import math
 import threading
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import numpy as np
 
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.scheduler import TwoStageScheduler
 from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend
 from runtime.cluster.workload import live_task
-from runtime.kernels import make_task_data
+from runtime.kernels import make_task_data, output_digest
 from runtime.service.config import Tenant
 from runtime.service.rebalance import OverloadWatch
 from runtime.service.store import StorageError, TaskRow, TaskStore
@@ -58,22 +55,6 @@ ERROR_BACKOFF_S = 1.0
 #: Outcomes after which a task runs again rather than finishing (backends report a node that
 #: left, however it left, as ``NODE_LOST``).
 _RUN_AGAIN = (NODE_LOST, MOVED)
-
-
-def result_summary(outputs: dict[str, np.ndarray]) -> str:
-    """A completed task's result as the API returns it (JSON): per output array its shape,
-    dtype and CRC-32 of its bytes — enough to check it against the same kernels run elsewhere
-    (``runtime.kernels.check_result``) without shipping the arrays."""
-    return json.dumps(
-        {
-            name: {
-                "shape": list(a.shape),
-                "dtype": str(a.dtype),
-                "crc32": zlib.crc32(np.ascontiguousarray(a).tobytes()),
-            }
-            for name, a in sorted(outputs.items())
-        }
-    )
 
 
 @dataclass
@@ -268,7 +249,9 @@ class Dispatcher:
             recorded = self.store.requeue(row.id, attempt, "moved" if out.error == MOVED else "lost")
         else:
             kind = "completed" if out.error is None else "failed"
-            result = result_summary(out.outputs) if out.error is None else None
+            # The outputs in brief, as the API returns them (a Ray node sent only that).
+            digest = out.digest if out.digest is not None else output_digest(out.outputs)
+            result = json.dumps(digest) if out.error is None else None
             recorded = self.store.finish(row.id, attempt, out.error, result)
         with self._lock:
             flight = self.inflight.get(row.id)

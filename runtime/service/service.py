@@ -293,7 +293,8 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
         ray.init(address=config.ray_address, include_dashboard=False, log_to_driver=False)
     # A Ray started here has one node: the spec's agents share it. A joined cluster gets one
     # agent per Ray node.
-    return RayCluster(spec, share_nodes=started_here)
+    # The service returns the outputs' digest only: nodes send that, not the arrays.
+    return RayCluster(spec, share_nodes=started_here, outputs="digest")
 
 
 class AddressInUse(Unavailable):
