@@ -27,17 +27,9 @@ from runtime.cluster.agent import TaskOutcome
 from runtime.service.dblock import DatabaseInUse
 from runtime.service.store import NewTask, StorageError, TaskStore, exactly_once_violations
 from tests.test_service import TOKENS, _config, _h, _wait_done
+from tests.test_service import server as server  # the fixture: a running service
 
 MIB = 1 << 20
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServiceProcess]:
-    port = free_port()
-    s = ServiceProcess(_config(tmp_path, port), port)
-    s.start()
-    yield s
-    s.stop()
 
 
 def _chunked_upload(port: int, token: str | None, limit: int, wait_s: float = 5.0) -> tuple[int | None, int]:

@@ -8,6 +8,7 @@ leaves the task queued or running in the database, and the next process runs it.
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import logging
 import socket
@@ -221,11 +222,11 @@ class Service:
 
     def admission(self, tenant: Tenant, n: int) -> str | None:
         """Why ``n`` more tasks of ``tenant`` are refused now (``None``: accepted)."""
-        counts = self.store.counts()
-        mine = counts.get((tenant.name, "queued"), 0)
+        queued = self.store.queued()  # per request: the queue's index, not the whole table
+        mine = queued.get(tenant.name, 0)
         if mine + n > tenant.max_queued:
             return f"tenant {tenant.name}: at most {tenant.max_queued} queued tasks ({mine} queued)"
-        total = sum(v for (_, s), v in counts.items() if s == "queued")
+        total = sum(queued.values())
         if total + n > self.config.queue_bound:
             return f"service: the queue holds at most {self.config.queue_bound} tasks ({total} queued)"
         return None
@@ -322,6 +323,30 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+#: glibc's ``mallopt`` parameter of the number of heap arenas.
+_M_ARENA_MAX = -8
+#: Heap arenas the service's threads share (glibc's default: 8 per core).
+ARENAS = 2
+
+
+def share_heap_arenas() -> bool:
+    """Make the service's threads share :data:`ARENAS` glibc heap arenas (True if this is glibc
+    and it took the setting).
+
+    A dozen lane threads make and drop task arrays of 0.1-16 MB; with an arena per thread each
+    keeps its own free, fragmented heap. A 10-minute soak at 0.8 of capacity saw the service's
+    RSS climb from 498 to 735 MB that way while what Python and NumPy held (tracemalloc) stayed
+    within the tasks in flight. With two arenas, a 600-task backlog in-process ran at 370-400 MB
+    against 480-520 MB, at the same throughput or better (pinning glibc's mmap threshold instead
+    halved throughput: every array became fresh zeroed pages). BENCHMARKS "Soak".
+    """
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False  # not glibc (musl, macOS): nothing to set
+    return bool(libc.mallopt(_M_ARENA_MAX, ARENAS))
+
+
 def _owner(config: ServiceConfig) -> str:
     return f"serving {config.host}:{config.port}"
 
@@ -341,6 +366,7 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
 
     from runtime.service.app import create_app
 
+    share_heap_arenas()
     store = TaskStore(config.db, _owner(config))
     try:
         sock = listen(config.host, config.port)

@@ -313,6 +313,15 @@ class TaskStore:
             ).fetchall()
         return {(t, s): n for t, s, n in rows}
 
+    def queued(self) -> dict[str, int]:
+        """tenant -> queued tasks (reads the queue index only: its cost follows the queue, not
+        the record of every task ever run, as :meth:`counts` does)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT tenant, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY tenant"
+            ).fetchall()
+        return dict(rows)
+
     def queued_heads(self, per_tenant: int) -> dict[str, list[TaskRow]]:
         """The first ``per_tenant`` queued tasks of each tenant, in dispatch order (higher
         priority first, then older)."""
