@@ -117,13 +117,24 @@ def serve(
             return  # the env's process closed the pipe or died
         if cmd == "close":
             env.close()
-            conn.send(("ok", None))
+            _answer(conn, ("ok", None))
             return
         try:
             reply: tuple[str, Any] = ("ok", handlers[cmd](*args))
         except Exception as e:
             reply = ("error", _portable(e))
+        if not _answer(conn, reply):
+            return
+
+
+def _answer(conn: Connection, reply: tuple[str, Any]) -> bool:
+    """Send a reply; False when the env's process has gone (interrupted, it closes the pipe
+    without waiting for the answer), which is an ordinary way for a worker to end."""
+    try:
         conn.send(reply)
+    except (BrokenPipeError, ConnectionResetError):
+        return False
+    return True
 
 
 class _Launcher:

@@ -46,6 +46,19 @@ def proc_figures(pid: int) -> tuple[float, int]:
     return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def host_ticks() -> tuple[int, int]:
+    """(all, stolen) CPU ticks of the machine since boot: time the hypervisor gave to others
+    shows as steal, which tells a slow minute of the host from one of the service."""
+    f = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    return sum(f[:8]), f[7] if len(f) > 7 else 0
+
+
 def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> float:
     """Tasks per second the service completes with a backlog of the load's mix (the middle half
     of the backlog's completions, so start-up and the tail do not count)."""
@@ -61,9 +74,14 @@ def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> float:
     return (len(middle) - 1) / (middle[-1] - middle[0])
 
 
-def sample(s: ServiceProcess, db: Path, load: Load, since: float, now: float) -> dict[str, float]:
-    """One row of figures for the interval ``[since, now)`` (``time.time()`` seconds)."""
+def sample(
+    s: ServiceProcess, db: Path, load: Load, since: float, now: float, cpu: tuple[float, int, int]
+) -> dict[str, float]:
+    """One row of figures for the interval ``[since, now)`` (``time.time()`` seconds); ``cpu``
+    is ``(service CPU seconds, host ticks, stolen ticks)`` at ``since``."""
     rss, fds = proc_figures(s.pid)
+    ticks, stolen = host_ticks()
+    service_cpu = cpu_seconds(s.pid)
     con = sqlite3.connect(db)
     queued = con.execute("SELECT COUNT(*) FROM tasks WHERE state = 'queued'").fetchone()[0]
     task = [
@@ -89,7 +107,14 @@ def sample(s: ServiceProcess, db: Path, load: Load, since: float, now: float) ->
         "task_p99_s": t99,
         "submitted": len(accept) * BATCH,
         "completed": len(task),
+        "service_cpu": (service_cpu - cpu[0]) / max(now - since, 1e-9),
+        "steal_pct": 100.0 * (stolen - cpu[2]) / max(ticks - cpu[1], 1),
     }
+
+
+def cpu_mark(pid: int) -> tuple[float, int, int]:
+    """What :func:`sample` measures CPU use from."""
+    return (cpu_seconds(pid), *host_ticks())
 
 
 def verdict(rows: list[dict[str, float]]) -> dict[str, Any]:
@@ -178,12 +203,12 @@ def soak(minutes: float, share: float, sample_s: float, folder: Path) -> dict[st
         rate = share * capacity
         load = Load(s.url, TOKEN, batch=BATCH, interval_s=BATCH / rate, prefix="soak").start()
         rows, t0 = [], time.time()
-        since = t0
+        since, mark = t0, cpu_mark(s.pid)
         while time.time() - t0 < minutes * 60 - 1e-6:
             time.sleep(min(sample_s, max(0.0, t0 + minutes * 60 - time.time())))
             now = time.time()
-            rows.append({**sample(s, db, load, since, now), "t_min": (now - t0) / 60})
-            since = now
+            rows.append({**sample(s, db, load, since, now, mark), "t_min": (now - t0) / 60})
+            since, mark = now, cpu_mark(s.pid)
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         load.stop()
         wait_drained(db, load.accepted)
@@ -216,13 +241,17 @@ def main(argv: list[str] | None = None) -> int:
         f"capacity {r['capacity_tasks_per_s']:.1f} tasks/s, offered {r['offered_tasks_per_s']:.1f} tasks/s "
         f"({args.load:g}x) for {args.minutes:g} min\n"
     )
-    print("| minute | RSS MB | fds | queued | accept p50 ms | accept p99 ms | task p50 s | task p99 s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print(
+        "| minute | RSS MB | fds | queued | accept p50 ms | accept p99 ms | task p50 s | task p99 s "
+        "| service CPU (cores) | host steal % |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for x in r["samples"]:
         print(
             f"| {x['t_min']:.1f} | {x['rss_mb']:.0f} | {x['fds']} | {x['queued']} | "
             f"{x['accept_p50_ms']:.1f} | {x['accept_p99_ms']:.1f} | "
-            f"{x['task_p50_s']:.2f} | {x['task_p99_s']:.2f} |"
+            f"{x['task_p50_s']:.2f} | {x['task_p99_s']:.2f} | {x['service_cpu']:.2f} | "
+            f"{x['steal_pct']:.1f} |"
         )
     print(
         f"\naccepted {r['accepted']}, completed {r['completed']}, lost {r['lost']}, "
