@@ -397,6 +397,18 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="Ray cluster to join with --backend ray (default: the config's; none: start a local Ray)",
     )
+    sv.add_argument(
+        "--selector-model", default=None, help="LDWP checkpoint folder (default: the config's, else shipped)"
+    )
+    sv.add_argument(
+        "--placer-model", default=None, help="iawp-rl checkpoint folder (default: the config's, else shipped)"
+    )
+    sv.add_argument(
+        "--interference-model",
+        default=None,
+        help="interference model: a folder of 'interference fit' or a co-location CSV of 'profile' "
+        "(default: the config's, else surveyed on the cluster at start)",
+    )
 
     def _client_args(c: argparse.ArgumentParser) -> None:
         c.add_argument("--url", default="http://127.0.0.1:8470", help="service URL (default: %(default)s)")
@@ -843,6 +855,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ("db", args.db),
         ("backend", args.backend),
         ("ray_address", args.ray_address),
+        ("selector_model", args.selector_model),
+        ("placer_model", args.placer_model),
+        ("interference_model", args.interference_model),
     )
     over = {k: v for k, v in pairs if v is not None}
     if args.scheduler is not None:

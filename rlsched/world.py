@@ -40,22 +40,16 @@ class Selector(Protocol):
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int: ...
 
 
-class World(Protocol):
-    """A cluster running one task stream; stage 1 decided from outside, stage 2 inside."""
+class Decisions(Protocol):
+    """What the stage-1 loop (:func:`drive`) steps: tasks that need a node, one at a time.
+
+    Every :class:`World` is one; so is the service's durable queue
+    (``runtime.service.queue_world.QueueWorld``), which never finishes.
+    """
 
     @property
     def view(self) -> ClusterView:
         """The observable cluster state (read it inside :meth:`lock`)."""
-        ...
-
-    @property
-    def now(self) -> float:
-        """Seconds since the run started (simulated or wall clock)."""
-        ...
-
-    @property
-    def completed(self) -> int:
-        """Tasks completed so far."""
         ...
 
     def next_decision(self) -> Task | None:
@@ -74,12 +68,26 @@ class World(Protocol):
         """
         ...
 
-    def in_system_area(self) -> float:
-        """Task-seconds spent in the system so far (arrived, not finished)."""
-        ...
-
     def lock(self) -> contextlib.AbstractContextManager[object]:
         """Held while a policy reads the view (live agents update it from their threads)."""
+        ...
+
+
+class World(Decisions, Protocol):
+    """A cluster running one task stream; stage 1 decided from outside, stage 2 inside."""
+
+    @property
+    def now(self) -> float:
+        """Seconds since the run started (simulated or wall clock)."""
+        ...
+
+    @property
+    def completed(self) -> int:
+        """Tasks completed so far."""
+        ...
+
+    def in_system_area(self) -> float:
+        """Task-seconds spent in the system so far (arrived, not finished)."""
         ...
 
     def finish(self) -> RunMetrics:
@@ -138,12 +146,20 @@ def take_decision(pending: list[int], task: Task, node: int, mask: np.ndarray) -
     pending.pop(0)
 
 
-def drive(world: World, selector: Selector, on_decision: Callable[[], object] | None = None) -> float:
+def drive(
+    world: Decisions,
+    selector: Selector,
+    on_decision: Callable[[], object] | None = None,
+    on_select: Callable[[Task, float], object] | None = None,
+) -> float:
     """The stage-1 loop: every task the world presents goes to the node ``selector`` picks.
 
-    :param world: the simulator or a live session.
+    The simulator, ``run_live`` and the service (``rlsched serve``) all decide here.
+
+    :param world: the simulator, a live session or the service's queue.
     :param selector: stage 1.
     :param on_decision: called after each decision (progress bars, time limits).
+    :param on_select: called with each task and the seconds its ``select`` took (metrics).
     :return: seconds spent in ``selector.select``.
     """
     select = selector.select
@@ -153,7 +169,10 @@ def drive(world: World, selector: Selector, on_decision: Callable[[], object] | 
         with world.lock():
             d0 = time.perf_counter()
             node = select(task, world.view, mask)
-            decide_s += time.perf_counter() - d0
+            took = time.perf_counter() - d0
+        decide_s += took
+        if on_select is not None:
+            on_select(task, took)
         world.assign(task, node)
         if on_decision is not None:
             on_decision()

@@ -68,6 +68,12 @@ DEFAULT_REPS = 3
 NORM_MAX = 1.5
 #: Smallest normalised throughput of a pair that did share the device: 0 means "cannot share".
 NORM_MIN = 1e-3
+
+
+class SurveyTimeout(TimeoutError):
+    """A survey ran past the profiler's deadline (the measurements so far stay cached)."""
+
+
 #: Seconds to wait for the partner thread's first kernel before timing anyway.
 _PARTNER_START_S = 10.0
 
@@ -95,6 +101,8 @@ class LiveProfiler:
     :param reps: timed runs of a co-run measurement (>= 1); solo measurements take ``2 * reps + 1``.
     :param seed: data seed of the reference tasks.
     :param scale: reference task size, ``"small"`` or ``"medium"``.
+    :param deadline: ``time.monotonic()`` after which no new co-run measurement starts (a survey
+        then raises :class:`SurveyTimeout`); ``None``: no limit.
     :raises ValueError: for an app without live kernels, ``reps < 1`` or an unknown backend name.
     :raises RuntimeError: ``cupy`` asked for where it cannot run.
     """
@@ -107,6 +115,7 @@ class LiveProfiler:
         reps: int = DEFAULT_REPS,
         seed: int = 0,
         scale: str = "small",
+        deadline: float | None = None,
     ) -> None:
         unknown = [a for a in apps if a not in LIVE_APPS]
         if unknown or not apps:
@@ -121,6 +130,7 @@ class LiveProfiler:
         self.reps = reps
         self.seed = seed
         self.scale = scale
+        self.deadline = deadline
         if backend is None or isinstance(backend, str):
             # The fastest model of the spec runs at native speed, whatever order devices open in.
             self.backend: Backend = choose_backend(backend, max_speed=spec.max_speed)
@@ -221,6 +231,8 @@ class LiveProfiler:
         self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator
     ) -> float:
         rng.normal()  # the simulator's instrument draws its noise here: drawing alike keeps surveys in step
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise SurveyTimeout(f"the survey ran past its time budget after {len(self._pairs)} co-runs")
         return self.corun(device, kind, partner)
 
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:

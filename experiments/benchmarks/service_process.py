@@ -65,7 +65,8 @@ class ServiceProcess:
 
     def spawn(self) -> subprocess.Popen[bytes]:
         """Start the child; do not wait for it."""
-        env = {**os.environ, "RLSCHED_BACKEND": "numpy", **self.env}
+        # NumPy unless RLSCHED_TEST_BACKEND says otherwise (gpu_check.sh runs the service on CuPy).
+        env = {**os.environ, "RLSCHED_BACKEND": os.environ.get("RLSCHED_TEST_BACKEND", "numpy"), **self.env}
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "experiments.cli", "serve", "--config", str(self.config)],

@@ -35,6 +35,7 @@ hyper-parameters and the weights' sha256).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
@@ -230,6 +231,11 @@ class InterferencePredictor:
         self._resolved: dict[str, int] = {}
 
     # ---- names -> indices ------------------------------------------------------------------------
+    def covers(self, device: str) -> bool:
+        """Whether ``device`` (a catalog model) is in the model's vocabulary, or covered by a
+        device that is (``V100M16`` by ``v100``): learnt from measurements, not cold-started."""
+        return self._device_index(device) >= 0
+
     def _device_index(self, name: str) -> int:
         """Index of the vocabulary device that ``name`` is, or covers it (``V100M16`` -> ``v100``);
         -1 if none."""
@@ -386,6 +392,15 @@ class InterferencePredictor:
         """Add ``rows`` to the per-cell sample counts."""
         new = mi.usage(self.model, rows)
         self.counts = {k: self.counts[k] + v if k in self.counts else v for k, v in new.items()}
+
+    def digest(self) -> str:
+        """sha256 of the model's current parameters and sample counts (its version as it learns)."""
+        h = hashlib.sha256()
+        state = {**self.model.state_dict(), **{COUNTS + k: v for k, v in self.counts.items()}}
+        for k in sorted(state):
+            h.update(k.encode())
+            h.update(state[k].detach().cpu().numpy().tobytes())
+        return h.hexdigest()
 
     def save(self, path: str | Path) -> None:
         """Write a checkpoint directory (``weights.pt`` + ``meta.json`` with its sha256).

@@ -125,6 +125,42 @@ class IawpPlacer(MlsmPlacer):
             self.predictor = copy.deepcopy(fitted) if self.online else fitted
         self._fill(kinds, devices)
 
+    def extend(self, survey: Survey, predictor: InterferencePredictor | None) -> InterferencePredictor | None:
+        """``predictor`` (a copy of this placer's model, which keeps placing meanwhile) after
+        learning the GPU models of ``survey`` (nodes that joined), by an online update on its
+        co-runs; fitted from the survey alone when there is no model yet. Hand the result to
+        :meth:`adopt`.
+
+        :param survey: a survey of the new GPU models.
+        :param predictor: the model to extend (changed in place), or ``None``.
+        """
+        data = survey.colocation
+        if data is None or not len(data):
+            return predictor
+        if predictor is None:
+            return fit_interference(data, self.method, survey.request.seed)
+        predictor.update(data)
+        return predictor
+
+    def adopt(self, predictor: InterferencePredictor | None, devices: list[str]) -> None:
+        """Place with ``predictor`` from now on; the predictions table is rebuilt for the GPU
+        models it had and ``devices`` (catalog names, as the view names them)."""
+        if predictor is None:
+            return
+        kinds = sorted({k for _, k in self._slow} | set(predictor.kinds))
+        known = sorted({d for d, _ in self._slow} | set(devices))
+        self.predictor = predictor
+        self._slow.clear()
+        self._fill(kinds, known)
+
+    def predictions(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Predicted normalised throughput by GPU model, kind and partner, as the placer uses
+        them (``/v1/cluster`` shows these)."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for (device, kind), row in sorted(self._slow.items()):
+            out.setdefault(device, {})[kind] = {p: round(1.0 / (1.0 + s), 4) for p, s in sorted(row.items())}
+        return out
+
     def reset(self, view: ClusterView, seed: int) -> None:
         """Forget run-time observations; keep the calibrated model."""
         self._solo.clear()

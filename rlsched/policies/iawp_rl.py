@@ -108,9 +108,14 @@ class LearnedIawpPlacer(IawpPlacer):
         predictor: InterferencePredictor | None = None,
     ) -> None:
         super().__init__(predictor=predictor, min_gain=0.0, hold="pass")
+        #: The checkpoint the parameters came from (``None``: given, or the untrained initial ones).
+        self.model_dir: Path | None = None
         if params is None:
             src = Path(model_dir) if model_dir is not None else PRETRAINED
-            params = load_params(src) if model_dir is not None or (src / "meta.json").is_file() else INITIAL
+            if model_dir is not None or (src / "meta.json").is_file():
+                params, self.model_dir = load_params(src), src
+            else:
+                params = INITIAL
         w = np.asarray(params, dtype=np.float64)
         if w.shape != (len(PARAM_NAMES),):
             raise ValueError(f"params: expected {len(PARAM_NAMES)} values, got shape {w.shape}")

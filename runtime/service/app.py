@@ -6,7 +6,10 @@
 - ``GET /v1/tasks/{id}`` — a task of the caller (another tenant's id answers 404).
 - ``GET /v1/tasks?state=&after=&limit=`` — the caller's tasks, oldest first, paged by id.
 - ``POST /v1/tasks/{id}/cancel`` — cancel a queued task (409 when it already started).
-- ``GET /v1/cluster`` — nodes, GPUs, streams, memory and queue depth.
+- ``GET /v1/cluster`` — nodes, GPUs, streams, memory and queue depth; the models in use and
+  their versions, the placer's calibration per GPU model, online updates, the last checkpoint.
+- ``GET /v1/models`` — the same about models, and the placer's predicted co-location table
+  (normalised throughput by GPU model, kind and partner).
 - ``GET /healthz``, ``GET /readyz`` (ready once the cluster runs and the queue is recovered),
   ``GET /metrics`` (Prometheus text).
 - Admin tenants only (others get 403): ``POST /v1/admin/nodes`` (a node joins),
@@ -261,6 +264,10 @@ def create_app(service: Service) -> FastAPI:
     @app.get("/v1/cluster")
     def cluster(who: Caller) -> dict[str, Any]:
         return service.cluster_state()
+
+    @app.get("/v1/models")
+    def models(who: Caller) -> dict[str, Any]:
+        return {**service.learning.describe(), "predictions": service.learning.predictions()}
 
     @app.exception_handler(NodeError)
     async def node_error(request: Request, e: NodeError) -> JSONResponse:

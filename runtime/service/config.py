@@ -12,6 +12,13 @@ ray_address = "auto"        # Ray: the cluster to join; omit to start a local Ra
 ray_gpu_model = "T4"        # Ray: model of the GPUs of joining Ray nodes without an accelerator label
 request_timeout_s = 30      # a request (its body included) must complete within this
 rebalance = true            # move not-yet-started tasks off nodes that stay overloaded
+selector_model = "runs/a/best"        # LDWP checkpoint (train/finetune); default: shipped
+placer_model = "runs/p/best"          # iawp-rl checkpoint (train --stage 2); default: shipped
+interference_model = "interf"         # interference fit folder, or profile's colocation.csv
+state_dir = "rlsched-state"           # what is learnt online, checkpointed here
+checkpoint_interval_s = 60            # at most this much learning is lost to a crash
+calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
+calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
 
 [[tenants]]
 name = "video"
@@ -52,8 +59,17 @@ _TOP = (
     "ray_gpu_model",
     "request_timeout_s",
     "rebalance",
+    "selector_model",
+    "placer_model",
+    "interference_model",
+    "state_dir",
+    "checkpoint_interval_s",
+    "calibration_budget_s",
+    "calibration_apps",
     "tenants",
 )
+#: Apps whose kinds the service surveys by default (``rlsched profile``'s default too).
+CALIBRATION_APPS = ("intrusion_detection", "video_synopsis")
 BACKENDS = ("local", "ray")
 _TENANT = ("name", "token_sha256", "weight", "max_queued", "max_running", "gpu_share", "admin")
 
@@ -105,6 +121,15 @@ class ServiceConfig:
     :param request_timeout_s: seconds within which a request must have been read and answered
         (408 for a body that is not sent in time, 503 for an answer that is not ready).
     :param rebalance: move not-yet-started tasks off nodes that stay overloaded.
+    :param selector_model: LDWP checkpoint folder (``None``: the shipped one).
+    :param placer_model: ``iawp-rl`` checkpoint folder (``None``: the shipped one).
+    :param interference_model: interference model folder or co-location CSV (``None``: fitted
+        from the service's own survey of its cluster).
+    :param state_dir: folder of the online-learned state's checkpoints.
+    :param checkpoint_interval_s: seconds between checkpoints of the learned state.
+    :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
+    :param calibration_apps: apps whose GPU kinds the survey measures.
+    :param source: the config file (named in errors about its values).
     """
 
     tenants: tuple[Tenant, ...]
@@ -119,6 +144,14 @@ class ServiceConfig:
     ray_gpu_model: str = "T4"
     request_timeout_s: float = 30.0
     rebalance: bool = True
+    selector_model: str | None = None
+    placer_model: str | None = None
+    interference_model: str | None = None
+    state_dir: str = "rlsched-state"
+    checkpoint_interval_s: float = 60.0
+    calibration_budget_s: float = 120.0
+    calibration_apps: tuple[str, ...] = CALIBRATION_APPS
+    source: str = field(default="service config", compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def tenant_for(self, token: str) -> Tenant | None:
@@ -188,6 +221,14 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         raise ScenarioError(shown, "request_timeout_s", "seconds in (0, 3600]", timeout)
     return ServiceConfig(
         tenants=tenants,
+        source=shown,
+        selector_model=_path(shown, doc, "selector_model", folder),
+        placer_model=_path(shown, doc, "placer_model", folder),
+        interference_model=_path(shown, doc, "interference_model", folder),
+        state_dir=str(folder / _get(shown, doc, "", "state_dir", str, default(ServiceConfig, "state_dir"))),
+        checkpoint_interval_s=_seconds(shown, doc, "checkpoint_interval_s", 86400),
+        calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
+        calibration_apps=_apps(shown, doc),
         backend=backend,
         ray_address=address,
         ray_gpu_model=model,
@@ -200,6 +241,33 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         queue_bound=bound,
         cluster=None if cluster is None else str(folder / cluster),
     )
+
+
+def _path(shown: str, doc: dict[str, Any], key: str, folder: Path) -> str | None:
+    v = doc.get(key)
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v:
+        raise ScenarioError(shown, key, "a path (relative to this file)", v)
+    return str(folder / v)
+
+
+def _seconds(shown: str, doc: dict[str, Any], key: str, most: float) -> float:
+    v = float(_get(shown, doc, "", key, (int, float), default(ServiceConfig, key)))
+    if not 0 < v <= most:
+        raise ScenarioError(shown, key, f"seconds in (0, {most:g}]", v)
+    return v
+
+
+def _apps(shown: str, doc: dict[str, Any]) -> tuple[str, ...]:
+    from runtime.kernels import LIVE_APPS
+
+    v = doc.get("calibration_apps", list(CALIBRATION_APPS))
+    if not isinstance(v, list) or not v or not all(isinstance(a, str) and a in LIVE_APPS for a in v):
+        raise ScenarioError(
+            shown, "calibration_apps", f"a list of apps with live kernels ({', '.join(LIVE_APPS)})", v
+        )
+    return tuple(v)
 
 
 def _tenant(path: str, t: dict[str, Any], where: str) -> Tenant:

@@ -1,7 +1,9 @@
 """From the durable queue to the live cluster: fair sharing between tenants, stage 1, completion.
 
 One thread takes queued tasks from the store and gives each a node with the scheduler's stage-1
-selector (stage 2 runs in the node agents, as in every live run). Tenants share the cluster by
+selector (stage 2 runs in the node agents, as in every live run). It decides in the loop the
+simulator and ``run_live`` decide in, :func:`rlsched.world.drive`, over the queue
+(:class:`runtime.service.queue_world.QueueWorld`). Tenants share the cluster by
 start-time fair queueing over dispatches: each tenant has a virtual time that advances by
 ``1 / weight`` per task it starts; the backlogged tenant with the smallest virtual time goes next,
 and a tenant that was idle re-enters at the smallest virtual time of the backlogged ones (so idle
@@ -23,7 +25,6 @@ no new tasks.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
@@ -34,13 +35,17 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from rlsched.feasibility import feasible_nodes, task_needs
+import numpy as np
+
 from rlsched.scheduler import TwoStageScheduler
+from rlsched.tasks import Task
+from rlsched.view import ClusterView
+from rlsched.world import drive
 from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend
-from runtime.cluster.workload import live_task
-from runtime.kernels import make_task_data, output_digest
+from runtime.kernels import TaskData, output_digest
 from runtime.service.config import Tenant
+from runtime.service.queue_world import QueueWorld
 from runtime.service.rebalance import OverloadWatch
 from runtime.service.store import StorageError, TaskRow, TaskStore
 
@@ -48,13 +53,22 @@ log = logging.getLogger(__name__)
 
 #: Tasks in flight per stream or core of the cluster.
 INFLIGHT_PER_UNIT = 2
-#: Seconds the loop sleeps when there is nothing to start.
-IDLE_S = 0.01
 #: Seconds the loop waits after a dispatch raised (a bug in a policy must not spin the CPU).
 ERROR_BACKOFF_S = 1.0
 #: Outcomes after which a task runs again rather than finishing (backends report a node that
 #: left, however it left, as ``NODE_LOST``).
 _RUN_AGAIN = (NODE_LOST, MOVED)
+
+
+class _CurrentSelector:
+    """The scheduler's selector at each decision (an admin may switch schedulers while the
+    loop runs)."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self.d = dispatcher
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return self.d.scheduler.selector.select(task, view, mask)
 
 
 @dataclass
@@ -110,20 +124,22 @@ class Dispatcher:
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
+        """Stage 1 by the decision loop every world shares (:func:`rlsched.world.drive`), over
+        the queue; it returns only when the service stops."""
+        world = QueueWorld(self, self._stop)
+
+        def timed(task: Task, seconds: float) -> None:
+            self.on_event("decision", world.tenant, seconds)
+
         while not self._stop.is_set():
             try:
-                self._record_pending()
-                idle = not self._dispatch_one()
+                drive(world, _CurrentSelector(self), on_select=timed)
             except StorageError as e:  # the queue refuses writes: nothing changed, try again later
                 self._storage_refused(e)
                 self._stop.wait(ERROR_BACKOFF_S)
-                continue
             except Exception:  # the task stays queued; the loop must outlive a policy's bug
                 log.exception("rlsched serve: dispatching failed; retrying in %.0f s", ERROR_BACKOFF_S)
                 self._stop.wait(ERROR_BACKOFF_S)
-                continue
-            if idle:
-                self._stop.wait(IDLE_S)
 
     def _storage_refused(self, e: StorageError) -> None:
         """Say so once per outage, not once per retry."""
@@ -131,7 +147,7 @@ class Dispatcher:
             self._outage = time.monotonic()
             log.warning("rlsched serve: %s; dispatching paused, outcomes kept until it takes writes", e)
 
-    def _record_pending(self) -> None:
+    def record_pending(self) -> None:
         """Record outcomes the store refused earlier, oldest first (they stay in flight until
         recorded, so no task is started in their place)."""
         while True:
@@ -164,7 +180,8 @@ class Dispatcher:
             return tenant.max_running
         return min(tenant.max_running, max(1, math.floor(tenant.gpu_share * gpu_slots)))
 
-    def _next(self) -> TaskRow | None:
+    def next_row(self) -> TaskRow | None:
+        """The queued task to start next by fair share, if any may start now."""
         total, gpu_slots = self.capacity()
         with self._lock:
             if len(self.inflight) >= total:
@@ -184,46 +201,22 @@ class Dispatcher:
         tenant = min(ready, key=lambda t: (self.vtime[t], t))
         return heads[tenant][0]
 
-    def _dispatch_one(self) -> bool:
-        row = self._next()
-        if row is None:
-            return False
-        now = time.perf_counter() - self.t0
-        data = make_task_data(row.app, row.stream, row.chunk)
-        deadline = None if row.deadline_s is None else now + row.submitted_at + row.deadline_s - time.time()
-        task = dataclasses.replace(live_task(row.id, data, now), priority=row.priority, deadline_s=deadline)
-        c = self.cluster
-        with c.lock:
-            mask = feasible_nodes(task_needs(task), c.view)
-            open_ = mask.copy()
-            open_[list(self.closed)] = False
-            away = self.avoid.pop(row.id, None)
-            if away is not None and open_.sum() > 1:
-                open_[away] = False
-            if mask.any() and not open_.any():
-                return False  # only drained nodes could run it: it waits in the queue
-            mask = open_
-            if not mask.any():
-                node = -1
-            else:
-                c.view.time_s = now
-                d0 = time.perf_counter()
-                node = self.scheduler.selector.select(task, c.view, mask)
-                self.on_event("decision", row.tenant, time.perf_counter() - d0)
-        if node < 0:
-            attempt = self.store.start(row.id, "-")
-            if attempt is not None:
-                self._done(row, attempt, TaskOutcome(task, -1, now, math.nan, now, {}, "no feasible node"))
-            return True
-        attempt = self.store.start(row.id, c.spec.nodes[node].name)
+    def unschedulable(self, row: TaskRow, task: Task, now: float) -> None:
+        """Fail a task no node of the cluster could ever run."""
+        attempt = self.store.start(row.id, "-")
+        if attempt is not None:
+            self._done(row, attempt, TaskOutcome(task, -1, now, math.nan, now, {}, "no feasible node"))
+
+    def start_task(self, row: TaskRow, task: Task, data: TaskData, node: int) -> None:
+        """Start ``row`` on ``node`` (its attempt recorded first), unless it was cancelled."""
+        attempt = self.store.start(row.id, self.cluster.spec.nodes[node].name)
         if attempt is None:  # cancelled between the read and the start
-            return True
+            return
         t = self.tenants[row.tenant]
         self.vtime[row.tenant] = self.vtime.get(row.tenant, 0.0) + 1.0 / t.weight
         with self._lock:
             self.inflight[row.id] = _Flight(row, attempt, time.perf_counter())
-        c.submit(node, task, data, functools.partial(self._done, row, attempt))
-        return True
+        self.cluster.submit(node, task, data, functools.partial(self._done, row, attempt))
 
     def _done(self, row: TaskRow, attempt: int, out: TaskOutcome) -> None:
         """An outcome from the cluster (any thread): recorded now, or kept for the dispatch loop

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import logging
+import signal
 import socket
 import threading
 from collections.abc import Callable
@@ -28,12 +29,13 @@ from prometheus_client import (
 from rlsched.errors import Unavailable
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.world import hand_over
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
 from runtime.cluster.local import ClusterBackend, DeviceReport, LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
+from runtime.service.learning import Learning
+from runtime.service.models import build_scheduler
 from runtime.service.nodes import NodeAdmin
 from runtime.service.store import STATES, TaskStore
 
@@ -87,6 +89,24 @@ class ServiceMetrics:
         self.mem = Gauge("rlsched_device_memory_used_mib", "device memory held", ["node", "gpu"], registry=r)
         self.hits = Gauge("rlsched_cache_hits", "input cache hits", ["node", "gpu"], registry=r)
         self.streams = Gauge("rlsched_streams", "active streams", ["node", "gpu"], registry=r)
+        self.model_info = Gauge(
+            "rlsched_model_info",
+            "models in use (1), by role and version",
+            ["role", "name", "sha256"],
+            registry=r,
+        )
+        self.calibration = Gauge(
+            "rlsched_calibration",
+            "calibration of the placer per GPU model (1 = the state)",
+            ["gpu_model", "state"],
+            registry=r,
+        )
+        self.online_updates = Gauge(
+            "rlsched_online_updates", "online updates of a learned model", ["learner"], registry=r
+        )
+        self.checkpoint = Gauge(
+            "rlsched_learned_checkpoint", "number of the last learned-state checkpoint", registry=r
+        )
 
     def event(self, kind: str, tenant: str, seconds: float) -> None:
         if kind == "decision":
@@ -107,6 +127,7 @@ class ServiceMetrics:
         for t in service.config.tenants:
             self.queue.labels(t.name).set(counts.get((t.name, "queued"), 0))
             self.running.labels(t.name).set(counts.get((t.name, "running"), 0))
+        self._learning(service.learning.describe())
         if service.ready.is_set():
             view = service.cluster.view
             closed = service.dispatcher.closed if service.dispatcher else set()
@@ -125,6 +146,17 @@ class ServiceMetrics:
                 self.streams.labels(*labels).set(d.streams)
                 self.mem.labels(*labels).set(float(view.gpu_mem_used_mb[n, d.gpu]))
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+    def _learning(self, d: dict[str, Any]) -> None:
+        self.model_info.clear()  # a model that learns changes version: only the current ones show
+        for role, m in d["models"].items():
+            self.model_info.labels(role, m["name"], m["sha256"]).set(1)
+        self.calibration.clear()
+        for model, c in d["calibration"].items():
+            self.calibration.labels(model, c["state"]).set(1)
+        for learner, n in d["online_updates"].items():
+            self.online_updates.labels(learner).set(n)
+        self.checkpoint.set(d["checkpoint"]["version"])
 
 
 class Service:
@@ -149,8 +181,14 @@ class Service:
         spec: LiveClusterSpec = (
             default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
         )
-        self.scheduler = scheduler or parse_scheduler(config.scheduler)
+        versions: list = []
+        if scheduler is None:
+            scheduler, versions = build_scheduler(
+                config.scheduler, config.selector_model, config.placer_model, config.source
+            )
+        self.scheduler = scheduler
         self.cluster = cluster or make_cluster(config, spec)
+        self.learning = Learning(config, self.cluster, versions)
         self.metrics = ServiceMetrics()
         self.ready = threading.Event()
         self._stopping = threading.Event()
@@ -169,7 +207,7 @@ class Service:
         sched = self.scheduler
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
-        self.cluster.start(sched.placer, 0, hand_over(sched.placer, None))
+        self.learning.install(sched, started=False)
         self.dispatcher = Dispatcher(self.store, self.cluster, sched, self.config.tenants, self.metrics.event)
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
         self.dispatcher.start()
@@ -187,6 +225,7 @@ class Service:
                 if self.store.degraded is not None:
                     self.store.probe()  # readyz turns 200 again as soon as the file takes writes
                 self.cluster.tick()
+                self.learning.tick()
                 if self.config.rebalance and self.dispatcher is not None:
                     self.dispatcher.rebalance()
                 if self.nodes is not None and n % DISCOVER_EVERY == 0:
@@ -203,7 +242,7 @@ class Service:
         sched = parse_scheduler(spec)
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
-        self.cluster.set_placer(sched.placer, hand_over(sched.placer, None))
+        self.learning.install(sched, started=True)
         assert self.dispatcher is not None
         with self.cluster.lock:
             self.dispatcher.scheduler = self.scheduler = sched
@@ -217,6 +256,7 @@ class Service:
         if self.dispatcher is not None:
             self.dispatcher.stop()
         self.dispatcher = None
+        self.learning.checkpoint()  # a clean stop keeps everything learnt
         self.cluster.close()
         self.store.close()
 
@@ -269,6 +309,7 @@ class Service:
         return {
             "scheduler": self.scheduler.name,
             "backend": c.backend_name,
+            **self.learning.describe(),
             "nodes": nodes,
             **{state: sum(v for (_, s), v in counts.items() if s == state) for state in STATES},
         }
@@ -377,9 +418,18 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
     service.start()
     if announce is not None:
         announce()
+    # uvicorn shuts down on SIGTERM, then raises the signal again once it has; with the default
+    # action that kills the process before the service stops (its last checkpoint unwritten).
+    # Raised here instead, it ends the run through the finally below, and the process exits 0.
+    previous = signal.signal(signal.SIGTERM, _terminated)
     try:
         server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
         server.run(sockets=[sock])
     finally:
+        signal.signal(signal.SIGTERM, previous)
         service.stop()
         sock.close()
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(0)

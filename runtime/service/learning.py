@@ -1,0 +1,207 @@
+"""The service's placer and what it learns: calibration on the live cluster, online updates of
+the interference model, and their checkpoints.
+
+At start (and when an admin switches schedulers), an interference-aware placer gets, in order of
+preference: the model of the learned-state checkpoint (what it learnt before a restart), the
+configured ``interference_model``, or none. GPU models of the cluster that model does not cover
+are surveyed in the background (:mod:`runtime.service.calibration`); tasks are placed by
+:data:`~runtime.service.calibration.FALLBACK_PLACER` until the placer has a model. The placer then
+keeps learning from the co-runs the agents observe, and the model is checkpointed every
+``checkpoint_interval_s`` (:mod:`runtime.service.learned_state`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from typing import Any
+
+from models.checkpoint import CheckpointError
+from rlsched.errors import InputError
+from rlsched.interference.predictor import InterferencePredictor
+from rlsched.scheduler import TwoStageScheduler
+from rlsched.world import hand_over
+from runtime.cluster.config import LiveClusterSpec
+from runtime.cluster.local import ClusterBackend
+from runtime.service.calibration import FALLBACK_PLACER, Calibrator
+from runtime.service.config import ServiceConfig
+from runtime.service.learned_state import Learned, LearnedState
+from runtime.service.models import ModelVersion, describe, load_interference
+
+log = logging.getLogger(__name__)
+
+
+class Learning:
+    """The placer's calibration, online learning and checkpoints for one service.
+
+    :param config: the service's configuration.
+    :param cluster: its cluster (not started yet).
+    :param versions: versions of the scheduler's checkpoints (:func:`runtime.service.models.build_scheduler`).
+    :raises InputError: an ``interference_model`` or learned state that cannot be read (naming it).
+    """
+
+    def __init__(self, config: ServiceConfig, cluster: ClusterBackend, versions: list[ModelVersion]) -> None:
+        self.config, self.cluster, self.versions = config, cluster, versions
+        self.state = LearnedState(config.state_dir)
+        self.calibrator: Calibrator | None = None
+        self.placer: Any = None
+        self.source = "survey"
+        self.loaded_sha: str | None = None
+        self._saved_updates = -1
+        self._saved_models: list[str] = []
+        self._last_save = time.monotonic()
+        placer_name = config.scheduler.partition("+")[2]
+        try:
+            self.learned = self.state.load()
+        except CheckpointError as e:
+            raise InputError.from_checkpoint(
+                e, f"state_dir ({config.state_dir}); move it aside to start afresh"
+            ) from None
+        self.configured: InterferencePredictor | None = None
+        if config.interference_model is not None:
+            self.configured = load_interference(config.interference_model, placer_name, config.source)
+            self.loaded_sha = self.configured.digest()
+
+    # ---- installing a placer ------------------------------------------------------------------
+    def install(self, sched: TwoStageScheduler, started: bool) -> None:
+        """Give the cluster ``sched``'s placer (starting the cluster unless ``started``), with its
+        calibration under way in the background when it needs one."""
+        placer: Any = sched.placer
+        observe = hand_over(placer, None)
+        if not callable(getattr(placer, "adopt", None)):  # not interference-aware: nothing to learn here
+            self.placer, self.calibrator = placer, None
+            self._give(placer, observe, started)
+            return
+        predictor, updates, known_state = self._initial_model()
+        models = self._models()
+        known: list[str] = []
+        if predictor is not None:
+            known = [m for m in models if predictor.covers(m)]
+            placer.adopt(predictor, known)
+            placer.updates = updates
+        self.placer = placer
+        self.calibrator = Calibrator(
+            self.cluster,
+            placer,
+            observe,
+            self._instrument,
+            self.config.calibration_budget_s,
+            known,
+            known_state,
+        )
+        if known:
+            self._give(placer, observe, started)
+        else:
+            self._give(FALLBACK_PLACER, None, started)
+        self.calibrator.check()
+
+    def _initial_model(self) -> tuple[InterferencePredictor | None, int, str]:
+        """(model, its online updates so far, the calibration state of the GPU models it covers)."""
+        current = getattr(self.placer, "predictor", None) if self.placer is not None else None
+        if current is not None:  # an admin switched schedulers: the cluster is the same
+            return copy.deepcopy(current), int(getattr(self.placer, "updates", 0)), "calibrated"
+        learned = self.learned
+        if learned is not None and self.configured is not None and learned.origin != self.loaded_sha:
+            log.warning(
+                "rlsched serve: %s was learnt from another interference model than %s: starting from the "
+                "configured one (the next checkpoint replaces the state)",
+                self.state.folder,
+                self.config.interference_model,
+            )
+            learned = None
+        if learned is not None and learned.interference is not None:
+            self.source = str(self.state.folder)
+            self._saved_updates = learned.interference_updates
+            self._saved_models = sorted(learned.models)
+            return learned.interference, learned.interference_updates, "restored"
+        if self.configured is not None:
+            self.source = str(self.config.interference_model)
+            return copy.deepcopy(self.configured), 0, "loaded"
+        return None, 0, "calibrated"
+
+    def _give(self, placer: Any, observe: Any, started: bool) -> None:
+        if started:
+            self.cluster.set_placer(placer, observe)
+        else:
+            self.cluster.start(placer, 0, observe)
+
+    def _models(self) -> list[str]:
+        c = self.cluster
+        with c.lock:
+            alive = [bool(a) for a in c.view.alive]
+        return sorted({g.model for n, ok in zip(c.spec.nodes, alive, strict=False) if ok for g in n.gpus})
+
+    def _instrument(self, spec: LiveClusterSpec, deadline: float) -> object:
+        from runtime.profiler import LiveProfiler
+
+        backend = "cupy" if self.cluster.backend_name == "cupy" else "numpy"
+        return LiveProfiler(spec, backend, apps=self.config.calibration_apps, deadline=deadline)
+
+    # ---- running ------------------------------------------------------------------------------
+    @property
+    def updates(self) -> int:
+        """Online updates of the interference model (restored ones included)."""
+        return int(getattr(self.placer, "updates", 0)) if self.calibrator is not None else 0
+
+    def tick(self) -> None:
+        """Survey GPU models that joined; checkpoint when the interval has passed."""
+        if self.calibrator is None:
+            return
+        self.calibrator.check()
+        if time.monotonic() - self._last_save >= self.config.checkpoint_interval_s:
+            self.checkpoint()
+
+    def checkpoint(self) -> int | None:
+        """Save the learned state if it changed since the last save; the checkpoint's number."""
+        self._last_save = time.monotonic()
+        if self.calibrator is None:
+            return None
+        with self.cluster.lock:  # the agents update the model under this lock
+            predictor = copy.deepcopy(getattr(self.placer, "predictor", None))
+            updates = self.updates
+        models = [
+            m
+            for m, s in self.calibrator.states().items()
+            if s["state"] in ("calibrated", "restored", "loaded")
+        ]
+        if predictor is None or (updates == self._saved_updates and models == self._saved_models):
+            return None
+        try:
+            version = self.state.save(Learned(predictor, updates, models, origin=self.loaded_sha))
+        except OSError as e:  # a full disk must not stop scheduling; the next interval tries again
+            log.warning("rlsched serve: checkpointing the learned state failed: %s", e)
+            return None
+        self._saved_updates, self._saved_models = updates, models
+        return version
+
+    def describe(self) -> dict[str, Any]:
+        """Models in use, calibration per GPU model, online updates, checkpoints."""
+        models = describe(self.versions)
+        predictor = getattr(self.placer, "predictor", None) if self.calibrator is not None else None
+        if predictor is not None:
+            with self.cluster.lock:
+                digest = predictor.digest()
+            models["interference"] = {"name": predictor.method, "source": self.source, "sha256": digest}
+        return {
+            "models": models,
+            "calibration": self.calibrator.states() if self.calibrator is not None else {},
+            "placer": self._placer_in_use(),
+            "online_updates": {"interference": self.updates},
+            "checkpoint": {"version": self.state.saved_version, "saved_at": self.state.saved_at},
+        }
+
+    def _placer_in_use(self) -> str | None:
+        if self.placer is None:
+            return None
+        if self.calibrator is not None and not self.calibrator.live:
+            return f"{FALLBACK_PLACER} (until the survey calibrates {self.placer.name})"
+        return str(getattr(self.placer, "name", type(self.placer).__name__))
+
+    def predictions(self) -> dict[str, Any]:
+        """The placer's predicted co-location table (``/v1/models``)."""
+        table = getattr(self.placer, "predictions", None)
+        if table is None:
+            return {}
+        with self.cluster.lock:
+            return table()

@@ -1,0 +1,243 @@
+"""What the service learns, through a real ``rlsched serve`` child: the interference-aware placer
+calibrated on the service's own cluster, online updates from observed co-runs, model versions in
+``/v1/cluster`` and ``/metrics``, checkpoints that survive ``kill -9``, and model files checked
+at start (a bad one exits 2 naming its key).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port, write_config
+from models import PRETRAINED_LDWP
+from runtime.cluster.config import default_live_cluster
+from runtime.service.store import exactly_once_violations
+
+TOKENS = {"ops": "tok-ops"}
+H = {"Authorization": "Bearer tok-ops"}
+#: Learning settings of these tests: a checkpoint every second, one video app surveyed (the
+#: default surveys two; one keeps the survey within seconds on 2 cores).
+TOP = 'checkpoint_interval_s = 1\ncalibration_apps = ["video_synopsis"]\ncalibration_budget_s = 120\n'
+
+
+def _serve(folder: Path, scheduler: str = "ldwp+iawp", top: str = TOP) -> ServiceProcess:
+    port = free_port()
+    return ServiceProcess(write_config(folder, port, TOKENS, {"ops": "admin = true"}, top, scheduler), port)
+
+
+def _models(s: ServiceProcess) -> dict[str, Any]:
+    return dict(httpx.get(f"{s.url}/v1/models", headers=H, timeout=30).json())
+
+
+def _until(s: ServiceProcess, done: Any, what: str, timeout: float = 120) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = _models(s)
+        if done(m):
+            return m
+        time.sleep(0.25)
+    raise AssertionError(f"{what} within {timeout} s; last /v1/models: {json.dumps(_models(s))[:2000]}")
+
+
+def _calibrated(m: dict[str, Any]) -> bool:
+    c = m["calibration"]
+    return bool(c) and all(v["state"] in ("calibrated", "restored") for v in c.values())
+
+
+def _submit(s: ServiceProcess, n: int, start: int = 0) -> list[int]:
+    body = [{"app": "video_synopsis", "stream": k % 8, "chunk": k} for k in range(start, start + n)]
+    ids: list[int] = []
+    for i in range(0, n, 100):
+        r = httpx.post(f"{s.url}/v1/tasks", json=body[i : i + 100], headers=H, timeout=30)
+        assert r.status_code == 201, r.text
+        ids += [t["id"] for t in r.json()]
+    return ids
+
+
+def _gpu_models() -> set[str]:
+    return {g.model for n in default_live_cluster().nodes for g in n.gpus}
+
+
+def _check_calibrated(m: dict[str, Any]) -> None:
+    """Every GPU model surveyed, predictions that differ between pairs (uncalibrated, every one
+    is the same fallback constant), the shipped selector named by its version."""
+    assert set(m["calibration"]) == _gpu_models()
+    assert all(v["pairs"] > 0 for v in m["calibration"].values()), m["calibration"]
+    table = m["predictions"]
+    for model in _gpu_models():
+        values = [x for row in table[model].values() for x in row.values()]
+        assert len(values) >= 4 and len(set(values)) > 1, (model, table[model])
+    assert m["models"]["selector"] == {"name": "ldwp", "source": "shipped", "sha256": _shipped()}
+    assert re.fullmatch(r"[0-9a-f]{64}", m["models"]["interference"]["sha256"])
+    assert m["placer"] == "iawp"
+
+
+def _shipped() -> str:
+    return str(json.loads((PRETRAINED_LDWP / "meta.json").read_text())["files"]["weights.pt"])
+
+
+def _check_reported(s: ServiceProcess) -> None:
+    """``/v1/cluster`` and ``/metrics`` report calibration, versions and online updates."""
+    cluster = httpx.get(f"{s.url}/v1/cluster", headers=H, timeout=30).json()
+    assert cluster["online_updates"]["interference"] > 0 and set(cluster["calibration"]) == _gpu_models()
+    assert cluster["models"]["selector"]["sha256"] == _shipped()
+    metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
+    assert re.search(r'rlsched_online_updates\{learner="interference"\} [1-9]', metrics), metrics
+    for model in _gpu_models():
+        assert f'rlsched_calibration{{gpu_model="{model}",state="calibrated"}} 1.0' in metrics
+    assert f'rlsched_model_info{{name="ldwp",role="selector",sha256="{_shipped()}"}} 1.0' in metrics
+
+
+def _drained(db: sqlite3.Connection, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.execute("SELECT COUNT(*) FROM tasks WHERE state IN ('queued', 'running')").fetchone()[0] == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"tasks still queued or running after {timeout} s")
+
+
+def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path: Path) -> None:
+    """``ldwp+iawp`` through ``rlsched serve``: every GPU model of the cluster is surveyed in the
+    background; online updates follow co-runs and are checkpointed; ``/v1/cluster`` and
+    ``/metrics`` report calibration, versions and updates. After a ``kill -9`` the restarted
+    service restores the model and its update count from the last checkpoint (no new survey),
+    keeps learning from there, and every accepted task completes exactly once."""
+    s = _serve(tmp_path)
+    s.start()
+    try:
+        _check_calibrated(_until(s, _calibrated, "every GPU model calibrated"))
+        ids = _submit(s, 900)  # 256 co-run samples an update; a few per task
+        _until(
+            s,
+            lambda m: m["online_updates"]["interference"] > 0 and m["checkpoint"]["version"] >= 2,
+            "an online update, then a checkpoint of it",
+            timeout=180,
+        )
+        _check_reported(s)
+        saved = json.loads((tmp_path / "rlsched-state" / "current.json").read_text())["interference_updates"]
+        assert saved > 0
+        s.kill9()
+        s.start()
+        m = _models(s)
+        assert m["online_updates"]["interference"] >= saved, m
+        assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
+        assert m["placer"] == "iawp"  # no fallback: nothing to survey again
+        ids += _submit(s, 1200, start=900)
+        _until(
+            s,
+            lambda m: m["online_updates"]["interference"] > saved,
+            "updates continuing from the restored count",
+            timeout=180,
+        )
+        db = sqlite3.connect(tmp_path / "queue.db")
+        _drained(db)
+        assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)
+        assert exactly_once_violations(db) == []
+        db.close()
+    finally:
+        s.stop()
+
+
+def _serve_exit(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(config), *flags]
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "flags", "key"),
+    [
+        ("ldwp+iawp", ("--selector-model", "no/such/run"), "selector_model"),
+        ("mct+iawp", ("--selector-model", str(PRETRAINED_LDWP)), "selector_model"),
+        ("ldwp+iawp-rl", ("--placer-model", "no/such/run"), "placer_model"),
+        ("mct+mlsm", ("--interference-model", "no/such/model"), "interference_model"),
+        ("mct+iawp", ("--interference-model", "no/such/model"), "interference_model"),
+    ],
+)
+def test_a_missing_or_mismatched_model_exits_2_naming_its_key(
+    tmp_path: Path, scheduler: str, flags: tuple[str, ...], key: str
+) -> None:
+    config = write_config(tmp_path, free_port(), TOKENS, None, "", scheduler)
+    r = _serve_exit(config, *flags)
+    assert r.returncode == 2, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and key in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_corrupt_checkpoint_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in ("meta.json", "weights.pt"):
+        (run / f).write_bytes((PRETRAINED_LDWP / f).read_bytes())
+    with (run / "weights.pt").open("r+b") as f:  # one byte changed
+        f.seek(100)
+        b = f.read(1)
+        f.seek(100)
+        f.write(bytes([b[0] ^ 0xFF]))
+    config = write_config(tmp_path, free_port(), TOKENS, None, "", "ldwp+mlsm")
+    r = _serve_exit(config, "--selector-model", str(run))
+    assert r.returncode == 2, r.stderr
+    assert "weights.pt: sha256" in r.stderr and "selector_model" in r.stderr, r.stderr
+
+
+def _cli(*args: str) -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "experiments.cli", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr
+
+
+def test_models_from_profile_and_interference_fit_are_loaded_and_named(tmp_path: Path) -> None:
+    """``interference_model`` as ``rlsched profile`` writes it (a co-location CSV, fitted at start)
+    and as ``rlsched interference fit`` writes it (a folder): the GPU models it covers start
+    ``loaded``, not surveyed, and the version shown is the loaded model's; the state learnt
+    from it is restored on the next start with the same model, not with another."""
+    from rlsched.interference.predictor import InterferencePredictor
+
+    _cli("profile", "--apps", "video_synopsis", "--backend", "numpy", "--out", str(tmp_path / "prof"))
+    _cli(
+        "interference",
+        "fit",
+        "--data",
+        str(tmp_path / "prof" / "colocation.csv"),
+        "--seed",
+        "1",  # another model than the service fits from the CSV (NCF, seed 0)
+        "--out",
+        str(tmp_path / "interf"),
+    )
+    # The learned state records the model it started from: the same model again restores it,
+    # another one replaces it.
+    for source, state in (("prof/colocation.csv", "loaded"), ("interf", "loaded"), ("interf", "restored")):
+        s = _serve(tmp_path, "mct+iawp", TOP + f'interference_model = "{source}"\n')
+        s.start()
+        try:
+            m = _models(s)
+            assert {v["state"] for v in m["calibration"].values()} == {state}, (source, m["calibration"])
+            assert set(m["calibration"]) == _gpu_models()
+            assert m["placer"] == "iawp"
+            if state == "loaded":
+                assert m["models"]["interference"]["source"].endswith(source)
+            if source == "interf" and state == "loaded":
+                assert (
+                    m["models"]["interference"]["sha256"]
+                    == InterferencePredictor.load(tmp_path / "interf").digest()
+                )
+        finally:
+            s.stop()
+        # SIGTERM stops the service cleanly: exit 0, the learned state checkpointed on the way out
+        # (the next start restores it, however short this run was).
+        assert s.proc is not None and s.proc.returncode == 0, s.log.read_text()
