@@ -14,7 +14,10 @@
   ``GET /metrics`` (Prometheus text).
 - Admin tenants only (others get 403): ``POST /v1/admin/nodes`` (a node joins),
   ``DELETE /v1/admin/nodes/{name}`` (it leaves; its tasks run again elsewhere),
-  ``POST /v1/admin/nodes/{name}/drain`` and ``.../resume``, ``PUT /v1/admin/scheduler``.
+  ``POST /v1/admin/nodes/{name}/drain`` and ``.../resume``, ``PUT /v1/admin/scheduler``;
+  ``GET /v1/admin/models`` (the incumbent's versions, the canary, the history),
+  ``POST /v1/admin/models/candidate`` (a candidate selector runs as a canary),
+  ``POST /v1/admin/models/promote`` and ``.../rollback`` (409 when no canary runs).
 
 Every request but the health probes, metrics and the schema carries ``Authorization: Bearer
 TOKEN``, checked before any byte of the body is read (:mod:`runtime.service.guard`). Bodies larger
@@ -35,6 +38,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from rlsched.errors import InputError
 from rlsched.hardware import gpu_model
 from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from runtime.cluster.config import LiveGpu, LiveNode
@@ -43,6 +47,7 @@ from runtime.kernels import LIVE_APPS
 from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
+from runtime.service.promotion import PromotionError
 from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask, StorageError
 
@@ -118,6 +123,13 @@ class NodeIn(BaseModel):
 
 class SchedulerIn(BaseModel):
     scheduler: str = Field(min_length=1, max_length=200, description="SELECTOR+PLACER")
+
+
+class CandidateIn(BaseModel):
+    scheduler: str = Field(min_length=1, max_length=200, description="the candidate SELECTOR")
+    selector_model: str | None = Field(
+        default=None, max_length=4096, description="an LDWP checkpoint folder on the service's machine"
+    )
 
 
 class TaskList(BaseModel):
@@ -296,6 +308,31 @@ def create_app(service: Service) -> FastAPI:
             return {"scheduler": service.set_scheduler(body.scheduler)}
         except ValueError as e:
             _invalid(("body", "scheduler"), str(e), body.scheduler)
+
+    @app.get("/v1/admin/models")
+    def list_models(who: Admin) -> dict[str, Any]:
+        return service.promotion.describe()
+
+    @app.post("/v1/admin/models/candidate", status_code=201)
+    def start_canary(body: CandidateIn, who: Admin) -> dict[str, Any]:
+        try:
+            return service.start_canary(body.scheduler, body.selector_model)
+        except InputError as e:
+            _invalid(
+                ("body", "selector_model" if e.field != "scheduler" else "scheduler"), str(e), body.scheduler
+            )
+
+    @app.post("/v1/admin/models/promote")
+    def promote(who: Admin) -> dict[str, Any]:
+        return service.promotion.promote(f"by {who.name}")
+
+    @app.post("/v1/admin/models/rollback")
+    def rollback(who: Admin) -> dict[str, Any]:
+        return service.promotion.rollback(f"by {who.name}")
+
+    @app.exception_handler(PromotionError)
+    async def promotion_error(request: Request, e: PromotionError) -> JSONResponse:
+        return JSONResponse({"detail": str(e)}, status_code=409)
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:

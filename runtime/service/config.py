@@ -19,6 +19,11 @@ state_dir = "rlsched-state"           # what is learnt online, checkpointed here
 checkpoint_interval_s = 60            # at most this much learning is lost to a crash
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
+canary_share = 0.2                    # share of tasks a candidate policy places
+canary_min_tasks = 30                 # finished tasks per arm before a rollback
+canary_promote_tasks = 200            # finished tasks per arm before a promotion
+canary_margin = 0.05                  # "not worse": within 5 % latency, 5 points of failures
+canary_alpha = 0.05                   # level of the tests
 
 [[tenants]]
 name = "video"
@@ -45,6 +50,7 @@ from typing import Any
 from rlsched.defaults import default
 from rlsched.hardware import gpu_model
 from rlsched.scenarios.loader import ScenarioError, read_toml_file
+from runtime.service.canary import CanaryRule
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _TOP = (
@@ -66,6 +72,11 @@ _TOP = (
     "checkpoint_interval_s",
     "calibration_budget_s",
     "calibration_apps",
+    "canary_share",
+    "canary_min_tasks",
+    "canary_promote_tasks",
+    "canary_margin",
+    "canary_alpha",
     "tenants",
 )
 #: Apps whose kinds the service surveys by default (``rlsched profile``'s default too).
@@ -129,6 +140,7 @@ class ServiceConfig:
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
+    :param canary: the promotion test of candidate policies (``runtime.service.canary``).
     :param source: the config file (named in errors about its values).
     """
 
@@ -151,6 +163,7 @@ class ServiceConfig:
     checkpoint_interval_s: float = 60.0
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
+    canary: CanaryRule = field(default_factory=CanaryRule)
     source: str = field(default="service config", compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
@@ -222,6 +235,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     return ServiceConfig(
         tenants=tenants,
         source=shown,
+        canary=_canary(shown, doc),
         selector_model=_path(shown, doc, "selector_model", folder),
         placer_model=_path(shown, doc, "placer_model", folder),
         interference_model=_path(shown, doc, "interference_model", folder),
@@ -268,6 +282,28 @@ def _apps(shown: str, doc: dict[str, Any]) -> tuple[str, ...]:
             shown, "calibration_apps", f"a list of apps with live kernels ({', '.join(LIVE_APPS)})", v
         )
     return tuple(v)
+
+
+def _canary(shown: str, doc: dict[str, Any]) -> CanaryRule:
+    d = CanaryRule()
+    share = float(_get(shown, doc, "", "canary_share", (int, float), d.share))
+    if not 0 < share < 1:
+        raise ScenarioError(shown, "canary_share", "a share in (0, 1)", share)
+    least = _get(shown, doc, "", "canary_min_tasks", int, d.min_tasks)
+    promote = _get(shown, doc, "", "canary_promote_tasks", int, d.promote_tasks)
+    if least < 2:
+        raise ScenarioError(shown, "canary_min_tasks", "an integer >= 2", least)
+    if promote < least:
+        raise ScenarioError(
+            shown, "canary_promote_tasks", f"an integer >= canary_min_tasks ({least})", promote
+        )
+    margin = float(_get(shown, doc, "", "canary_margin", (int, float), d.margin))
+    if not 0 <= margin < 1:
+        raise ScenarioError(shown, "canary_margin", "a share in [0, 1)", margin)
+    alpha = float(_get(shown, doc, "", "canary_alpha", (int, float), d.alpha))
+    if not 0 < alpha < 0.5:
+        raise ScenarioError(shown, "canary_alpha", "a level in (0, 0.5)", alpha)
+    return CanaryRule(share, least, promote, margin, alpha)
 
 
 def _tenant(path: str, t: dict[str, Any], where: str) -> Tenant:

@@ -44,7 +44,9 @@ from rlsched.world import drive
 from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
 from runtime.cluster.local import ClusterBackend
 from runtime.kernels import TaskData, output_digest
+from runtime.service.canary import Canary
 from runtime.service.config import Tenant
+from runtime.service.promotion import Promotion
 from runtime.service.queue_world import QueueWorld
 from runtime.service.rebalance import OverloadWatch
 from runtime.service.store import StorageError, TaskRow, TaskStore
@@ -68,6 +70,9 @@ class _CurrentSelector:
         self.d = dispatcher
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        canary = self.d.canary
+        if canary is not None and canary.choose(task.id):  # the candidate's share of the tasks
+            return int(canary.selector.select(task, view, mask))  # type: ignore[attr-defined]
         return self.d.scheduler.selector.select(task, view, mask)
 
 
@@ -107,6 +112,8 @@ class Dispatcher:
         #: Tasks moved off a node, and that node (stage 1 places them elsewhere).
         self.avoid: dict[int, int] = {}
         self.watch = OverloadWatch()
+        #: Where a candidate selector under a canary comes from (``runtime.service.promotion``).
+        self.promotion: Promotion | None = None
         self._lock = threading.Lock()
         #: Outcomes the store refused (full, read-only), in arrival order, recorded by the loop.
         self._pending: deque[tuple[TaskRow, int, TaskOutcome]] = deque()
@@ -114,6 +121,11 @@ class Dispatcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlsched-dispatch", daemon=True)
         self.t0 = time.perf_counter()
+
+    @property
+    def canary(self) -> Canary | None:
+        """The candidate placing a share of the tasks now, if any."""
+        return self.promotion.canary if self.promotion is not None else None
 
     def start(self) -> None:
         self._thread.start()
@@ -253,6 +265,9 @@ class Dispatcher:
         if recorded:
             took = time.perf_counter() - flight.started if flight and kind in ("completed", "failed") else 0.0
             self.on_event(kind, row.tenant, took)
+            canary = self.canary
+            if canary is not None and kind in ("completed", "failed"):
+                canary.finished(row.id, time.time() - row.submitted_at, kind == "failed")
 
     # ---- run-time adjustment -----------------------------------------------------------------
     def rebalance(self) -> int:

@@ -37,6 +37,7 @@ from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
 from runtime.service.models import build_scheduler
 from runtime.service.nodes import NodeAdmin
+from runtime.service.promotion import Promotion
 from runtime.service.store import STATES, TaskStore
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,9 @@ class ServiceMetrics:
         self.checkpoint = Gauge(
             "rlsched_learned_checkpoint", "number of the last learned-state checkpoint", registry=r
         )
+        self.promotions = Counter("rlsched_canary_promotions", "candidates promoted", registry=r)
+        self.rollbacks = Counter("rlsched_canary_rollbacks", "candidates rolled back", registry=r)
+        self.canary = Gauge("rlsched_canary_active", "1 while a candidate runs as a canary", registry=r)
 
     def event(self, kind: str, tenant: str, seconds: float) -> None:
         if kind == "decision":
@@ -128,6 +132,7 @@ class ServiceMetrics:
             self.queue.labels(t.name).set(counts.get((t.name, "queued"), 0))
             self.running.labels(t.name).set(counts.get((t.name, "running"), 0))
         self._learning(service.learning.describe())
+        self.canary.set(1 if service.promotion.canary is not None else 0)
         if service.ready.is_set():
             view = service.cluster.view
             closed = service.dispatcher.closed if service.dispatcher else set()
@@ -189,6 +194,7 @@ class Service:
         self.scheduler = scheduler
         self.cluster = cluster or make_cluster(config, spec)
         self.learning = Learning(config, self.cluster, versions)
+        self.promotion = Promotion(config.canary, versions, self._promote, self._promotion_event)
         self.metrics = ServiceMetrics()
         self.ready = threading.Event()
         self._stopping = threading.Event()
@@ -209,6 +215,7 @@ class Service:
             sched.reset(self.cluster.view, 0)
         self.learning.install(sched, started=False)
         self.dispatcher = Dispatcher(self.store, self.cluster, sched, self.config.tenants, self.metrics.event)
+        self.dispatcher.promotion = self.promotion
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
         self.dispatcher.start()
         self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
@@ -226,6 +233,7 @@ class Service:
                     self.store.probe()  # readyz turns 200 again as soon as the file takes writes
                 self.cluster.tick()
                 self.learning.tick()
+                self.promotion.check()
                 if self.config.rebalance and self.dispatcher is not None:
                     self.dispatcher.rebalance()
                 if self.nodes is not None and n % DISCOVER_EVERY == 0:
@@ -247,6 +255,23 @@ class Service:
         with self.cluster.lock:
             self.dispatcher.scheduler = self.scheduler = sched
         return sched.name
+
+    def _promote(self, selector: Any, name: str) -> None:
+        """Make ``selector`` the incumbent stage 1 (the placer stays)."""
+        assert self.dispatcher is not None
+        sched = TwoStageScheduler(selector, self.scheduler.placer)
+        with self.cluster.lock:
+            reset = getattr(selector, "reset", None)
+            if reset is not None:
+                reset(self.cluster.view, 0)
+            self.dispatcher.scheduler = self.scheduler = sched
+
+    def _promotion_event(self, kind: str) -> None:
+        (self.metrics.promotions if kind == "promoted" else self.metrics.rollbacks).inc()
+
+    def start_canary(self, spec: str, selector_model: str | None) -> dict[str, Any]:
+        """Run selector ``spec`` as a canary (see :mod:`runtime.service.promotion`)."""
+        return self.promotion.start(self.scheduler, spec, selector_model)
 
     def stop(self) -> None:
         self.ready.clear()

@@ -1,0 +1,182 @@
+"""Sim-to-live through the service: scheduler pairs through a real ``rlsched serve`` on the
+embedded live cluster, next to the same pairs in the simulator on the same cluster and tasks.
+
+    python -m experiments.benchmarks.service_vs_sim [--seeds 20000,20001,20002] [--tasks 600]
+        [--rate 30] [--pairs ldwp+iawp,mct+iawp,mct+mlsm,mct+speedup]
+
+Per seed, one workload of the two video apps (``LiveWorkload``: Poisson arrivals at ``--rate``
+tasks/s over 6 streams, where co-location on the GPUs matters) is built once. Simulator: the
+cluster's datasheet twin (``LiveClusterSpec.to_cluster_spec``) runs exactly those tasks; its IAWP
+calibrates on the simulator's instrument. Service: a fresh ``rlsched serve`` (NumPy backend)
+with the pair; once its placer is calibrated on the live cluster (its own background survey),
+each task is submitted at its arrival time; throughput is tasks over the span from the first
+submission to the last completion, p95 the 95th percentile of submission-to-completion latency
+(from the queue file). Seeds are the test seeds (20000+): nothing was tuned on them. The two
+worlds run at different absolute speeds (datasheet FLOP/s against emulated devices on the host),
+so compare pairs within a world, as ratios to ``mct+mlsm``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from experiments.benchmarks.service_load import wait_drained
+from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+from rlsched.scenarios import Scenario, WorkloadSpec
+from runtime.cluster.config import default_live_cluster
+from runtime.cluster.workload import VIDEO_APPS, LiveWorkload, build_work
+
+TOKEN = "bench"
+H = {"Authorization": f"Bearer {TOKEN}"}
+PAIRS = ("ldwp+iawp", "mct+iawp", "mct+mlsm", "mct+speedup")
+
+
+def simulate(pair: str, work: LiveWorkload) -> dict[str, float]:
+    """The pair on the live cluster's datasheet twin, on the workload's very tasks."""
+    from envs.simulator import Simulator
+    from rlsched.policies import parse_scheduler
+
+    spec = default_live_cluster()
+    tasks = [t for t, _ in build_work(work)]
+    twin = Scenario("live-twin", spec.to_cluster_spec(), WorkloadSpec(tasks=len(tasks), apps=dict(work.apps)))
+    sched = parse_scheduler(pair)
+    m = Simulator(twin, tasks, sched.placer, seed=work.seed).run(sched)
+    return {"throughput": m.throughput, "p95_s": m.latency_p95_s, "completed": m.tasks_completed}
+
+
+def _calibrated(url: str, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = httpx.get(f"{url}/v1/models", headers=H, timeout=30).json()
+        states = {v["state"] for v in m["calibration"].values()}
+        if not states & {"pending", "surveying"}:
+            return
+        time.sleep(0.5)
+    raise RuntimeError("the service's placer was not calibrated in time")
+
+
+def _replay(url: str, work: LiveWorkload) -> list[int]:
+    """Submit each task at its arrival time (tasks due within 10 ms go together)."""
+    tasks = [(t.arrival_s, d.app, d.stream, d.chunk) for t, d in build_work(work)]
+    ids: list[int] = []
+    t0 = time.monotonic()
+    i = 0
+    with httpx.Client(timeout=60) as c:
+        while i < len(tasks):
+            now = time.monotonic() - t0
+            if tasks[i][0] > now:
+                time.sleep(min(tasks[i][0] - now, 0.01))
+                continue
+            j = i
+            while j < len(tasks) and tasks[j][0] <= now + 0.01:
+                j += 1
+            body = [{"app": a, "stream": s, "chunk": k} for _, a, s, k in tasks[i:j]]
+            r = c.post(f"{url}/v1/tasks", json=body, headers=H)
+            r.raise_for_status()
+            ids += [t["id"] for t in r.json()]
+            i = j
+    return ids
+
+
+def serve(pair: str, work: LiveWorkload, folder: Path) -> dict[str, float]:
+    """The pair through ``rlsched serve``, the workload replayed at its arrival times."""
+    port = free_port()
+    top = 'calibration_apps = ["intrusion_detection", "video_synopsis"]\n'
+    s = ServiceProcess(write_config(folder, port, {"bench": TOKEN}, {}, top, pair), port)
+    s.start(timeout=120)
+    try:
+        _calibrated(s.url)
+        ids = _replay(s.url, work)
+        db = folder / "queue.db"
+        wait_drained(db, set(ids), timeout_s=600)
+    finally:
+        s.stop()
+    con = sqlite3.connect(db)
+    rows = con.execute(
+        f"SELECT submitted_at, finished_at, state FROM tasks WHERE id IN ({','.join(map(str, ids))})"
+    ).fetchall()
+    con.close()
+    done = [(sub, fin) for sub, fin, st in rows if st == "done"]
+    first = min(sub for sub, _ in done)
+    last = max(fin for _, fin in done)
+    lat = np.array([fin - sub for sub, fin in done])
+    return {
+        "throughput": len(done) / (last - first),
+        "p95_s": float(np.percentile(lat, 95)),
+        "completed": len(done),
+    }
+
+
+def _fmt(xs: list[float], f: str = ".2f") -> str:
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):{f}} ± {sd:{f}}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--seeds", default="20000,20001,20002")
+    p.add_argument("--tasks", type=int, default=600)
+    p.add_argument("--rate", type=float, default=30.0)
+    p.add_argument("--pairs", default=",".join(PAIRS))
+    p.add_argument("--json", help="write every run's figures here too")
+    args = p.parse_args(argv)
+    seeds = [int(x) for x in args.seeds.split(",")]
+    pairs = args.pairs.split(",")
+    runs: dict[str, dict[str, list[dict[str, float]]]] = {q: {"sim": [], "service": []} for q in pairs}
+    for seed in seeds:
+        work = LiveWorkload(
+            apps={a: 1.0 for a in VIDEO_APPS}, tasks=args.tasks, rate_per_s=args.rate, seed=seed
+        )
+        for pair in pairs:
+            runs[pair]["sim"].append(simulate(pair, work))
+            with tempfile.TemporaryDirectory(prefix="rlsched-s2l-") as tmp:
+                runs[pair]["service"].append(serve(pair, work, Path(tmp)))
+            print(
+                f"seed {seed} {pair}: sim {runs[pair]['sim'][-1]}, service {runs[pair]['service'][-1]}",
+                file=sys.stderr,
+            )
+    cmd = " ".join(
+        ["python -m experiments.benchmarks.service_vs_sim", *(argv if argv is not None else sys.argv[1:])]
+    )
+    print(
+        f"# {cmd}\n# {platform.node()}: {os.cpu_count()} cores, {platform.platform()}; "
+        f"test seeds {args.seeds}\n"
+    )
+    print(
+        "| pair | sim tasks/s | sim p95 s | sim tput / mct+mlsm "
+        "| service tasks/s | service p95 s | service tput / mct+mlsm |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    ref = {
+        w: [r["throughput"] for r in runs["mct+mlsm"][w]] if "mct+mlsm" in runs else None
+        for w in ("sim", "service")
+    }
+    for pair in pairs:
+        cells = []
+        for w in ("sim", "service"):
+            thr = [r["throughput"] for r in runs[pair][w]]
+            p95 = [r["p95_s"] for r in runs[pair][w]]
+            base = ref[w]
+            ratio = _fmt([a / b for a, b in zip(thr, base, strict=True)]) if base else "-"
+            cells += [_fmt(thr), _fmt(p95), ratio]
+        print(f"| {pair} | " + " | ".join(cells) + " |")
+    print(f"\n(mean ± std over seeds {args.seeds}; ratios per seed, then averaged)")
+    if args.json:
+        Path(args.json).write_text(json.dumps(runs, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
