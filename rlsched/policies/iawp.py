@@ -98,6 +98,8 @@ class IawpPlacer(MlsmPlacer):
         self._slow: dict[tuple[str, str], dict[str, float]] = {}
         self._solo: dict[tuple[str, str], float] = {}
         self._batch: list[tuple[str, str, str, float]] = []
+        #: Online samples gathered before one update (the service sets its own).
+        self.online_batch = ONLINE_BATCH
         self.updates = 0
 
     # ---- calibration and learning ------------------------------------------------------------
@@ -184,7 +186,7 @@ class IawpPlacer(MlsmPlacer):
         scale = measured / max(sum(pred), 1e-6)
         for p, s in zip(partners, pred, strict=True):
             self._batch.append((device, kind, p, 1.0 / (1.0 + s * scale)))
-        if len(self._batch) >= ONLINE_BATCH:
+        if len(self._batch) >= self.online_batch:
             self._learn()
 
     def _learn(self) -> None:

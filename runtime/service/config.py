@@ -19,6 +19,7 @@ state_dir = "rlsched-state"           # what is learnt online, checkpointed here
 checkpoint_interval_s = 60            # at most this much learning is lost to a crash
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
+online_batch = 256                    # observed co-run samples per online update of the model
 canary_share = 0.2                    # share of tasks a candidate policy places
 canary_min_tasks = 30                 # finished tasks per arm before a rollback
 canary_promote_tasks = 200            # finished tasks per arm before a promotion
@@ -72,6 +73,7 @@ _TOP = (
     "checkpoint_interval_s",
     "calibration_budget_s",
     "calibration_apps",
+    "online_batch",
     "canary_share",
     "canary_min_tasks",
     "canary_promote_tasks",
@@ -140,6 +142,7 @@ class ServiceConfig:
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
+    :param online_batch: observed co-run samples per online update of the interference model.
     :param canary: the promotion test of candidate policies (``runtime.service.canary``).
     :param source: the config file (named in errors about its values).
     """
@@ -163,6 +166,7 @@ class ServiceConfig:
     checkpoint_interval_s: float = 60.0
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
+    online_batch: int = 256
     canary: CanaryRule = field(default_factory=CanaryRule)
     source: str = field(default="service config", compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -243,6 +247,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         checkpoint_interval_s=_seconds(shown, doc, "checkpoint_interval_s", 86400),
         calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
         calibration_apps=_apps(shown, doc),
+        online_batch=_online_batch(shown, doc),
         backend=backend,
         ray_address=address,
         ray_gpu_model=model,
@@ -282,6 +287,13 @@ def _apps(shown: str, doc: dict[str, Any]) -> tuple[str, ...]:
             shown, "calibration_apps", f"a list of apps with live kernels ({', '.join(LIVE_APPS)})", v
         )
     return tuple(v)
+
+
+def _online_batch(shown: str, doc: dict[str, Any]) -> int:
+    n = _get(shown, doc, "", "online_batch", int, default(ServiceConfig, "online_batch"))
+    if not 1 <= n <= 1_000_000:
+        raise ScenarioError(shown, "online_batch", "samples per update, 1 to 1000000", n)
+    return int(n)
 
 
 def _canary(shown: str, doc: dict[str, Any]) -> CanaryRule:

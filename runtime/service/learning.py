@@ -73,6 +73,7 @@ class Learning:
             self.placer, self.calibrator = placer, None
             self._give(placer, observe, started)
             return
+        placer.online_batch = self.config.online_batch
         predictor, updates, known_state = self._initial_model()
         models = self._models()
         known: list[str] = []
@@ -188,7 +189,11 @@ class Learning:
             "calibration": self.calibrator.states() if self.calibrator is not None else {},
             "placer": self._placer_in_use(),
             "online_updates": {"interference": self.updates},
-            "checkpoint": {"version": self.state.saved_version, "saved_at": self.state.saved_at},
+            "checkpoint": {
+                "version": self.state.saved_version,
+                "saved_at": self.state.saved_at,
+                "saved_updates": max(self._saved_updates, 0),
+            },
         }
 
     def _placer_in_use(self) -> str | None:
