@@ -39,11 +39,20 @@ def examples(n: int) -> int:
     return n if FULL_PROPERTIES else max(4, n // 8)
 
 
+def ctrl_c_able() -> None:
+    """``preexec_fn`` of a child a test interrupts: SIGINT back to its default. A test run
+    started as a background job (``cmd &`` in a script) inherits SIGINT ignored, and so would
+    the child; Ctrl-C then does nothing and the test fails for its launcher's sake."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def interrupt_rlsched(args: Sequence[str], ready: Path, after_s: float) -> tuple[int, str]:
     """Run ``rlsched ARGS``, wait until ``ready`` exists (the run is under way), let it work
     ``after_s`` more seconds, send SIGINT as Ctrl-C would, and return (exit code, stderr)."""
     exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
-    proc = subprocess.Popen([exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_able
+    )
     try:
         deadline = time.monotonic() + 120
         while not ready.is_file():

@@ -16,6 +16,7 @@ from experiments.cli import main
 from models.checkpoint import load_checkpoint
 from rlsched.features import FEATURE_VERSION
 from rlsched.policies.ldwp import PRETRAINED
+from tests.conftest import ctrl_c_able
 
 
 def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> None:
@@ -66,6 +67,7 @@ def test_ctrl_c_stops_a_live_demo_promptly() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_able,
     )
     try:
         time.sleep(10.0)  # imports, data generation, agents running (the run itself takes minutes)
