@@ -30,8 +30,9 @@ from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
-#: ``(device model, kind, co-runner kinds, measured speed)`` of a finished GPU subtask.
-Observe = Callable[[str, str, tuple[str, ...], float], None]
+#: ``(device model, kind, co-runner kinds, measured speed[, shares])`` of a finished GPU subtask
+#: (:meth:`rlsched.interference.instrument.ObservingPlacer.observe`).
+Observe = Callable[..., None]
 
 
 class Selector(Protocol):

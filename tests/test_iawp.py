@@ -186,6 +186,43 @@ def test_iawp_learns_online_from_observed_co_runs() -> None:
     assert after > before + 0.3  # the predicted slowdown (1/n - 1) moved toward 1/0.3 - 1
 
 
+def test_a_co_run_with_a_partner_half_the_time_teaches_twice_the_pair_slowdown() -> None:
+    """A partner beside the subtask half its run (share 0.5) that slowed it by ``x`` in all slows
+    it by ``2x`` when beside it the whole time; a brief overlap teaches nothing, none is a solo run."""
+    kinds = ["matmul", "fft"]
+
+    def learnt(partners: tuple[str, ...], shares: tuple[float, ...] | None, speed: float) -> float:
+        placer = IawpPlacer(predictor=fit_interference(_pair_data("kmeans_assign", "fft", kinds), "ncf", 0))
+        placer._fill(kinds, ["V100M16"])
+        placer.observe("V100M16", "fft", (), 1.0)
+        for _ in range(ONLINE_BATCH):
+            placer.observe("V100M16", "fft", partners, speed, shares)
+        assert placer.updates == 1, placer.seen
+        return placer._slow[("V100M16", "fft")]["matmul"]
+
+    whole = learnt(("matmul",), None, 0.5)  # slowdown 1 the whole time
+    half = learnt(("matmul",), (0.5,), 1 / 1.5)  # slowdown 0.5 over half the run: the same pair
+    assert abs(whole - half) < 0.02, (whole, half)
+    placer = IawpPlacer(predictor=fit_interference(_pair_data("kmeans_assign", "fft", kinds), "ncf", 0))
+    placer.observe("V100M16", "fft", ("matmul",), 0.5, (0.01,))
+    placer.observe("V100M16", "fft", ("matmul",), 0.5, (0.1,))
+    assert placer.seen == {"solo": 1, "co_run": 0, "no_reference": 0, "brief": 1}
+
+
+def test_co_runners_are_counted_by_the_time_they_ran_beside_a_subtask() -> None:
+    from runtime.cluster.corunners import CoRunners
+
+    c = CoRunners(2)
+    a = c.started(0, "fft", 0.0)
+    b = c.started(0, "matmul", 1.0)  # beside fft from 1 to 3 of fft's 4 seconds
+    other = c.started(1, "matmul", 0.0)  # another GPU: not a co-runner
+    assert c.finished(0, "matmul", b, 3.0) == {"fft": 1.0}
+    d = c.started(0, "fft", 3.0)  # a second fft from 3 to 4
+    assert c.finished(0, "fft", a, 4.0) == {"fft": 0.25, "matmul": 0.5}
+    assert c.finished(0, "fft", d, 5.0) == {"fft": 0.5}  # beside the first fft from 3 to 4
+    assert c.finished(1, "matmul", other, 5.0) == {}
+
+
 def test_iawp_cosine_prefers_dissimilar_co_runners() -> None:
     placer = IawpCosinePlacer()
     placer._index = {"matmul": 0, "fft": 1, "kmeans_assign": 2}

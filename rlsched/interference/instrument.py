@@ -127,13 +127,24 @@ class CalibratingPlacer(Protocol):
 class ObservingPlacer(Protocol):
     """A placer that learns from subtasks the executor saw finish on a GPU."""
 
-    def observe(self, device: str, kind: str, partners: tuple[str, ...], speed: float) -> None:
-        """One finished GPU subtask whose co-runners did not change while it ran.
+    def observe(
+        self,
+        device: str,
+        kind: str,
+        partners: tuple[str, ...],
+        speed: float,
+        shares: tuple[float, ...] | None = None,
+    ) -> None:
+        """One finished GPU subtask.
 
         :param device: the GPU's model name.
         :param kind: the subtask's kind.
         :param partners: kinds of the subtasks it shared the GPU with (empty: it ran alone).
         :param speed: measured speed, nominal over measured run time (as ``ClusterView.speed_gpu``).
+        :param shares: average number of subtasks of each partner kind beside it over its run
+            (the live runtime, where co-runners come and go); ``None``: one per entry of
+            ``partners``, the whole run (the simulator reports only runs whose co-runners did
+            not change).
         """
         ...
 

@@ -42,6 +42,11 @@ MIN_GAIN = 0.3
 HOLD = "line"
 #: Online samples gathered before one SGD update of the model.
 ONLINE_BATCH = 256
+#: A run whose partners' shares sum to less than this counts as a solo run.
+SOLO_BELOW = 0.05
+#: Least sum of shares a co-run is learnt from: a run that overlapped its partners only briefly
+#: measures their slowdown mostly as timing noise.
+MIN_TOGETHER = 0.25
 #: EMA weight of one solo-speed observation.
 SOLO_EMA = 0.2
 
@@ -101,6 +106,9 @@ class IawpPlacer(MlsmPlacer):
         #: Online samples gathered before one update (the service sets its own).
         self.online_batch = ONLINE_BATCH
         self.updates = 0
+        #: Observed GPU runs: alone, with co-runners, with co-runners but no solo reference for
+        #: their (GPU model, kind) yet, and with too little overlap to learn from.
+        self.seen = {"solo": 0, "co_run": 0, "no_reference": 0, "brief": 0}
 
     # ---- calibration and learning ------------------------------------------------------------
     def survey_request(self) -> SurveyRequest:
@@ -169,21 +177,40 @@ class IawpPlacer(MlsmPlacer):
         self._held.clear()
         self._batch.clear()
 
-    def observe(self, device: str, kind: str, partners: tuple[str, ...], speed: float) -> None:
+    def observe(
+        self,
+        device: str,
+        kind: str,
+        partners: tuple[str, ...],
+        speed: float,
+        shares: tuple[float, ...] | None = None,
+    ) -> None:
         """Learn from a finished GPU subtask: solo runs set the reference speed; a run with
         partners measured its total slowdown, which is shared out over the partners in proportion
-        to their predicted slowdowns (exact for one partner) as samples for the model."""
+        to their predicted slowdowns times their shares (exact for one partner the whole time) as
+        samples for the model.
+
+        :param shares: average number of subtasks of each partner kind that ran beside it (the
+            live runtime's co-runners change during a run); ``None``: one each, the whole time.
+        """
         key = (device, kind)
-        if not partners:
+        weights = shares if shares is not None else (1.0,) * len(partners)
+        together = sum(weights)
+        if together < SOLO_BELOW:
+            self.seen["solo"] += 1
             old = self._solo.get(key)
             self._solo[key] = speed if old is None else old + SOLO_EMA * (speed - old)
             return
         solo = self._solo.get(key)
+        if together < MIN_TOGETHER:
+            self.seen["brief"] += 1
+            return
+        self.seen["co_run" if solo is not None else "no_reference"] += 1
         if not self.online or solo is None or self.predictor is None:
             return
         measured = max(solo / max(speed, 1e-9) - 1.0, 0.0)
         pred = [self._pair_slowdown(device, kind, p) for p in partners]
-        scale = measured / max(sum(pred), 1e-6)
+        scale = measured / max(sum(w * s for w, s in zip(weights, pred, strict=True)), 1e-6)
         for p, s in zip(partners, pred, strict=True):
             self._batch.append((device, kind, p, 1.0 / (1.0 + s * scale)))
         if len(self._batch) >= self.online_batch:

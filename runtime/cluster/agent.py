@@ -33,9 +33,11 @@ from rlsched.tasks import Device as Where
 from rlsched.tasks import Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
+from rlsched.world import Observe
 from runtime import failpoints
 from runtime.backends.base import Backend, DeviceConfig, DeviceFull
 from runtime.cluster.config import LiveClusterSpec, LiveNode
+from runtime.cluster.corunners import CoRunners, Mark
 from runtime.kernels import StagePlan, TaskData, stage_plan
 from runtime.mlsm.lanes import Lane
 from runtime.mlsm.memory import DeviceMemory
@@ -150,8 +152,7 @@ class _Job:
     unit: int
     lane: int
     t_start: float
-    version: int = 0
-    partners: tuple[str, ...] = ()
+    mark: Mark | None = None  # GPU jobs: where their co-runners are counted from
     pinned: list[str] = field(default_factory=list)
 
 
@@ -165,8 +166,8 @@ class NodeAgent:
     :param placer: stage 2.
     :param lock: the cluster lock guarding ``view`` and every agent's scheduling state.
     :param clock: seconds since the run started.
-    :param observe: called with finished GPU subtasks whose co-runners never changed (online
-        interference learning), or ``None``.
+    :param observe: called with every finished GPU subtask and the time-weighted kinds that ran
+        beside it (:mod:`runtime.cluster.corunners`; online interference learning), or ``None``.
     """
 
     def __init__(
@@ -178,7 +179,7 @@ class NodeAgent:
         placer: SubtaskPlacer,
         lock: threading.RLock,
         clock: Callable[[], float],
-        observe: Callable[[str, str, tuple[str, ...], float], None] | None = None,
+        observe: Observe | None = None,
     ) -> None:
         self.node = node
         self.nspec: LiveNode = spec.nodes[node]
@@ -209,7 +210,7 @@ class NodeAgent:
         self.waiting = dispatch.ReadyQueue()
         self.redirect = self._redirect
         self.runs: dict[int, _Run] = {}
-        self.gpu_version = [0] * len(self.devices)
+        self.corunners = CoRunners(len(self.devices))
         self.gpu_busy_s = [0.0] * len(self.devices)
         self._gpu_mark = [0.0] * len(self.devices)
         self.util = UtilAccumulator(view)
@@ -321,15 +322,13 @@ class NodeAgent:
                 return False
             lane = i
             self._gpu_tick(unit, now)
-            self.gpu_version[unit] += 1
             v.gpu_started(n, unit, sub.mem_mb, sub.kind.name)
         if math.isnan(run.first_start_s):
             run.first_start_s = now
         job = _Job(run, sub, unit, lane, now)
         self._on_lane[(unit, lane)] = job
         if unit != CPU:
-            job.version = self.gpu_version[unit]
-            job.partners = tuple(k for k in v.gpu_kinds[n][unit][:-1])
+            job.mark = self.corunners.started(unit, sub.kind.name, now)
             self.pools[unit].lanes[lane].submit(
                 lambda: self._execute(job), lambda r, e: self._finished(job, r, e)
             )
@@ -429,9 +428,10 @@ class NodeAgent:
         # Stream feedback compares GPUs, so their work is counted in one unit: seconds on the
         # node's mean datasheet GPU (each GPU's own datasheet would make every GPU look alike).
         self.pools[g].release(job.lane, job.run.gpu_nominal[sub.index] if measured > 0 else 0.0)
-        if self.observe is not None and speed > 0 and job.version == self.gpu_version[g]:
-            self.observe(self.nspec.gpus[g].model, sub.kind.name, job.partners, speed)
-        self.gpu_version[g] += 1
+        shares = self.corunners.finished(g, sub.kind.name, job.mark, self.clock()) if job.mark else {}
+        if self.observe is not None and speed > 0:
+            model = self.nspec.gpus[g].model
+            self.observe(model, sub.kind.name, tuple(shares), speed, tuple(shares.values()))
         self._sync_memory(g)
 
     def _gpu_tick(self, g: int, now: float) -> None:

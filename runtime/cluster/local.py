@@ -21,6 +21,7 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from rlsched.world import Observe
 from runtime import failpoints
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
@@ -28,8 +29,6 @@ from runtime.cluster.agent import NODE_LOST, DeviceReport, NodeAgent, TaskOutcom
 from runtime.cluster.config import LiveClusterSpec, LiveNode, fold_ordinals
 from runtime.cluster.monitor import NvmlMonitor, fill_view_from_samples
 from runtime.kernels import TaskData
-
-Observe = Callable[[str, str, tuple[str, ...], float], None]
 
 
 class ClusterBackend(Protocol):

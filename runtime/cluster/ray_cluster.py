@@ -45,9 +45,10 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
+from rlsched.world import Observe
 from runtime.cluster.agent import NODE_LOST, TaskOutcome, nominal_seconds
 from runtime.cluster.config import LiveClusterSpec, LiveNode
-from runtime.cluster.local import DeviceReport, Observe, join_node
+from runtime.cluster.local import DeviceReport, join_node
 from runtime.cluster.ray_actor import (
     AGENT_SHUT_DOWN,
     CONTROL_GROUP,
