@@ -13,9 +13,9 @@ from typing import Any
 
 from experiments.configs import FinetuneConfig
 from experiments.train import TrainConfig, evaluate, evaluate_selector, train
-from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.loader import load_scenario
+from rlsched.scorer_io import scorer_from_checkpoint
 
 
 def finetune(

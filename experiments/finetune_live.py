@@ -35,12 +35,12 @@ from experiments.train import GreedySelector, build_dqn
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.interference.predictor import ColocationData, evaluate, fit_interference
-from rlsched.policies.ldwp import scorer_from_checkpoint
 from rlsched.policies.registry import make_placer
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.spec import Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import NodeSelector, TwoStageScheduler
+from rlsched.scorer_io import scorer_from_checkpoint
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.gym_env import LiveSchedulingEnv
 from runtime.cluster.live import LiveOptions, run_live

@@ -161,7 +161,8 @@ def ldwp_model(path: str | None, flag: str = "--model") -> None:
     :raises InputError: naming the checkpoint's file and what is wrong with it.
     """
     from models.checkpoint import CheckpointError
-    from rlsched.policies.ldwp import PRETRAINED, scorer_from_checkpoint
+    from rlsched.policies.ldwp import PRETRAINED
+    from rlsched.scorer_io import scorer_from_checkpoint
 
     try:
         scorer_from_checkpoint(PRETRAINED if path is None else path)

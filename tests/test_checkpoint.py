@@ -106,7 +106,7 @@ def test_random_bytes_with_a_matching_checksum_are_a_checkpoint_error(tmp_path: 
 
 
 def test_an_edited_net_arch_is_a_checkpoint_error(tmp_path: Path) -> None:
-    from rlsched.policies.ldwp import scorer_from_checkpoint
+    from rlsched.scorer_io import scorer_from_checkpoint
 
     save_checkpoint(tmp_path, scorer().state_dict(), meta())
     m = json.loads((tmp_path / META).read_text())

@@ -100,6 +100,53 @@ def test_a_worse_candidate_is_rolled_back_and_one_not_worse_is_promoted(tmp_path
         s.stop()
 
 
+def test_the_selector_learner_puts_up_candidates_and_a_promoted_one_survives_a_restart(
+    tmp_path: Path,
+) -> None:
+    """``selector_learning``: the LDWP learner's network goes to the canary after
+    ``selector_candidate_updates`` steps; promoted (a margin no candidate can miss here), it is the
+    incumbent, checkpointed, and the incumbent again after a restart, named by the same version."""
+    port = free_port()
+    top = (
+        "canary_share = 0.5\ncanary_min_tasks = 10\ncanary_promote_tasks = 40\ncanary_margin = 0.99\n"
+        "selector_learning = true\nselector_candidate_updates = 100\ncheckpoint_interval_s = 1\n"
+    )
+    tokens, admin = {"ops": "tok-ops"}, {"ops": "admin = true"}
+    s = ServiceProcess(write_config(tmp_path, port, tokens, admin, top, "ldwp+mlsm"), port)
+    s.start()
+    load = _Load(s.url)
+    try:
+        m = _until_decided_once(s)
+        last = m["history"][-1]
+        assert last["event"] == "promoted" and last["selector"] == "ldwp-online", last
+        assert m["incumbent"][0]["sha256"] == last["sha256"] and m["incumbent"][0]["source"] == "canary", m
+        deadline = time.monotonic() + 30
+        state = tmp_path / "rlsched-state" / "current.json"
+        while time.monotonic() < deadline and "promoted" not in (state.read_text() if state.exists() else ""):
+            time.sleep(0.5)
+        assert "promoted" in state.read_text(), state.read_text()
+        load.stop.set()
+        s.stop()
+        s.start()
+        m = _models(s)
+        assert m["incumbent"][0]["sha256"] == last["sha256"], m
+        assert m["incumbent"][0]["source"].endswith("rlsched-state"), m
+    finally:
+        load.stop.set()
+        s.stop()
+
+
+def _until_decided_once(s: ServiceProcess, timeout: float = 150) -> dict[str, Any]:
+    """Until a first candidate was put up and judged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = _models(s)
+        if m["history"] and m["canary"] is None:
+            return m
+        time.sleep(0.5)
+    raise AssertionError(f"no candidate judged within {timeout} s: {_models(s)}")
+
+
 def test_the_canary_share_is_even_over_ids() -> None:
     share = np.mean([in_canary(i, 0.2) for i in range(1, 10_001)])
     assert abs(share - 0.2) < 0.005

@@ -120,32 +120,48 @@ def _drained(db: sqlite3.Connection, timeout: float = 180) -> None:
 
 
 def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path: Path) -> None:
-    """``ldwp+iawp`` through ``rlsched serve``: every GPU model of the cluster is surveyed in the
-    background; online updates follow co-runs and are checkpointed; ``/v1/cluster`` and
-    ``/metrics`` report calibration, versions and updates. After a ``kill -9`` the restarted
-    service restores the model and its update count from the last checkpoint (no new survey),
-    keeps learning from there, and every accepted task completes exactly once.
+    """``ldwp+iawp`` through ``rlsched serve`` with both learners on: every GPU model of the
+    cluster is surveyed in the background; the interference model updates from co-runs and the
+    selector learner takes DQN steps from the service's decisions; both are checkpointed, and
+    ``/v1/cluster`` and ``/metrics`` report calibration, versions and updates. After a ``kill -9``
+    the restarted service restores both from the last checkpoint (no new survey; each update
+    count continues from what was saved), keeps learning from there, and every accepted task
+    completes exactly once.
 
     Online updates once needed co-runs whose co-runners never changed, which a loaded machine
     almost never gives (a fresh-clone CI run: 2,347 tasks, no update in 3 minutes). The agents now
     report time-weighted co-runners (:mod:`runtime.cluster.corunners`); with two CPU-bound
     processes competing for the 2 cores, this test passed in 39 s."""
-    s = _serve(tmp_path)
+    s = _serve(tmp_path, top=TOP + "selector_learning = true\nselector_candidate_updates = 1000000\n")
     s.start()
     try:
         _check_calibrated(_until(s, _calibrated, "every GPU model calibrated"))
-        ids = _paced(s, lambda m: m["online_updates"]["interference"] > 0, "an online update", 0)
-        _until(s, lambda m: m["checkpoint"]["saved_updates"] > 0, "a checkpoint of the update")
+        ids = _paced(s, lambda m: min(m["online_updates"].values()) > 0, "online updates of both learners", 0)
+        m = _until(
+            s,
+            lambda m: m["checkpoint"]["saved_updates"] > 0 and m["checkpoint"]["saved_selector_updates"] > 0,
+            "a checkpoint of both learners",
+        )
         _check_reported(s)
-        saved = json.loads((tmp_path / "rlsched-state" / "current.json").read_text())["interference_updates"]
-        assert saved > 0
+        saved = json.loads((tmp_path / "rlsched-state" / "current.json").read_text())
+        assert saved["interference_updates"] > 0 and saved["selector_updates"] > 0, saved
+        assert m["selector_learning"]["transitions"] > 0, m["selector_learning"]
         s.kill9()
         s.start()
         m = _models(s)
-        assert m["online_updates"]["interference"] >= saved, m
+        assert m["online_updates"]["interference"] >= saved["interference_updates"], m
+        assert m["online_updates"]["selector"] >= saved["selector_updates"], m
         assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
         assert m["placer"] == "iawp"  # no fallback: nothing to survey again
-        ids += _paced(s, lambda m: m["online_updates"]["interference"] > saved, "more updates", len(ids))
+
+        def more(m: dict[str, Any]) -> bool:
+            u = m["online_updates"]
+            return bool(
+                u["interference"] > saved["interference_updates"]
+                and u["selector"] > saved["selector_updates"]
+            )
+
+        ids += _paced(s, more, "more updates of both", len(ids))
         db = sqlite3.connect(tmp_path / "queue.db")
         _drained(db)
         assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)
@@ -178,6 +194,13 @@ def test_a_missing_or_mismatched_model_exits_2_naming_its_key(
     assert r.returncode == 2, r.stderr
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert len(lines) == 1 and key in lines[0] and "Traceback" not in r.stderr, r.stderr
+
+
+def test_selector_learning_without_an_ldwp_selector_exits_2_naming_the_key(tmp_path: Path) -> None:
+    config = write_config(tmp_path, free_port(), TOKENS, None, "selector_learning = true\n", "mct+mlsm")
+    r = _serve_exit(config)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "selector_learning" in lines[0], r.stderr
 
 
 def test_a_corrupt_checkpoint_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:

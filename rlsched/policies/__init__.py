@@ -26,6 +26,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "SHIPPED",
     "PolicyOptions",
+    "ldwp_from_network",
     "make_placer",
     "make_selector",
     "parse_scheduler",
@@ -34,3 +35,11 @@ __all__ = [
     "register_selector",
     "selector_names",
 ]
+
+
+def ldwp_from_network(net: object, meta: dict, source: str) -> object:
+    """An ``ldwp`` selector over a network already loaded or learnt (the service's online
+    learner); imported on use, as torch is heavy."""
+    from rlsched.policies.ldwp import LdwpSelector
+
+    return LdwpSelector.from_network(net, meta, source)  # type: ignore[arg-type]

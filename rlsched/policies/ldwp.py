@@ -8,38 +8,14 @@ import numpy as np
 import torch
 
 import models
-from models.checkpoint import CheckpointError, load_checkpoint, load_weights
 from models.qnet import NodeScorer
-from rlsched.features import (
-    CLUSTER_FEATURES,
-    FEATURE_VERSION,
-    NODE_FEATURES,
-    TASK_FEATURES,
-    encode_observation,
-)
+from rlsched.features import encode_observation
+from rlsched.scorer_io import scorer_from_checkpoint
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
 #: Where the shipped pretrained model lives (see models/pretrained/README.md).
 PRETRAINED = models.PRETRAINED_LDWP
-
-
-def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
-    """Build the network a checkpoint describes and load its verified weights."""
-    state, meta = load_checkpoint(directory, FEATURE_VERSION)
-    dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
-    if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
-        got = (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim"))
-        raise CheckpointError(
-            Path(directory) / "meta.json", "node_dim/task_dim/cluster_dim", f"this build's {dims}", got
-        )
-    arch = meta.get("net_arch")
-    if not (isinstance(arch, list) and arch and all(isinstance(h, int) and 0 < h <= 4096 for h in arch)):
-        raise CheckpointError(Path(directory) / "meta.json", "net_arch", "a list of layer widths", arch)
-    net = NodeScorer(*dims, hidden=arch)
-    load_weights(net, state, directory)
-    net.eval()
-    return net, meta
 
 
 def encode_batch(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, torch.Tensor]:
@@ -58,6 +34,16 @@ class LdwpSelector:
     def __init__(self, model_dir: str | Path | None = None) -> None:
         self.model_dir = Path(model_dir) if model_dir is not None else PRETRAINED
         self.net, self.meta = scorer_from_checkpoint(self.model_dir)
+
+    @classmethod
+    def from_network(cls, net: NodeScorer, meta: dict, model_dir: str | Path) -> LdwpSelector:
+        """A selector over ``net`` (already loaded or learnt), described by ``meta``.
+
+        :param model_dir: where it comes from (shown to users; not read).
+        """
+        sel = cls.__new__(cls)  # no checkpoint to read
+        sel.model_dir, sel.net, sel.meta = Path(model_dir), net.eval(), meta
+        return sel
 
     def reset(self, view: ClusterView, seed: int) -> None:
         """Stateless: the network is fixed during a run."""

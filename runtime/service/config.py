@@ -20,6 +20,8 @@ checkpoint_interval_s = 60            # at most this much learning is lost to a 
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
 online_batch = 256                    # observed co-run samples per online update of the model
+selector_learning = false             # fine-tune the LDWP selector from live decisions (background)
+selector_candidate_updates = 2000     # its gradient steps between two candidates for the canary
 canary_share = 0.2                    # share of tasks a candidate policy places
 canary_min_tasks = 30                 # finished tasks per arm before a rollback
 canary_promote_tasks = 200            # finished tasks per arm before a promotion
@@ -74,6 +76,8 @@ _TOP = (
     "calibration_budget_s",
     "calibration_apps",
     "online_batch",
+    "selector_learning",
+    "selector_candidate_updates",
     "canary_share",
     "canary_min_tasks",
     "canary_promote_tasks",
@@ -143,6 +147,10 @@ class ServiceConfig:
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
     :param online_batch: observed co-run samples per online update of the interference model.
+    :param selector_learning: fine-tune an LDWP incumbent from the service's own decisions in a
+        background learner (:mod:`runtime.service.selector_learning`); off by default.
+    :param selector_candidate_updates: the learner's gradient steps between two candidates it
+        puts up for the canary.
     :param canary: the promotion test of candidate policies (``runtime.service.canary``).
     :param source: the config file (named in errors about its values).
     """
@@ -167,6 +175,8 @@ class ServiceConfig:
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
     online_batch: int = 256
+    selector_learning: bool = False
+    selector_candidate_updates: int = 2000
     canary: CanaryRule = field(default_factory=CanaryRule)
     source: str = field(default="service config", compare=False)
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
@@ -248,6 +258,10 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
         calibration_apps=_apps(shown, doc),
         online_batch=_online_batch(shown, doc),
+        selector_learning=_get(
+            shown, doc, "", "selector_learning", bool, default(ServiceConfig, "selector_learning")
+        ),
+        selector_candidate_updates=_candidate_updates(shown, doc),
         backend=backend,
         ray_address=address,
         ray_gpu_model=model,
@@ -293,6 +307,14 @@ def _online_batch(shown: str, doc: dict[str, Any]) -> int:
     n = _get(shown, doc, "", "online_batch", int, default(ServiceConfig, "online_batch"))
     if not 1 <= n <= 1_000_000:
         raise ScenarioError(shown, "online_batch", "samples per update, 1 to 1000000", n)
+    return int(n)
+
+
+def _candidate_updates(shown: str, doc: dict[str, Any]) -> int:
+    key = "selector_candidate_updates"
+    n = _get(shown, doc, "", key, int, default(ServiceConfig, key))
+    if not 1 <= n <= 100_000_000:
+        raise ScenarioError(shown, key, "gradient steps, 1 to 100000000", n)
     return int(n)
 
 

@@ -73,7 +73,10 @@ class _CurrentSelector:
         canary = self.d.canary
         if canary is not None and canary.choose(task.id):  # the candidate's share of the tasks
             return int(canary.selector.select(task, view, mask))  # type: ignore[attr-defined]
-        return self.d.scheduler.selector.select(task, view, mask)
+        node = self.d.scheduler.selector.select(task, view, mask)
+        if self.d.recorder is not None and getattr(self.d.scheduler.selector, "name", "") == "ldwp":
+            self.d.recorder(task, view, mask, node)  # the selector learner's transitions
+        return node
 
 
 @dataclass
@@ -114,6 +117,8 @@ class Dispatcher:
         self.watch = OverloadWatch()
         #: Where a candidate selector under a canary comes from (``runtime.service.promotion``).
         self.promotion: Promotion | None = None
+        #: Called with each decision of an LDWP incumbent (``selector_learning``), if set.
+        self.recorder: Callable[[Task, ClusterView, np.ndarray, int], None] | None = None
         self._lock = threading.Lock()
         #: Outcomes the store refused (full, read-only), in arrival order, recorded by the loop.
         self._pending: deque[tuple[TaskRow, int, TaskOutcome]] = deque()

@@ -4,6 +4,9 @@ Layout of the state folder::
 
     current.json                 which checkpoints are current, and their update counts
     interference-<n>/            an interference model (``InterferencePredictor.save``)
+    ldwp-<n>/                    the selector learner's network (an LDWP checkpoint)
+    promoted-<n>/                a network the learner proposed and the canary promoted: the
+                                 incumbent selector after a restart
 
 A checkpoint is written to a new folder; only then is ``current.json`` replaced (written to a
 temporary file, flushed to disk, renamed), so a crash at any moment leaves the previous state or
@@ -23,12 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from models.checkpoint import CheckpointError
+from models.checkpoint import CheckpointError, save_checkpoint
+from models.qnet import NodeScorer
 from rlsched.interference.predictor import InterferencePredictor
+from rlsched.scorer_io import scorer_from_checkpoint
 
 log = logging.getLogger(__name__)
 
 CURRENT = "current.json"
+#: A network and its checkpoint metadata.
+Network = tuple[NodeScorer, dict[str, Any]]
 
 
 @dataclass
@@ -41,6 +48,10 @@ class Learned:
     :param version: the checkpoint's number (grows by one per save).
     :param origin: sha256 of the configured model the learning started from (``None``: from the
         service's own survey).
+    :param selector: the selector learner's network and its checkpoint metadata.
+    :param selector_updates: the learner's gradient steps.
+    :param promoted: a learnt network the canary promoted (network, metadata).
+    :param selector_origin: sha256 of the selector checkpoint its learning started from.
     """
 
     interference: InterferencePredictor | None = None
@@ -48,6 +59,10 @@ class Learned:
     models: list[str] = field(default_factory=list)
     version: int = 0
     origin: str | None = None
+    selector: Network | None = None
+    selector_updates: int = 0
+    promoted: Network | None = None
+    selector_origin: str | None = None
 
 
 class LearnedState:
@@ -82,14 +97,28 @@ class LearnedState:
             models=[str(m) for m in doc.get("models", [])],
             origin=origin if isinstance(origin, str) else None,
         )
-        name = doc.get("interference")
+        name = self._folder(path, doc, "interference")
         if name is not None:
-            if not isinstance(name, str) or "/" in name or name.startswith("."):
-                raise CheckpointError(path, "interference", "a checkpoint folder's name", name)
             out.interference = InterferencePredictor.load(self.folder / name)
             out.interference_updates = int(doc.get("interference_updates", 0))
+        name = self._folder(path, doc, "selector")
+        if name is not None:
+            out.selector = scorer_from_checkpoint(self.folder / name)
+            out.selector_updates = int(doc.get("selector_updates", 0))
+            origin = doc.get("selector_origin_sha256")
+            out.selector_origin = origin if isinstance(origin, str) else None
+        name = self._folder(path, doc, "promoted")
+        if name is not None:
+            out.promoted = scorer_from_checkpoint(self.folder / name)
         self.saved_version = out.version
         return out
+
+    @staticmethod
+    def _folder(path: Path, doc: dict[str, Any], key: str) -> str | None:
+        name = doc.get(key)
+        if name is not None and (not isinstance(name, str) or "/" in name or name.startswith(".")):
+            raise CheckpointError(path, key, "a checkpoint folder's name", name)
+        return name
 
     def save(self, learned: Learned) -> int:
         """Write ``learned`` as the next checkpoint and make it current; its number."""
@@ -108,6 +137,14 @@ class LearnedState:
                 shutil.rmtree(target)
             learned.interference.save(target)
             doc |= {"interference": name, "interference_updates": learned.interference_updates}
+        if learned.selector is not None:
+            doc |= {
+                "selector": self._network(f"ldwp-{version}", learned.selector),
+                "selector_updates": learned.selector_updates,
+                "selector_origin_sha256": learned.selector_origin,
+            }
+        if learned.promoted is not None:
+            doc["promoted"] = self._network(f"promoted-{version}", learned.promoted)
         tmp = self.folder / (CURRENT + ".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(doc, f, indent=2, sort_keys=True)
@@ -118,8 +155,20 @@ class LearnedState:
         self._prune(doc)
         return version
 
+    def _network(self, name: str, network: Network) -> str:
+        target = self.folder / name
+        if target.exists():  # left by a crash before current.json named it
+            shutil.rmtree(target)
+        net, meta = network
+        save_checkpoint(target, net.state_dict(), {k: v for k, v in meta.items() if k != "files"})
+        return name
+
     def _prune(self, doc: dict[str, Any]) -> None:
-        keep = {doc.get("interference")}
+        keep = {doc.get("interference"), doc.get("selector"), doc.get("promoted")}
         for p in self.folder.iterdir():
-            if p.is_dir() and p.name.startswith("interference-") and p.name not in keep:
+            if p.is_dir() and p.name.startswith(_PREFIXES) and p.name not in keep:
                 shutil.rmtree(p, ignore_errors=True)
+
+
+#: Checkpoint folders this module writes (and prunes).
+_PREFIXES = ("interference-", "ldwp-", "promoted-")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.checkpoint import CheckpointError
 from rlsched.errors import InputError
@@ -28,6 +28,9 @@ from runtime.service.calibration import FALLBACK_PLACER, Calibrator
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState
 from runtime.service.models import ModelVersion, describe, load_interference
+
+if TYPE_CHECKING:  # torch: imported only when the selector learner is on
+    from runtime.service.selector_learning import SelectorLearning
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,9 @@ class Learning:
         self.source = "survey"
         self.loaded_sha: str | None = None
         self._saved_updates = -1
-        self._saved_models: list[str] = []
+        self._saved_key: tuple[object, ...] | None = None
+        #: The selector's online learner (``selector_learning``), set by the service.
+        self.selector: SelectorLearning | None = None
         self._last_save = time.monotonic()
         placer_name = config.scheduler.partition("+")[2]
         try:
@@ -114,7 +119,12 @@ class Learning:
         if learned is not None and learned.interference is not None:
             self.source = str(self.state.folder)
             self._saved_updates = learned.interference_updates
-            self._saved_models = sorted(learned.models)
+            self._saved_key = (
+                learned.interference_updates,
+                sorted(learned.models),
+                learned.selector_updates,
+                learned.promoted is not None,
+            )
             return learned.interference, learned.interference_updates, "restored"
         if self.configured is not None:
             self.source = str(self.config.interference_model)
@@ -147,33 +157,42 @@ class Learning:
 
     def tick(self) -> None:
         """Survey GPU models that joined; checkpoint when the interval has passed."""
-        if self.calibrator is None:
+        if self.calibrator is not None:
+            self.calibrator.check()
+        elif self.selector is None:
             return
-        self.calibrator.check()
         if time.monotonic() - self._last_save >= self.config.checkpoint_interval_s:
             self.checkpoint()
 
     def checkpoint(self) -> int | None:
         """Save the learned state if it changed since the last save; the checkpoint's number."""
         self._last_save = time.monotonic()
-        if self.calibrator is None:
+        predictor, updates, models = None, 0, []
+        if self.calibrator is not None:
+            with self.cluster.lock:  # the agents update the model under this lock
+                predictor = copy.deepcopy(getattr(self.placer, "predictor", None))
+                updates = self.updates
+            models = [
+                m
+                for m, s in self.calibrator.states().items()
+                if s["state"] in ("calibrated", "restored", "loaded")
+            ]
+        learned = Learned(predictor, updates, models, origin=self.loaded_sha)
+        if self.selector is not None:
+            learned.selector, learned.selector_updates, learned.promoted = self.selector.state()
+            learned.selector_origin = self.selector.origin
+        if predictor is None and learned.selector is None:
             return None
-        with self.cluster.lock:  # the agents update the model under this lock
-            predictor = copy.deepcopy(getattr(self.placer, "predictor", None))
-            updates = self.updates
-        models = [
-            m
-            for m, s in self.calibrator.states().items()
-            if s["state"] in ("calibrated", "restored", "loaded")
-        ]
-        if predictor is None or (updates == self._saved_updates and models == self._saved_models):
+        key = (updates, models, learned.selector_updates, learned.promoted is not None)
+        if key == self._saved_key:
             return None
         try:
-            version = self.state.save(Learned(predictor, updates, models, origin=self.loaded_sha))
+            version = self.state.save(learned)
         except OSError as e:  # a full disk must not stop scheduling; the next interval tries again
             log.warning("rlsched serve: checkpointing the learned state failed: %s", e)
             return None
-        self._saved_updates, self._saved_models = updates, models
+        self._saved_key = key
+        self._saved_updates = updates
         return version
 
     def describe(self) -> dict[str, Any]:
@@ -188,11 +207,15 @@ class Learning:
             "models": models,
             "calibration": self.calibrator.states() if self.calibrator is not None else {},
             "placer": self._placer_in_use(),
-            "online_updates": {"interference": self.updates},
+            "online_updates": {"interference": self.updates}
+            | ({"selector": self.selector.dqn.updates} if self.selector is not None else {}),
+            "observed_runs": dict(getattr(self.placer, "seen", {})) if self.calibrator is not None else {},
+            "selector_learning": self.selector.describe() if self.selector is not None else None,
             "checkpoint": {
                 "version": self.state.saved_version,
                 "saved_at": self.state.saved_at,
                 "saved_updates": max(self._saved_updates, 0),
+                "saved_selector_updates": self._saved_key[2] if self._saved_key is not None else 0,
             },
         }
 

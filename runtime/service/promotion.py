@@ -66,13 +66,20 @@ class Promotion:
                 raise
             raise InputError("body", "scheduler", "a known selector", sel, hint=str(e)) from None
         version = next((v.sha256 for v in versions if v.role == "selector"), None)
+        return self.start_selector(sel, candidate.selector, version)
+
+    def start_selector(self, name: str, selector: Any, version: str | None) -> dict[str, Any]:
+        """Start a canary of a selector already built (the online learner's).
+
+        :raises PromotionError: a canary already runs.
+        """
         with self._lock:
             if self.canary is not None:
                 raise PromotionError(
                     f"a canary of {self.canary.name} is running: promote or roll it back first"
                 )
-            self.canary = Canary(sel, candidate.selector, version, self.rule)
-            self._note("canary", sel, version, "started")
+            self.canary = Canary(name, selector, version, self.rule)
+            self._note("canary", name, version, "started")
             return self.canary.summary()
 
     def check(self) -> str | None:

@@ -26,7 +26,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from rlsched.errors import Unavailable
+from rlsched.errors import InputError, Unavailable
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
@@ -35,7 +35,7 @@ from runtime.cluster.local import ClusterBackend, DeviceReport, LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
-from runtime.service.models import build_scheduler
+from runtime.service.models import ModelVersion, build_scheduler
 from runtime.service.nodes import NodeAdmin
 from runtime.service.promotion import Promotion
 from runtime.service.store import STATES, TaskStore
@@ -195,6 +195,8 @@ class Service:
         self.cluster = cluster or make_cluster(config, spec)
         self.learning = Learning(config, self.cluster, versions)
         self.promotion = Promotion(config.canary, versions, self._promote, self._promotion_event)
+        if config.selector_learning:
+            self.learning.selector = self._selector_learner(versions)
         self.metrics = ServiceMetrics()
         self.ready = threading.Event()
         self._stopping = threading.Event()
@@ -216,11 +218,40 @@ class Service:
         self.learning.install(sched, started=False)
         self.dispatcher = Dispatcher(self.store, self.cluster, sched, self.config.tenants, self.metrics.event)
         self.dispatcher.promotion = self.promotion
+        if self.learning.selector is not None:
+            self.dispatcher.recorder = self.learning.selector.record
+            self.learning.selector.start()
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
         self.dispatcher.start()
         self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
         self._feedback.start()
         self.ready.set()
+
+    def _selector_learner(self, versions: list[ModelVersion]) -> Any:
+        """The LDWP learner (``selector_learning``); a network it had promoted before a restart
+        is the incumbent again.
+
+        :raises InputError: the scheduler's selector is not ``ldwp``.
+        """
+        from rlsched.policies import ldwp_from_network
+        from runtime.service.selector_learning import SelectorLearning, weights_sha256
+
+        sel, c = self.scheduler.selector, self.config
+        if getattr(sel, "name", None) != "ldwp" or getattr(sel, "net", None) is None:
+            raise InputError(c.source, "selector_learning", "a scheduler whose selector is ldwp", c.scheduler)
+        origin = next(v.sha256 for v in versions if v.role == "selector")
+        learner = SelectorLearning(
+            sel, origin, self.promotion, self.config.selector_candidate_updates, self.learning.learned
+        )
+        if learner.promoted is not None:
+            where = str(self.learning.state.folder)
+            self.scheduler = TwoStageScheduler(
+                ldwp_from_network(learner.promoted, learner.meta, where),  # type: ignore[arg-type]
+                self.scheduler.placer,
+            )
+            versions[:] = [v for v in versions if v.role != "selector"]
+            versions.insert(0, ModelVersion("selector", "ldwp", where, weights_sha256(learner.promoted)))
+        return learner
 
     def _tick(self) -> None:
         """Every 0.25 s until :meth:`stop`: stream feedback, the overload check, and (Ray,
@@ -281,6 +312,8 @@ class Service:
         if self.dispatcher is not None:
             self.dispatcher.stop()
         self.dispatcher = None
+        if self.learning.selector is not None:
+            self.learning.selector.stop()
         self.learning.checkpoint()  # a clean stop keeps everything learnt
         self.cluster.close()
         self.store.close()
