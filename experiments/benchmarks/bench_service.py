@@ -7,7 +7,10 @@ both measured in the same run on loopback.
 Each server runs as its own uvicorn process; ``--clients`` threads post batches of ``--batch``
 tasks as fast as they are answered. Figures: tasks accepted per second over the run, p50/p99 of
 the time to an answer per request, and lost tasks (accepted by the answer, missing from the
-database afterwards — must be 0). The service meanwhile runs the tasks on its live cluster.
+database afterwards — must be 0). The service meanwhile runs the tasks on its live cluster,
+whose emulated GPUs (NumPy backend) share this machine's cores with the HTTP path; a third row
+runs the same service with every node drained (tasks accepted and queued, none run): the accept
+path alone, as on a cluster whose kernels run on real GPUs.
 """
 
 from __future__ import annotations
@@ -91,14 +94,27 @@ def _load(url: str, seconds: float, clients: int, batch: int) -> tuple[int, list
     return sum(accepted), [x for xs in lat for x in xs], sum(failed)
 
 
+def _drain_all(url: str) -> None:
+    """Drain every node: tasks are accepted and queued but none runs (the accept path alone)."""
+    from runtime.cluster.config import default_live_cluster
+
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as c:
+        for node in default_live_cluster().nodes:
+            c.post(f"/v1/admin/nodes/{node.name}/drain").raise_for_status()
+
+
 def run(kind: str, seconds: float, clients: int, batch: int, folder: Path) -> dict[str, float]:
+    """One server under the load: ``bare`` (the ceiling), ``service`` (running the tasks it
+    accepts on the embedded cluster, whose emulated GPUs share this machine's cores), or
+    ``drained`` (the same service with every node drained: nothing runs)."""
     port = _port()
     db = folder / f"{kind}.db"
-    if kind == "service":
-        cfg = folder / "service.toml"
+    if kind in ("service", "drained"):
+        cfg = folder / f"{kind}.toml"
         cfg.write_text(
             f'port = {port}\ndb = "{db}"\nscheduler = "mct+mlsm"\nqueue_bound = 100000000\n\n'
             f'[[tenants]]\nname = "bench"\ntoken_sha256 = "{hash_token(TOKEN)}"\nmax_queued = 100000000\n'
+            "admin = true\n"
         )
         cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(cfg)]
     else:
@@ -110,6 +126,8 @@ def run(kind: str, seconds: float, clients: int, batch: int, folder: Path) -> di
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, alive=lambda: proc.poll() is None)
+        if kind == "drained":
+            _drain_all(url)
         t0 = time.perf_counter()
         accepted, lat, failed = _load(url, seconds, clients, batch)
         wall = time.perf_counter() - t0
@@ -192,7 +210,7 @@ def main() -> None:
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     print(f"# machine: {platform.machine()}, python {platform.python_version()}, usable cpus {cpus}")
     with tempfile.TemporaryDirectory() as d:
-        kinds = ("bare", "service") if args.seconds > 0 else ()
+        kinds = ("bare", "service", "drained") if args.seconds > 0 else ()
         res = {k: run(k, args.seconds, args.clients, args.batch, Path(d)) for k in kinds}
         e2e = end_to_end(args.e2e_tasks, Path(d)) if args.e2e_tasks else None
     if res:
@@ -202,8 +220,12 @@ def main() -> None:
             cells = (f"{r['tasks_per_s']:,.0f}", f"{r['p50_ms']:.1f}", f"{r['p99_ms']:.1f}")
             counts = (f"{r[c]:.0f}" for c in ("requests", "failed_requests", "lost"))
             print(f"| {k} | {' | '.join(cells)} | {' | '.join(counts)} |")
-        ratio = res["service"]["tasks_per_s"] / res["bare"]["tasks_per_s"]
-        print(f"\nservice / bare: {ratio:.2f}x accepted tasks/s")
+        for k in ("service", "drained"):
+            r, bare = res[k], res["bare"]
+            print(
+                f"\n{k} / bare: {r['tasks_per_s'] / bare['tasks_per_s']:.2f}x accepted tasks/s, "
+                f"p99 {r['p99_ms'] / bare['p99_ms']:.1f}x"
+            )
     if e2e is not None:
         sv = e2e["service"]
         print(

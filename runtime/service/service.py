@@ -45,6 +45,8 @@ log = logging.getLogger(__name__)
 TICK_S = 0.25
 #: Ticks between two looks for Ray nodes that joined.
 DISCOVER_EVERY = 8
+#: Ticks between two checkpoints of the queue's WAL (:meth:`TaskStore.checkpoint_wal`).
+CHECKPOINT_WAL_EVERY = 4
 
 
 class ServiceMetrics:
@@ -269,6 +271,8 @@ class Service:
                     self.dispatcher.rebalance()
                 if self.nodes is not None and n % DISCOVER_EVERY == 0:
                     self.nodes.discover(self.config.ray_gpu_model)
+                if n % CHECKPOINT_WAL_EVERY == 0:
+                    self.store.checkpoint_wal()
             except Exception:  # the loop must outlive one bad tick, or feedback stops for good
                 log.exception("rlsched serve: feedback tick failed")
 
