@@ -115,10 +115,13 @@ def _replay(url: str, work: LiveWorkload) -> list[int]:
     return ids
 
 
-def serve(pair: str, work: LiveWorkload, folder: Path) -> dict[str, float]:
-    """The pair through ``rlsched serve``, the workload replayed at its arrival times."""
+def serve(pair: str, work: LiveWorkload, folder: Path, top: str = "") -> dict[str, float]:
+    """The pair through ``rlsched serve``, the workload replayed at its arrival times.
+
+    :param top: more top-level lines of the service's config (e.g. its ``cluster`` file).
+    """
     port = free_port()
-    top = 'calibration_apps = ["intrusion_detection", "video_synopsis"]\n'
+    top = 'calibration_apps = ["intrusion_detection", "video_synopsis"]\n' + top
     s = ServiceProcess(write_config(folder, port, {"bench": TOKEN}, {}, top, pair), port)
     s.start(timeout=120)
     try:
