@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 
 from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
 from runtime.service.canary import Arm, CanaryRule, in_canary, judge
@@ -100,6 +101,7 @@ def test_a_worse_candidate_is_rolled_back_and_one_not_worse_is_promoted(tmp_path
         s.stop()
 
 
+@pytest.mark.slow  # 21 s, in make test-all; the canary itself is in make test (the test above)
 def test_the_selector_learner_puts_up_candidates_and_a_promoted_one_survives_a_restart(
     tmp_path: Path,
 ) -> None:
