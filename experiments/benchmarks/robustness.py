@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from experiments.benchmarks.service_vs_sim import _fmt, serve
+from experiments.benchmarks.service_vs_sim import print_table, serve
 from rlsched.hardware import gpu_model
 from rlsched.policies import parse_scheduler
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
@@ -109,16 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         ["python -m experiments.benchmarks.robustness", *(argv if argv is not None else sys.argv[1:])]
     )
     print(f"# {cmd}\n# {platform.node()}: {os.cpu_count()} cores; test seeds {args.seeds}\n")
-    head = " | ".join(f"{w} tasks/s | {w} p95 s | {w} tput / mct+mlsm" for w in worlds)
-    print(f"| pair | {head} |\n|---|" + "---|---|---|" * len(worlds))
-    for pair in pairs:
-        cells = []
-        for w in worlds:
-            thr = [r["throughput"] for r in runs[pair][w]]
-            base = [r["throughput"] for r in runs["mct+mlsm"][w]] if "mct+mlsm" in runs else None
-            ratio = _fmt([a / b for a, b in zip(thr, base, strict=True)]) if base else "-"
-            cells += [_fmt(thr), _fmt([r["p95_s"] for r in runs[pair][w]]), ratio]
-        print(f"| {pair} | " + " | ".join(cells) + " |")
+    print_table(runs, pairs, tuple(worlds))
     print(f"\n(mean ± std over seeds {args.seeds}; ratios per seed, then averaged)")
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=2))

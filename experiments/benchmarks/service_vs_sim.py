@@ -152,6 +152,23 @@ def _fmt(xs: list[float], f: str = ".2f") -> str:
     return f"{statistics.mean(xs):{f}} ± {sd:{f}}"
 
 
+def print_table(
+    runs: dict[str, dict[str, list[dict[str, float]]]], pairs: list[str], worlds: tuple[str, ...]
+) -> None:
+    """Per pair and world: throughput, p95 and throughput over ``mct+mlsm``'s (per seed, then
+    averaged), as a Markdown table."""
+    head = " | ".join(f"{w} tasks/s | {w} p95 s | {w} tput / mct+mlsm" for w in worlds)
+    print(f"| pair | {head} |\n|---|" + "---|---|---|" * len(worlds))
+    for pair in pairs:
+        cells = []
+        for w in worlds:
+            thr = [r["throughput"] for r in runs[pair][w]]
+            base = [r["throughput"] for r in runs["mct+mlsm"][w]] if "mct+mlsm" in runs else None
+            ratio = _fmt([a / b for a, b in zip(thr, base, strict=True)]) if base else "-"
+            cells += [_fmt(thr), _fmt([r["p95_s"] for r in runs[pair][w]]), ratio]
+        print(f"| {pair} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", default="20000,20001,20002")
@@ -187,25 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         f"# {cmd}\n# {platform.node()}: {os.cpu_count()} cores, {platform.platform()}; "
         f"test seeds {args.seeds}\n"
     )
-    print(
-        "| pair | sim tasks/s | sim p95 s | sim tput / mct+mlsm "
-        "| service tasks/s | service p95 s | service tput / mct+mlsm |"
-    )
-    print("|---|---|---|---|---|---|---|")
-    ref = {
-        w: [r["throughput"] for r in runs["mct+mlsm"][w]] if "mct+mlsm" in runs else None
-        for w in ("sim", "service")
-    }
-    worlds = ("sim",) if args.sim_only else ("sim", "service")
-    for pair in pairs:
-        cells = []
-        for w in worlds:
-            thr = [r["throughput"] for r in runs[pair][w]]
-            p95 = [r["p95_s"] for r in runs[pair][w]]
-            base = ref[w]
-            ratio = _fmt([a / b for a, b in zip(thr, base, strict=True)]) if base else "-"
-            cells += [_fmt(thr), _fmt(p95), ratio]
-        print(f"| {pair} | " + " | ".join(cells) + " |")
+    print_table(runs, pairs, ("sim",) if args.sim_only else ("sim", "service"))
     print(f"\n(mean ± std over seeds {args.seeds}; ratios per seed, then averaged)")
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=2))
