@@ -145,8 +145,10 @@ class ClusterView:
     bandwidth, averaged over ~10 s); ``tasks_on_node`` (assigned, not finished);
     ``ready_waiting`` (ready subtasks waiting for a unit); ``backlog_gpu_s`` / ``backlog_cpu_s``
     (nominal seconds of GPU-capable / CPU-only work assigned and not finished); ``speed_gpu`` /
-    ``speed_cpu`` (measured speed: EMA of nominal over measured run time, 1 = as datasheet
-    predicts); ``gpu_kinds`` (names of subtask kinds running on each GPU); ``time_s``.
+    ``speed_cpu`` (measured speed: in the simulator an EMA of nominal over measured run time,
+    1 = as datasheet predicts; live, relative to the cluster's other units, 1 = as they run,
+    ``runtime/cluster/speed_reference.py``); ``gpu_kinds`` (names of subtask kinds running on
+    each GPU); ``time_s``.
     """
 
     node_names: list[str]

@@ -3,7 +3,7 @@ competing process on the host, in ``run_live`` and through ``rlsched serve``.
 
     python -m experiments.benchmarks.robustness [--seeds 20000,20001,20002] [--tasks 300]
         [--rate 30] [--slow 3] [--burners 1] [--pairs ldwp+iawp,mct+mlsm,ldwp+mlsm,mct+iawp]
-        [--worlds run_live,service]
+        [--worlds run_live,service] [--repeats 1]
 
 The embedded live cluster, with its V100 emulated at a third of its datasheet speed (the schedulers
 are told "V100M16": only measured speeds can show it), while ``--burners`` CPU-bound processes
@@ -81,6 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--burners", type=int, default=1, help="competing CPU-bound processes")
     p.add_argument("--pairs", default=",".join(PAIRS))
     p.add_argument("--worlds", default="run_live,service")
+    p.add_argument("--repeats", type=int, default=1, help="runs of each pair per seed")
     p.add_argument("--json", help="write every run's figures here too")
     args = p.parse_args(argv)
     seeds = [int(x) for x in args.seeds.split(",")]
@@ -90,11 +91,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rlsched-robust-") as tmp, host_load(args.burners):
         cluster_file = Path(tmp) / "slow.toml"
         write_live_cluster(spec, cluster_file)
-        for seed in seeds:
+        rounds = [(seed, r) for seed in seeds for r in range(args.repeats)]
+        for i, (seed, _) in enumerate(rounds):
             work = LiveWorkload(
                 apps={a: 1.0 for a in VIDEO_APPS}, tasks=args.tasks, rate_per_s=args.rate, seed=seed
             )
-            for pair in pairs:
+            # The host's own load drifts over minutes here: each round starts with the next pair, so
+            # that no pair always runs first (or last) in its round.
+            for pair in pairs[i % len(pairs) :] + pairs[: i % len(pairs)]:
                 if "run_live" in worlds:
                     runs[pair]["run_live"].append(live(pair, spec, work))
                 if "service" in worlds:
@@ -110,7 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(f"# {cmd}\n# {platform.node()}: {os.cpu_count()} cores; test seeds {args.seeds}\n")
     print_table(runs, pairs, tuple(worlds))
-    print(f"\n(mean ± std over seeds {args.seeds}; ratios per seed, then averaged)")
+    per = f"{args.repeats} runs per seed, " if args.repeats > 1 else ""
+    order = "pairs in rotating order; ratios per run, then averaged"
+    print(f"\n(mean ± std over seeds {args.seeds}, {per}{order})")
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=2))
     return 0

@@ -38,6 +38,7 @@ from runtime import failpoints
 from runtime.backends.base import Backend, DeviceConfig, DeviceFull
 from runtime.cluster.config import LiveClusterSpec, LiveNode
 from runtime.cluster.corunners import CoRunners, Mark
+from runtime.cluster.speed_reference import CPU_UNIT, SpeedReference
 from runtime.kernels import StagePlan, TaskData, stage_plan
 from runtime.mlsm.lanes import Lane
 from runtime.mlsm.memory import DeviceMemory
@@ -50,8 +51,6 @@ NODE_LOST = "node lost"
 #: Error of a task withdrawn from its node before any of its subtasks started (to be placed
 #: again elsewhere; see :meth:`NodeAgent.withdraw`).
 MOVED = "moved: withdrawn from an overloaded node before it started"
-#: EMA weight of one speed sample (the simulator uses the same).
-SPEED_EMA = 0.2
 #: Times a subtask may be handed back by full devices before it waits for memory to free.
 MAX_HANDBACKS = 8
 #: Hand-backs after which a task fails with an error naming the subtask (never silently lost).
@@ -168,6 +167,9 @@ class NodeAgent:
     :param clock: seconds since the run started.
     :param observe: called with every finished GPU subtask and the time-weighted kinds that ran
         beside it (:mod:`runtime.cluster.corunners`; online interference learning), or ``None``.
+    :param speeds: turns measured speeds into speeds relative to the cluster
+        (:mod:`runtime.cluster.speed_reference`), shared by the cluster's agents; ``None``: a new
+        one for this node alone.
     """
 
     def __init__(
@@ -180,8 +182,10 @@ class NodeAgent:
         lock: threading.RLock,
         clock: Callable[[], float],
         observe: Observe | None = None,
+        speeds: SpeedReference | None = None,
     ) -> None:
         self.node = node
+        self.speeds = speeds if speeds is not None else SpeedReference()
         self.nspec: LiveNode = spec.nodes[node]
         self.view = view
         self.placer = placer
@@ -416,7 +420,7 @@ class NodeAgent:
         v, n, sub = self.view, self.node, job.sub
         if job.unit == CPU:
             nominal = job.run.cpu_nominal[sub.index]
-            v.cpu_finished(n, nominal / measured if measured > 0 else 0.0, SPEED_EMA)
+            v.cpu_finished(n, self._relative(CPU_UNIT, sub, nominal, measured), 1.0)
             self.free_cores.append(job.lane)
             return
         g = job.unit
@@ -424,7 +428,7 @@ class NodeAgent:
         self._gpu_tick(g, self.clock())
         nominal = subtask_gpu_seconds(sub, f.gpu_tflops[n][g], f.gpu_bw[n][g])
         speed = nominal / measured if measured > 0 else 0.0
-        v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
+        v.gpu_finished(n, g, sub.mem_mb, sub.kind.name, self._relative(g, sub, nominal, measured), 1.0)
         # Stream feedback compares GPUs, so their work is counted in one unit: seconds on the
         # node's mean datasheet GPU (each GPU's own datasheet would make every GPU look alike).
         self.pools[g].release(job.lane, job.run.gpu_nominal[sub.index] if measured > 0 else 0.0)
@@ -433,6 +437,13 @@ class NodeAgent:
             model = self.nspec.gpus[g].model
             self.observe(model, sub.kind.name, tuple(shares), speed, tuple(shares.values()))
         self._sync_memory(g)
+
+    def _relative(self, unit: int, sub: Subtask, nominal: float, measured: float) -> float:
+        """The unit's speed relative to the cluster after this run (0: no sample, the view keeps
+        its value). Already smoothed, so the view takes it as it is (EMA weight 1)."""
+        if measured <= 0 or nominal <= 0:
+            return 0.0
+        return self.speeds.record(self.node, unit, sub.kind.name, nominal / measured)
 
     def _gpu_tick(self, g: int, now: float) -> None:
         """Integrate the time GPU ``g`` had at least one subtask running."""

@@ -28,6 +28,7 @@ from runtime.backends.select import choose_backend
 from runtime.cluster.agent import NODE_LOST, DeviceReport, NodeAgent, TaskOutcome
 from runtime.cluster.config import LiveClusterSpec, LiveNode, fold_ordinals
 from runtime.cluster.monitor import NvmlMonitor, fill_view_from_samples
+from runtime.cluster.speed_reference import SpeedReference
 from runtime.kernels import TaskData
 
 
@@ -106,6 +107,7 @@ class LocalCluster:
         self.lock = threading.RLock()
         self.agents: list[NodeAgent] = []
         self.monitor: NvmlMonitor | None = None
+        self.speeds = SpeedReference()
         self._t0 = time.perf_counter()
 
     def clock(self) -> float:
@@ -117,8 +119,11 @@ class LocalCluster:
         self._observe = observe
         assert self.backend is not None
         self._t0 = time.perf_counter()
+        self.speeds = SpeedReference()  # one for every agent: speeds relative to the whole cluster
         self.agents = [
-            NodeAgent(i, self.spec, self.backend, self.view, placer, self.lock, self.clock, observe)
+            NodeAgent(
+                i, self.spec, self.backend, self.view, placer, self.lock, self.clock, observe, self.speeds
+            )
             for i in range(len(self.spec.nodes))
         ]
         if self.backend_name == "cupy" and NvmlMonitor.available():
@@ -147,7 +152,15 @@ class LocalCluster:
             self.spec, i = join_node(self.spec, self.view, node)
             self.agents.append(
                 NodeAgent(
-                    i, self.spec, self.backend, self.view, self._placer, self.lock, self.clock, self._observe
+                    i,
+                    self.spec,
+                    self.backend,
+                    self.view,
+                    self._placer,
+                    self.lock,
+                    self.clock,
+                    self._observe,
+                    self.speeds,
                 )
             )
             return i
@@ -166,6 +179,7 @@ class LocalCluster:
         left = agent.shutdown()
         with self.lock:
             self.view.clear_node(node)
+        self.speeds.forget(node)  # a departed node no longer sets the references
         now = self.clock()
         for run in left:
             run.on_done(TaskOutcome(run.task, node, run.assigned_s, math.nan, now, {}, NODE_LOST))

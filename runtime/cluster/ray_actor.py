@@ -29,6 +29,7 @@ from rlsched.view import ClusterView
 from runtime.backends.select import choose_backend
 from runtime.cluster.agent import NodeAgent, TaskOutcome
 from runtime.cluster.config import LiveClusterSpec
+from runtime.cluster.speed_reference import CPU_UNIT, SpeedReference
 from runtime.kernels import TaskData, output_digest
 
 #: Actor concurrency group of the control calls (tick, report, shutdown), so that a node full
@@ -50,15 +51,18 @@ def _ray() -> Any:
     return ray
 
 
-def node_snapshot(view: ClusterView, node: int, seq: int) -> Snapshot:
+def node_snapshot(view: ClusterView, node: int, seq: int, speeds: SpeedReference | None = None) -> Snapshot:
     """The dynamic state of one node's row of ``view`` (what stage 1 reads), as plain values.
 
     :param view: a view kept by the node's agent.
     :param node: the row.
     :param seq: increasing number of the snapshot, so older ones arriving late are ignored.
+    :param speeds: the agent's speed reference: its table goes along, so that the driver can
+        make the node's speeds relative to the whole cluster, not to this node alone.
     """
     f = view.fast
     return {
+        "speed_table": speeds.table(node) if speeds is not None else {},
         "seq": seq,
         "cpu_busy": int(f.cpu_busy[node]),
         "gpu_running": list(f.gpu_running[node]),
@@ -74,7 +78,9 @@ def node_snapshot(view: ClusterView, node: int, seq: int) -> Snapshot:
     }
 
 
-def apply_node_snapshot(view: ClusterView, node: int, snap: Snapshot) -> None:
+def apply_node_snapshot(
+    view: ClusterView, node: int, snap: Snapshot, speeds: SpeedReference | None = None
+) -> None:
     """Copy a node's snapshot (:func:`node_snapshot`) into row ``node`` of ``view``.
 
     Stream counts go through :meth:`ClusterView.set_streams` (it keeps ``node_streams``, which
@@ -84,7 +90,17 @@ def apply_node_snapshot(view: ClusterView, node: int, snap: Snapshot) -> None:
     :param view: the driver's view (caller holds its lock).
     :param node: the row to overwrite.
     :param snap: the node's state; keys missing from it are left as they are.
+    :param speeds: the driver's speed reference: it takes the node's table, and the node's speeds
+        become relative to every node's (the snapshot's own are relative to that node alone).
     """
+    if speeds is not None and "speed_table" in snap:
+        speeds.load(node, snap["speed_table"])
+        n_gpus = len(snap.get("speed_gpu", ()))
+        snap = {
+            **snap,
+            "speed_gpu": [speeds.relative(node, g) for g in range(n_gpus)],
+            "speed_cpu": speeds.relative(node, CPU_UNIT),
+        }
     for g, streams in enumerate(snap.get("gpu_streams", ())):
         if view.fast.gpu_streams[node][g] != streams:
             view.set_streams(node, g, int(streams))
@@ -150,7 +166,7 @@ class NodeActor:
     def _snapshot(self) -> Snapshot:
         with self.lock:
             self._seq += 1
-            return node_snapshot(self.view, self.node, self._seq)
+            return node_snapshot(self.view, self.node, self._seq, self.agent.speeds)
 
     def run(
         self, task: Task, data: TaskData, shared: dict[str, Any] | None = None, digest: bool = False

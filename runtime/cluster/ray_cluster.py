@@ -58,6 +58,7 @@ from runtime.cluster.ray_actor import (
     apply_node_snapshot,
     node_snapshot,
 )
+from runtime.cluster.speed_reference import SpeedReference
 from runtime.kernels import TaskData
 
 __all__ = [
@@ -160,6 +161,8 @@ class RayCluster:
         self.spec = spec
         self.view = spec.view()
         self.lock = threading.RLock()
+        #: Every node's speed tables, from their snapshots: speeds relative to the whole cluster.
+        self.speeds = SpeedReference()
         self.backend_name = backend or "auto"
         self._backend = backend
         self.node_ids = _map_nodes(self._r, len(spec.nodes), node_ids, share_nodes)
@@ -406,7 +409,9 @@ class RayCluster:
                 return
             self._seq[node] = snap["seq"]
             # The driver's count is the truth for stage 1: it includes tasks still on their way.
-            apply_node_snapshot(self.view, node, {**snap, "tasks_on_node": self._in_flight[node]})
+            apply_node_snapshot(
+                self.view, node, {**snap, "tasks_on_node": self._in_flight[node]}, self.speeds
+            )
 
     def _take_report(self, node: int, rep: dict[str, Any]) -> None:
         self._apply(node, rep["snapshot"])
@@ -428,6 +433,7 @@ class RayCluster:
             self._in_flight[node] = 0
             self.view.set_alive(node, False)
             self.view.clear_node(node)
+        self.speeds.forget(node)
 
     # ---- membership --------------------------------------------------------------------------
     def new_ray_nodes(self) -> list[dict[str, Any]]:
@@ -485,6 +491,7 @@ class RayCluster:
             self._in_flight[node] = 0
             self.view.set_alive(node, False)
             self.view.clear_node(node)
+        self.speeds.forget(node)
         actor = self.actors[node]
         with contextlib.suppress(Exception):
             self._r.get(actor.shutdown.options(concurrency_group=CONTROL_GROUP).remote(), timeout=10.0)
