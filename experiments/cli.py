@@ -456,6 +456,18 @@ def _parser() -> argparse.ArgumentParser:
         help=f"first seed (default {TEST_SEED_BASE}: the test set, disjoint from training and validation)",
     )
     e.add_argument("--rate", type=_positive_float, default=None, help="arrival rate override, tasks/min")
+    e.add_argument(
+        "--loads",
+        default=None,
+        help="offered loads, e.g. 0.5,0.7,0.8,0.9,0.95: each scenario runs at the rates that give them, "
+        "and the report plots latency against load",
+    )
+    e.add_argument(
+        "--load-of",
+        default="bound",
+        help="what --loads are relative to: 'bound' (the LP capacity bound, default) or "
+        "SELECTOR+PLACER (its saturated throughput on each seed)",
+    )
     e.add_argument("--model", default=None, help="LDWP checkpoint for ldwp (default: shipped)")
     e.add_argument(
         "--placer-model",

@@ -218,6 +218,9 @@ class EvalConfig:
     :param suite: the suite it came from, if any.
     :param convergence_steps: with ``suite == "paper"`` and no ``runs``: DQN steps of each of the
         two training runs (with and without pretraining) whose curves the report shows; 0 skips.
+    :param loads: offered loads to run each scenario at (``experiments/load_curves.py``); empty:
+        each scenario at its own rate.
+    :param load_of: what ``loads`` are relative to: ``"bound"`` or a ``SELECTOR+PLACER`` spec.
     """
 
     scenarios: list[str]
@@ -233,6 +236,8 @@ class EvalConfig:
     command: str = "rlsched evaluate"
     suite: str | None = None
     convergence_steps: int = 20_000
+    loads: tuple[float, ...] = ()
+    load_of: str = "bound"
 
 
 @dataclass(frozen=True)

@@ -65,6 +65,13 @@ def validate(cfg: EvalConfig, out: Path) -> None:
     for s in cfg.schedulers:
         inputs.scheduler(s, "--schedulers")
     inputs.policy_options(cfg.schedulers, cfg.model, cfg.placer_model)
+    if cfg.loads:
+        from experiments.load_curves import check_entries
+
+        check_entries(cfg.scenarios)
+        if cfg.load_of != "bound":
+            inputs.scheduler(cfg.load_of, "--load-of")
+            inputs.policy_options([cfg.load_of], cfg.model, cfg.placer_model)
     for name, d in cfg.runs.items():
         if not Path(d, "history.json").is_file():
             raise EvaluateError("--runs", name, "a training run folder with history.json", d)
@@ -113,13 +120,17 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     out = Path(out)
     validate(cfg, out)
     t0 = time.perf_counter()
-    cases = [
-        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s, placer_model=cfg.placer_model)
-        for sc in cfg.scenarios
-        for s in cfg.schedulers
-        for seed in cfg.seeds
+    # (scenario, seed, rate) of every run: each scenario at its own rate, or at each offered load.
+    points = _load_points(cfg, progress) if cfg.loads else []
+    grid = [(p.scenario, p.seed, p.arrival_scale) for p in points] or [
+        (sc, seed, 1.0) for sc in cfg.scenarios for seed in cfg.seeds
     ]
-    bounds = [BoundCase(sc, seed, cfg.rate) for sc in cfg.scenarios for seed in cfg.seeds]
+    cases = [
+        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s, placer_model=cfg.placer_model, arrival_scale=k)
+        for sc, seed, k in grid
+        for s in cfg.schedulers
+    ]
+    bounds = [BoundCase(sc, seed, cfg.rate, k) for sc, seed, k in grid]
     partial = out / "runs.jsonl"
     partial.write_text("")
 
@@ -131,6 +142,10 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     if cfg.suite == "paper" and not cfg.runs and cfg.convergence_steps > 0:
         cfg = replace(cfg, runs=train_convergence_runs(cfg.convergence_steps, out / "runs"))
     rows = build_rows(results, bound_out)
+    if points:
+        from experiments.load_curves import tag_rows
+
+        tag_rows(rows, points)
     meta = Meta(
         command=cfg.command,
         seeds=list(cfg.seeds),
@@ -150,6 +165,15 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         "above_bound": over,
         "wall_s": round(meta.wall_s, 1),
     }
+
+
+def _load_points(cfg: EvalConfig, progress: bool) -> list:
+    from experiments.load_curves import capacities, load_points
+
+    if progress:
+        print(f"evaluate: measuring each scenario's capacity ({cfg.load_of})", file=sys.stderr)
+    caps = capacities(cfg.scenarios, cfg.seeds, cfg.load_of, cfg.jobs, progress, cfg.timeout_s)
+    return load_points(cfg.loads, caps)
 
 
 def train_convergence_runs(steps: int, folder: Path) -> dict[str, str]:
@@ -176,6 +200,13 @@ def write_report(rows: list[dict], results: list[CaseResult], cfg: EvalConfig, m
 
     img = out / "img"
     img.mkdir(exist_ok=True)
+    if cfg.loads:
+        from experiments.report_loads import load_blocks
+
+        blocks = meta_blocks(meta, cfg.title) + load_blocks(rows, cfg.load_of, out)
+        (out / "report.md").write_text(render_md(blocks))
+        (out / "report.html").write_text(render_html(blocks, out))
+        return
     grouped = _group(rows)
     blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped)
     for sc, runs in grouped.items():

@@ -39,6 +39,7 @@ class Case:
     :param placer_model: placer checkpoint for ``iawp-rl`` (``None``: shipped).
     :param timeout_s: wall-time limit of the run.
     :param detail: keep per-task latencies and per-device busy samples.
+    :param arrival_scale: arrivals come this many times faster (:func:`scale_arrivals`).
     """
 
     scenario: str
@@ -49,6 +50,7 @@ class Case:
     timeout_s: float = 600.0
     detail: bool = True
     placer_model: str | None = None
+    arrival_scale: float = 1.0
 
 
 @dataclass
@@ -101,9 +103,12 @@ def parse_entry(
     return name, value, tasks
 
 
-def load_entry(entry: str, rate: float | None, flag: str = "--scenarios") -> Scenario:
+def load_entry(
+    entry: str, rate: float | None, flag: str = "--scenarios", arrival_scale: float = 1.0
+) -> Scenario:
     """The scenario a grid entry names (``NAME[@RATE][#TASKS]``, see :func:`parse_entry`).
 
+    :param arrival_scale: then make its arrivals this many times faster (:func:`scale_arrivals`).
     :raises InputError: for a bad entry (naming ``flag``) or scenario (naming its file).
     """
     import dataclasses
@@ -111,12 +116,39 @@ def load_entry(entry: str, rate: float | None, flag: str = "--scenarios") -> Sce
     from rlsched.scenarios.loader import load_scenario
 
     name, r, tasks = parse_entry(entry, rate, flag)
-    sc = load_scenario(name, rate_per_min=r)
+    sc = scale_arrivals(load_scenario(name, rate_per_min=r), arrival_scale)
     if tasks is None:
         return sc
     return dataclasses.replace(
         sc, workload=dataclasses.replace(sc.workload, tasks=min(tasks, sc.workload.tasks))
     )
+
+
+def scale_arrivals(sc: Scenario, factor: float) -> Scenario:
+    """``sc`` with arrivals ``factor`` times as fast and the same tasks: Poisson and bursty rates
+    times ``factor``, a replayed trace's gaps divided by it (``arrival_speedup``). Each gap is
+    the same random draw divided by ``factor``, so the offered load scales exactly."""
+    import dataclasses
+
+    if factor == 1.0:
+        return sc
+    wl = sc.workload
+    if wl.alibaba is not None:
+        ali = dataclasses.replace(wl.alibaba, arrival_speedup=wl.alibaba.arrival_speedup * factor)
+        return dataclasses.replace(sc, workload=dataclasses.replace(wl, alibaba=ali))
+    a = wl.arrival
+    if a.process == "trace":
+        arrival = dataclasses.replace(a, time_scale=a.time_scale / factor)
+    else:
+        arrival = dataclasses.replace(
+            a,
+            rate_per_min=a.rate_per_min * factor,
+            high_rate_per_min=a.high_rate_per_min * factor,
+            low_rate_per_min=a.low_rate_per_min * factor,
+            mean_high_s=a.mean_high_s / factor,
+            mean_low_s=a.mean_low_s / factor,
+        )
+    return dataclasses.replace(sc, workload=dataclasses.replace(wl, arrival=arrival))
 
 
 def run_case(case: Case) -> CaseResult:
@@ -130,11 +162,15 @@ def run_case(case: Case) -> CaseResult:
 
 
 def _run(case: Case) -> CaseResult:
+    from envs.capacity import task_latency_bounds
     from envs.simulator import Simulator
+    from rlsched.metrics import served_share
     from rlsched.policies.registry import PolicyOptions, parse_scheduler
     from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
-    scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
+    scenario = scenario_for_seed(
+        load_entry(case.scenario, case.rate, arrival_scale=case.arrival_scale), case.seed
+    )
     tasks = generate_tasks(scenario, case.seed)
     sched = parse_scheduler(case.scheduler, PolicyOptions(case.model, case.placer_model))
     sim = Simulator(scenario, tasks, sched.placer, seed=case.seed)
@@ -156,6 +192,11 @@ def _run(case: Case) -> CaseResult:
 
     m = sim.run(sched, on_decision=on_decision)
     res = CaseResult(case, "ok", metrics=m.to_dict())
+    res.metrics["served_share"] = served_share(
+        [r.arrival_s for r in sim.records],
+        [r.done_s for r in sim.records],
+        task_latency_bounds(scenario, tasks),
+    )
     if case.detail:
         res.latencies = [r.done_s - r.arrival_s for r in sim.records if not math.isnan(r.done_s)]
         res.done_s = sorted(r.done_s for r in sim.records if not math.isnan(r.done_s))
@@ -188,11 +229,12 @@ def _bin_samples(
 
 @dataclass(frozen=True)
 class BoundCase:
-    """The capacity bound of one scenario and seed."""
+    """The capacity bound of one scenario and seed (and arrival rate, or scale)."""
 
     scenario: str
     seed: int
     rate: float | None = None
+    arrival_scale: float = 1.0
 
 
 def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str | bool] | str]:
@@ -201,7 +243,8 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
         from envs.capacity import capacity_bound
         from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
-        scenario = scenario_for_seed(load_entry(case.scenario, case.rate), case.seed)
+        entry = load_entry(case.scenario, case.rate, arrival_scale=case.arrival_scale)
+        scenario = scenario_for_seed(entry, case.seed)
         return case, capacity_bound(scenario, generate_tasks(scenario, case.seed)).to_dict()
     except Exception as e:
         return case, f"{type(e).__name__}: {e}"

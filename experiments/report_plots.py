@@ -11,6 +11,7 @@ matplotlib.use("Agg")  # files only: no display on servers and CI
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib import ticker
 
 from experiments.report_stats import Summary
 
@@ -162,4 +163,49 @@ def versus_rate(
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
+def latency_vs_load(
+    path: Path,
+    title: str,
+    panels: Sequence[tuple[str, Mapping[str, tuple[list[float], list[tuple[float, float]]]], list[float]]],
+    loads_floor: list[float],
+    knees: Mapping[str, float | None],
+) -> Path:
+    """One panel per latency statistic against offered load: each scheduler's mean over seeds
+    with its 95 % interval (never drawn below the lower bound), the lower bound, and a cross
+    where each scheduler stops keeping up.
+
+    :param panels: (y label, scheduler -> (loads, (mean, half-interval) per load), lower bound
+        per load of ``loads_floor``).
+    :param loads_floor: the loads of the lower bound's points.
+    :param knees: scheduler -> the load at which it stops keeping up (``None``: never on the grid).
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.4), squeeze=False)
+    for ax, (label, by_sched, floor) in zip(axes[0], panels, strict=True):
+        lb = dict(zip(loads_floor, floor, strict=True))
+        for name, (loads, pts) in by_sched.items():
+            y = np.array([m for m, _ in pts])
+            half = np.array([h for _, h in pts])
+            low = np.maximum(y - half, [lb.get(x, 0.0) for x in loads])  # no interval below the bound
+            line = ax.errorbar(
+                loads, y, yerr=[y - np.minimum(low, y), half], marker="o", markersize=3, capsize=3, label=name
+            )
+            knee = knees.get(name)
+            if knee is not None:
+                ax.plot([knee], [y[loads.index(knee)]], "x", markersize=10, color=line[0].get_color())
+        if floor:
+            ax.plot(loads_floor, floor, "k--", linewidth=1, label="lower bound (fastest critical path)")
+        ax.set_yscale("log")
+        # 1-2-5 ticks in plain numbers: matplotlib's default labels minor ticks as 6x10^0 and
+        # overlaps them on a short log range.
+        ax.yaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+        ax.set_xlabel("offered load")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{title}  (x: stops keeping up)", fontsize=11)
     return _save(fig, path)

@@ -56,12 +56,14 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
     rows = []
     for r in results:
         c = r.case
-        b = bounds.get(BoundCase(c.scenario, c.seed, c.rate))
+        b = bounds.get(BoundCase(c.scenario, c.seed, c.rate, c.arrival_scale))
         row: dict = {"scenario": c.scenario, "scheduler": c.scheduler, "seed": c.seed, "rate": c.rate}
+        row["arrival_scale"] = c.arrival_scale
         row["status"], row["error"] = r.status, r.error
         for k in METRICS:
             row[k] = r.metrics.get(k) if r.status == "ok" else None
         row["not_completed"] = not_completed(r.metrics) if r.status == "ok" else None
+        row["served_share"] = r.metrics.get("served_share") if r.status == "ok" else None
         # What the run did (its metrics) or, for a run that failed, what the policy declares.
         row["clairvoyant"] = bool(r.metrics.get("clairvoyant")) or is_clairvoyant_spec(c.scheduler)
         for k in BOUND_FIELDS:

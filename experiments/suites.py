@@ -107,6 +107,17 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
         if not eq or not name or not d:
             raise EvaluateError("--runs", "value", "NAME=DIR", spec)
         runs[name] = d
+    loads: tuple[float, ...] = ()
+    if args.loads is not None:
+        from experiments.load_curves import parse_loads
+
+        loads = parse_loads(args.loads)
+        if args.rate is not None:
+            raise EvaluateError(
+                "--rate", "value", "no --rate with --loads (the loads set the rate)", args.rate
+            )
+    elif args.load_of != "bound":
+        raise EvaluateError("--load-of", "value", "--loads beside it", args.load_of)
     return EvalConfig(
         scenarios=scenarios,
         schedulers=schedulers,
@@ -121,6 +132,8 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
         command=shlex.join(["rlsched", *argv]),
         suite=args.suite,
         convergence_steps=args.convergence_steps,
+        loads=loads,
+        load_of=args.load_of,
     )
 
 
@@ -159,7 +172,9 @@ def scenario_table(names: Sequence[str]) -> str:
             f"{regime}  {sc.description}"
         )
     lines.append(
-        "(load = arrival rate over the capacity bound, for the scenario's own seed; "
-        "under 0.8 a scenario is arrival-bound)"
+        "(load = arrival rate over the capacity bound, for the scenario's own seed; under 0.8 a\n"
+        " scenario is arrival-bound: every reasonable scheduler completes what arrives; above it has\n"
+        " headroom: schedulers differ. `rlsched evaluate --loads 0.5,0.7,0.9` runs each scenario at\n"
+        ' those loads and plots latency against load: README, "Latency against offered load")'
     )
     return "\n".join(lines)

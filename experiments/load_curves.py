@@ -1,0 +1,198 @@
+"""Latency against offered load: each scenario run at the arrival rates that give chosen loads.
+
+Offered load is a scenario's arrival rate over a capacity, for its task mix on each seed:
+
+* ``bound`` (default): the LP capacity bound (``envs/capacity.py``), what no scheduler can pass;
+* ``SELECTOR+PLACER``: that scheduler's saturated throughput, measured on the same seed at
+  :data:`SATURATE` times the bound's capacity. Where the bound is far above what schedulers
+  serve (1.45x on a 16-node mixed cluster measured outside the project), a grid defined on the
+  bound alone puts every point past the knee; one defined on a good heuristic does not.
+
+A run *keeps up* when it completes its arrivals as fast as they come: over the middle 80 % of
+the arrival window, at least :data:`KEEP_UP` of the tasks that arrived completed
+(:func:`rlsched.metrics.served_share`), and none was lost. The load at which a scheduler *stops
+keeping up* is the lowest load at which most of its seeds' runs do not.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.evaluation import BoundCase, Case, parse_entry, run_grid
+from rlsched.errors import InputError
+
+#: The reference scheduler's saturated throughput is measured at this multiple of the bound.
+SATURATE = 2.0
+#: Share of the bound's throughput a run must reach to keep up with its arrivals.
+KEEP_UP = 0.99
+#: Offered loads a grid may ask for.
+LOAD_RANGE = (0.05, 3.0)
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One scenario, seed and offered load, and how much faster than the scenario's own its
+    arrivals come to give that load."""
+
+    scenario: str
+    seed: int
+    load: float
+    arrival_scale: float
+
+
+def parse_loads(text: str) -> tuple[float, ...]:
+    """``"0.5,0.7,0.9"`` -> sorted distinct loads.
+
+    :raises InputError: naming ``--loads``, for a value that is not a number in :data:`LOAD_RANGE`.
+    """
+    out = set()
+    for part in (p.strip() for p in text.split(",")):
+        try:
+            x = float(part)
+        except ValueError:
+            x = math.nan
+        if not (LOAD_RANGE[0] <= x <= LOAD_RANGE[1]):
+            lo, hi = LOAD_RANGE
+            raise InputError("--loads", "value", f"comma-separated offered loads in [{lo}, {hi}]", part)
+        out.add(x)
+    return tuple(sorted(out))
+
+
+def check_entries(scenarios: Sequence[str]) -> None:
+    """``--loads`` sets every rate: entries may not carry their own ``@RATE``.
+
+    :raises InputError: naming ``--scenarios`` and the entry.
+    """
+    for entry in scenarios:
+        _, rate, _ = parse_entry(entry, None)
+        if rate is not None:
+            raise InputError("--scenarios", entry, "no @RATE with --loads (the loads set the rate)", entry)
+
+
+def capacities(
+    scenarios: Sequence[str], seeds: Sequence[int], load_of: str, jobs: int, progress: bool, timeout_s: float
+) -> dict[tuple[str, int], tuple[float, float]]:
+    """(capacity, own arrival rate), tasks/min, of each (scenario, seed): what its loads are
+    relative to, and the rate its arrivals come at unscaled.
+
+    :param load_of: ``"bound"`` or a ``SELECTOR+PLACER`` spec.
+    :raises InputError: naming ``--scenarios`` or ``--load-of``, when one cannot be measured.
+    """
+    bounds = [BoundCase(sc, seed) for sc in scenarios for seed in seeds]
+    _, got = run_grid([], bounds, jobs, progress)
+    out: dict[tuple[str, int], tuple[float, float]] = {}
+    for b in bounds:
+        res = got.get(b)
+        if not isinstance(res, dict):
+            raise InputError(
+                "--scenarios", b.scenario, "a scenario whose capacity bound can be computed", res
+            )
+        out[(b.scenario, b.seed)] = (float(res["capacity_per_min"]), float(res["arrival_rate_per_min"]))
+    if load_of == "bound":
+        return out
+    cases = [
+        Case(sc, load_of, seed, timeout_s=timeout_s, detail=False, arrival_scale=SATURATE * cap / own)
+        for (sc, seed), (cap, own) in out.items()
+    ]
+    results, _ = run_grid(cases, [], jobs, progress)
+    for r in results:
+        thr = r.metrics.get("throughput") if r.status == "ok" else None
+        if not thr:
+            why = r.error or "no throughput"
+            raise InputError("--load-of", load_of, "a scheduler that runs every scenario", why)
+        key = (r.case.scenario, r.case.seed)
+        out[key] = (float(thr) * 60.0, out[key][1])
+    return out
+
+
+def load_points(
+    loads: Sequence[float], capacity: dict[tuple[str, int], tuple[float, float]]
+) -> list[LoadPoint]:
+    """Every (scenario, seed, load), with the arrival scale that gives it."""
+    return [
+        LoadPoint(sc, seed, load, load * cap / own)
+        for (sc, seed), (cap, own) in capacity.items()
+        for load in loads
+    ]
+
+
+def keeps_up(row: dict) -> bool | None:
+    """Whether a run completed its arrivals as fast as they came (``None``: it failed)."""
+    share = row.get("served_share")
+    if share is None or share != share:
+        return None
+    return bool(share >= KEEP_UP and not row.get("not_completed"))
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One scheduler's latency on one scenario at each load (means over seeds).
+
+    ``mean_s``, ``p95_s``: (mean, 95 % half-interval) per load; ``knee``: the lowest load at
+    which it stops keeping up (``None``: it keeps up everywhere on the grid).
+    """
+
+    loads: list[float]
+    mean_s: list[tuple[float, float]]
+    p95_s: list[tuple[float, float]]
+    keep_up: list[float]
+    knee: float | None
+
+
+def curves(rows: Sequence[dict]) -> dict[str, dict[str, Curve]]:
+    """scenario -> scheduler -> :class:`Curve`, from evaluation rows that carry a ``load``."""
+    from experiments.report_stats import summarise
+
+    by: dict[tuple[str, str], dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r.get("load") is not None and r["status"] == "ok":
+            by[(r["scenario"], r["scheduler"])][r["load"]].append(r)
+    out: dict[str, dict[str, Curve]] = defaultdict(dict)
+    for (sc, sched), per_load in by.items():
+        loads = sorted(per_load)
+        mean = [summarise([r["latency_mean_s"] for r in per_load[x]]) for x in loads]
+        p95 = [summarise([r["latency_p95_s"] for r in per_load[x]]) for x in loads]
+        up = [sum(bool(keeps_up(r)) for r in per_load[x]) / len(per_load[x]) for x in loads]
+        knee = next((x for x, u in zip(loads, up, strict=True) if u < 0.5), None)
+        out[sc][sched] = Curve(
+            loads, [(s.mean, _ci(s.ci95)) for s in mean], [(s.mean, _ci(s.ci95)) for s in p95], up, knee
+        )
+    return dict(out)
+
+
+def latency_floor(rows: Sequence[dict]) -> dict[str, list[tuple[float, float, float]]]:
+    """scenario -> (load, mean, p95) of the latency lower bound (each task's fastest critical
+    path), averaged over seeds."""
+    by: dict[str, dict[float, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        if r.get("load") is not None and r.get("bound_latency_lb_mean_s") is not None:
+            by[r["scenario"]][r["load"]].append(r)
+    out = {}
+    for sc, per_load in by.items():
+        pts = []
+        for x in sorted(per_load):
+            rs = per_load[x]
+            pts.append(
+                (
+                    x,
+                    sum(r["bound_latency_lb_mean_s"] for r in rs) / len(rs),
+                    sum(r["bound_latency_lb_p95_s"] for r in rs) / len(rs),
+                )
+            )
+        out[sc] = pts
+    return out
+
+
+def _ci(x: float) -> float:
+    return 0.0 if math.isnan(x) else x
+
+
+def tag_rows(rows: list[dict], points: Sequence[LoadPoint]) -> None:
+    """Add each row's offered ``load`` (from the point its rate was made from) and ``keeps_up``."""
+    at = {(p.scenario, p.seed, p.arrival_scale): p.load for p in points}
+    for r in rows:
+        r["load"] = at.get((r["scenario"], r["seed"], r["arrival_scale"]))
+        r["keeps_up"] = keeps_up(r)

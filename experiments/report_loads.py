@@ -1,0 +1,116 @@
+"""The report's section on latency against offered load (``rlsched evaluate --loads``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from experiments import report_plots as plots
+from experiments.load_curves import KEEP_UP, curves, latency_floor
+from experiments.report_writer import Block, _fmt
+
+LOAD_RUN_HEAD = (
+    "scenario",
+    "scheduler",
+    "seed",
+    "load",
+    "arrivals/min",
+    "status",
+    "mean latency s",
+    "p95 s",
+    "tasks/min",
+    "keeps up",
+)
+
+HOW_TO_READ = (
+    "Each curve is one scheduler's mean over seeds, with its 95 % interval, at arrival rates set "
+    "so that the offered load (arrival rate over {ref}, per seed) takes each value on the x axis. "
+    "The dashed line is a lower bound on latency: each task's fastest critical path on an empty "
+    "cluster; no scheduler goes below it, and the gap above it at low load is what placement "
+    "costs. A cross marks where a scheduler stops keeping up: the lowest load at which most of "
+    "its seeds' runs reach less than {keep:.0%} of the bound's throughput for the same arrivals. "
+    "Past it, queues grow for as long as tasks arrive and latency measures the run's length, not "
+    "the scheduler. Judge latency where curves still keep up and have left the floor (near "
+    "capacity, where a small gain in effective capacity removes a large share of the queueing)."
+)
+
+
+def load_blocks(rows: list[dict], load_of: str, out: Path) -> list[Block]:
+    """Figures and tables of latency against offered load, one scenario at a time."""
+    ref = "the LP capacity bound" if load_of == "bound" else f"{load_of}'s saturated throughput"
+    blocks = [
+        Block("h2", "Latency against offered load"),
+        Block("p", HOW_TO_READ.format(ref=ref, keep=KEEP_UP)),
+    ]
+    floors = latency_floor(rows)
+    for sc, by_sched in curves(rows).items():
+        floor = floors.get(sc, [])
+        fl_loads = [x for x, _, _ in floor]
+        panels = [
+            (
+                "mean latency, s",
+                {s: (c.loads, c.mean_s) for s, c in by_sched.items()},
+                [m for _, m, _ in floor],
+            ),
+            (
+                "p95 latency, s",
+                {s: (c.loads, c.p95_s) for s, c in by_sched.items()},
+                [p for _, _, p in floor],
+            ),
+        ]
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", sc).strip("-")[:80] or "x"
+        p = plots.latency_vs_load(
+            out / "img" / f"{slug}-latency-vs-load.png",
+            f"{sc}: latency against offered load",
+            panels,
+            fl_loads,
+            {s: c.knee for s, c in by_sched.items()},
+        )
+        loads = sorted({x for c in by_sched.values() for x in c.loads})
+        head = ("scheduler", *(f"{x:g}" for x in loads), "stops keeping up at")
+        table = []
+        for s, c in by_sched.items():
+            at = dict(zip(c.loads, c.mean_s, strict=True))
+            cells = [f"{at[x][0]:.3g} ± {at[x][1]:.2g}" if x in at else "–" for x in loads]
+            table.append((s, *cells, "–" if c.knee is None else f"{c.knee:g}"))
+        floor_at = {x: m for x, m, _ in floor}
+        table.append(("lower bound", *(_fmt(floor_at.get(x), 3) for x in loads), ""))
+        blocks += [
+            Block("h3", f"{sc}: latency against offered load"),
+            Block("img", text=p.relative_to(out).as_posix(), head=(f"{sc}: latency against offered load",)),
+            Block(
+                "p", "Mean latency in seconds (mean ± 95 % half-interval over seeds) at each offered load."
+            ),
+            Block("table", head=head, rows=tuple(table)),
+        ]
+    blocks += [
+        Block("h2", "Every run"),
+        Block(
+            "p",
+            "Throughput in tasks/min; `keeps up`: throughput ≥ 99 % of the bound's for the same arrivals.",
+        ),
+        Block("table", head=LOAD_RUN_HEAD, rows=_run_rows(rows)),
+    ]
+    return blocks
+
+
+def _run_rows(rows: list[dict]) -> tuple[tuple[str, ...], ...]:
+    out = []
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["scheduler"], r["load"] or 0.0, r["seed"])):
+        thr = None if r["throughput"] is None else r["throughput"] * 60.0
+        up = r.get("keeps_up")
+        out.append(
+            (
+                r["scenario"],
+                r["scheduler"],
+                str(r["seed"]),
+                _fmt(r.get("load"), 2),
+                _fmt(r.get("bound_arrival_rate_per_min"), 1),
+                r["status"],
+                _fmt(r["latency_mean_s"], 3),
+                _fmt(r["latency_p95_s"], 3),
+                _fmt(thr, 1),
+                "–" if up is None else ("yes" if up else "no"),
+            )
+        )
+    return tuple(out)
