@@ -89,3 +89,23 @@ def store_bound(key: str, figures: dict[str, float | bool]) -> None:
         os.replace(tmp, d / _FILE)
     except OSError:
         pass
+
+
+def own_bound(sc: Scenario) -> dict[str, float | bool]:
+    """Arrival rate, capacity (tasks/min), offered load and regime of ``sc`` on its own seed,
+    from the cache or computed (and cached)."""
+    key = bound_key(sc)
+    b = cached_bound(key)
+    if b is None:
+        from envs.capacity import capacity_bound  # scipy: only when a bound is computed
+        from rlsched.scenarios.taskgen import generate_tasks
+
+        bound = capacity_bound(sc, generate_tasks(sc), latency=False)
+        b = {
+            "arrival_rate_per_min": bound.arrival_rate_per_min,
+            "capacity_per_min": bound.capacity_per_min,
+            "offered_load": bound.offered_load,
+            "arrival_bound": bound.arrival_bound,
+        }
+        store_bound(key, b)
+    return b

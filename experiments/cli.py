@@ -260,6 +260,14 @@ def _parser() -> argparse.ArgumentParser:
         f"0 = discount per decision (gamma {default(TrainConfig, 'gamma')})",
     )
     t.add_argument(
+        "--objective",
+        choices=("throughput", "latency"),
+        default=default(TrainConfig, "objective"),
+        help="what best/ is chosen on, on the validation seeds: throughput relative to the teacher "
+        "(default) or mean latency relative to it (with a throughput guard); train at high but "
+        "sustainable load for latency, e.g. --scenario interference-saturated~0.9",
+    )
+    t.add_argument(
         "--n-steps",
         type=_COUNT,
         default=default(TrainConfig, "n_steps"),
@@ -596,6 +604,7 @@ def _train_stage1(args: argparse.Namespace, out: Path) -> int:
         double_q=args.double_q,
         learning_rate=args.learning_rate,
         n_steps=args.n_steps,
+        objective=args.objective,
     )
     # Every input is read now: hours of training must not end on a typo.
     inputs.scenario_entries(cfg.scenario, args.rate, "--scenario")

@@ -40,6 +40,10 @@ class TrainConfig:
         ``gamma``. The default, 30 s, is about the run time of one of ``paper``'s tasks (5-35 s):
         chosen from the workload, not tuned.
     :param double_q: double DQN targets.
+    :param objective: what ``best/`` is chosen on: ``"throughput"`` (throughput relative to the
+        reference selector, p95 as tie-break) or ``"latency"`` (mean latency relative to the
+        reference, with a guard on throughput). The reward is the environment's time in system
+        (Decima's form, semi-MDP discounted) either way.
     :param n_steps: decisions per return (n-step targets, semi-MDP discounted; needs
         ``half_life_s``); 1 = one-step targets.
     """
@@ -66,6 +70,7 @@ class TrainConfig:
     half_life_s: float | None = 30.0
     double_q: bool = True
     n_steps: int = 1
+    objective: str = "throughput"
     learning_starts: int = 1_000
     target_update_interval: int = 2_000
     train_freq: int = 4

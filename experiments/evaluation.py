@@ -77,6 +77,7 @@ def parse_entry(
 ) -> tuple[str, float | None, int | None]:
     """``NAME[@RATE][#TASKS]`` -> (name, rate, tasks): an entry may set its own arrival rate
     (tasks/min) and task count (the first ``TASKS`` tasks), e.g. ``paper@30`` or ``large#5000``.
+    ``NAME~LOAD`` (see :func:`load_entry`) comes back as ``name`` ``"NAME~LOAD"``.
 
     :param entry: the entry.
     :param rate: the rate without ``@RATE`` (``--rate``; ``None``: the scenario's own).
@@ -100,6 +101,8 @@ def parse_entry(
         value = math.nan
     if not (math.isfinite(value) and value > 0):
         raise InputError(flag, whole, "a positive arrival rate (tasks/min) after '@'", r)
+    if "~" in name:
+        raise InputError(flag, whole, "either @RATE or ~LOAD, not both", whole)
     return name, value, tasks
 
 
@@ -107,6 +110,9 @@ def load_entry(
     entry: str, rate: float | None, flag: str = "--scenarios", arrival_scale: float = 1.0
 ) -> Scenario:
     """The scenario a grid entry names (``NAME[@RATE][#TASKS]``, see :func:`parse_entry`).
+
+    ``NAME~LOAD[#TASKS]`` runs the scenario's tasks arriving at ``LOAD`` times its capacity bound
+    on its own seed (``rlsched scenarios``' load column), e.g. ``interference-saturated~0.9``.
 
     :param arrival_scale: then make its arrivals this many times faster (:func:`scale_arrivals`).
     :raises InputError: for a bad entry (naming ``flag``) or scenario (naming its file).
@@ -116,12 +122,30 @@ def load_entry(
     from rlsched.scenarios.loader import load_scenario
 
     name, r, tasks = parse_entry(entry, rate, flag)
-    sc = scale_arrivals(load_scenario(name, rate_per_min=r), arrival_scale)
+    name, tilde, load_text = name.partition("~")
+    sc = load_scenario(name, rate_per_min=None if tilde else r)
+    if tilde:
+        sc = scale_arrivals(sc, _load_scale(sc, load_text, entry, flag))
+    sc = scale_arrivals(sc, arrival_scale)
     if tasks is None:
         return sc
     return dataclasses.replace(
         sc, workload=dataclasses.replace(sc.workload, tasks=min(tasks, sc.workload.tasks))
     )
+
+
+def _load_scale(sc: Scenario, text: str, entry: str, flag: str) -> float:
+    """How much faster ``sc``'s arrivals must come for offered load ``text``."""
+    from experiments.bound_cache import own_bound
+
+    try:
+        load = float(text)
+    except ValueError:
+        load = math.nan
+    if not (0.05 <= load <= 3.0):
+        raise InputError(flag, entry, "an offered load in [0.05, 3] after '~'", text)
+    b = own_bound(sc)
+    return load / float(b["offered_load"])
 
 
 def scale_arrivals(sc: Scenario, factor: float) -> Scenario:

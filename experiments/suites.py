@@ -139,9 +139,8 @@ def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
 
 def scenario_table(names: Sequence[str]) -> str:
     """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
-    from experiments.bound_cache import bound_key, cached_bound, store_bound
+    from experiments.bound_cache import own_bound
     from rlsched.scenarios.loader import ScenarioError, load_scenario
-    from rlsched.scenarios.taskgen import generate_tasks
 
     cols = f"{'nodes':>5} {'tasks':>6} {'arrivals/min':>12} {'capacity/min':>12} {'load':>6}"
     head = f"{'scenario':<24} {cols}  regime"
@@ -152,19 +151,7 @@ def scenario_table(names: Sequence[str]) -> str:
         except ScenarioError as e:
             lines.append(f"{name:<24} (cannot load: {e})")
             continue
-        key = bound_key(sc)
-        b = cached_bound(key)
-        if b is None:
-            from envs.capacity import capacity_bound  # scipy: only when a bound is computed
-
-            bound = capacity_bound(sc, generate_tasks(sc), latency=False)
-            b = {
-                "arrival_rate_per_min": bound.arrival_rate_per_min,
-                "capacity_per_min": bound.capacity_per_min,
-                "offered_load": bound.offered_load,
-                "arrival_bound": bound.arrival_bound,
-            }
-            store_bound(key, b)
+        b = own_bound(sc)
         regime = "arrival-bound" if b["arrival_bound"] else "has headroom"
         lines.append(
             f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} "

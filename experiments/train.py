@@ -131,7 +131,7 @@ class GreedySelector:
 
 def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
     """Mean throughput (tasks/min) and p95 latency of a selector on the validation seeds."""
-    thr, p95 = [], []
+    thr, p95, mean = [], [], []
     for seed in cfg.eval_seeds:
         sc = scenario_for_seed(scenario, seed)
         placer = make_placer(cfg.placer)
@@ -139,7 +139,12 @@ def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConf
         m = sim.run(TwoStageScheduler(selector, placer))
         thr.append(m.throughput * 60.0)
         p95.append(m.latency_p95_s)
-    return {"throughput_per_min": float(np.mean(thr)), "latency_p95_s": float(np.mean(p95))}
+        mean.append(m.latency_mean_s)
+    return {
+        "throughput_per_min": float(np.mean(thr)),
+        "latency_p95_s": float(np.mean(p95)),
+        "latency_mean_s": float(np.mean(mean)),
+    }
 
 
 def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
@@ -168,14 +173,27 @@ def evaluate_all(
         "relative_throughput": mean("throughput_per_min", relative=True),
         "relative_p95": mean("latency_p95_s", relative=True),
     }
+    if all("latency_mean_s" in r for r in refs):  # references of runs before it was recorded lack it
+        ev["latency_mean_s"] = mean("latency_mean_s")
+        ev["relative_latency"] = mean("latency_mean_s", relative=True)
     if len(scenarios) > 1:
         ev["scenarios"] = dict(zip(scenario_entries(cfg), each, strict=True))
     return ev
 
 
-def score(ev: dict[str, Any]) -> float:
-    """Higher is better: throughput relative to the reference first (the mean over scenarios, so
-    each counts alike whatever its scale), relative p95 latency as a tie-breaker."""
+#: ``objective = "latency"``: relative throughput below this costs ten times its shortfall, so a
+#: network that is fast only because it completes less never wins.
+THROUGHPUT_GUARD = 0.99
+
+
+def score(ev: dict[str, Any], objective: str = "throughput") -> float:
+    """Higher is better. ``throughput``: throughput relative to the reference first (the mean over
+    scenarios, so each counts alike whatever its scale), relative p95 latency as a tie-breaker.
+    ``latency``: minus mean latency relative to the reference (p95 as tie-breaker), less ten times
+    any relative throughput under :data:`THROUGHPUT_GUARD`."""
+    if objective == "latency" and "relative_latency" in ev:
+        shortfall = max(THROUGHPUT_GUARD - ev["relative_throughput"], 0.0)
+        return -ev["relative_latency"] - 1e-3 * ev["relative_p95"] - 10.0 * shortfall
     if "relative_throughput" in ev:
         return ev["relative_throughput"] - 1e-3 * ev["relative_p95"]
     return ev["throughput_per_min"] - 1e-3 * ev["latency_p95_s"]
@@ -223,7 +241,7 @@ class _Progress(BaseCallback):
         history and keep their claim on ``best/``."""
         self.offset = steps
         self.history = list(history)
-        self.best = max((score(ev) for ev in history), default=-np.inf)
+        self.best = max((score(ev, self.cfg.objective) for ev in history), default=-np.inf)
 
     @property
     def steps(self) -> int:
@@ -256,14 +274,15 @@ class _Progress(BaseCallback):
             self.logger.record("eval/relative_throughput", ev["relative_throughput"])
         meta = checkpoint_meta(self.cfg, self.steps, ev, self.bc_acc)
         save_checkpoint(self.out / "last", scorer.state_dict(), meta)
-        if score(ev) > self.best:
-            self.best = score(ev)
+        if score(ev, self.cfg.objective) > self.best:
+            self.best = score(ev, self.cfg.objective)
             save_checkpoint(self.out / "best", scorer.state_dict(), meta)
         if self.bar is not None:
             self.bar.set_postfix(
                 val_thr=f"{ev['throughput_per_min']:.1f}/min",
                 val_p95=f"{ev['latency_p95_s']:.0f}s",
                 vs_ref=f"{ev['relative_throughput']:.3f}",
+                **({"lat_vs_ref": f"{ev['relative_latency']:.3f}"} if "relative_latency" in ev else {}),
             )
         # Atomic (temporary file, then rename): a kill mid-write must not lose the evaluations.
         tmp = self.out / "history.json.tmp"

@@ -164,3 +164,23 @@ def test_an_entry_with_its_own_rate_is_refused_with_loads(tmp_path: Path) -> Non
         str(tmp_path / "o"),
     )
     assert r.returncode == 2 and "paper@30" in r.stderr.strip().splitlines()[-1], r.stderr
+
+
+def test_an_entry_may_name_its_offered_load() -> None:
+    """``NAME~LOAD``: the scenario's tasks arriving at LOAD times its capacity bound (its own
+    seed), the same tasks as the plain entry."""
+    from experiments.bound_cache import own_bound
+
+    plain, loaded = load_entry("interference-saturated", None), load_entry("interference-saturated~0.9", None)
+    assert own_bound(loaded)["offered_load"] == pytest.approx(0.9)
+    assert own_bound(plain)["offered_load"] == pytest.approx(0.99, abs=0.01)
+    a, b = generate_tasks(plain)[:50], generate_tasks(loaded)[:50]
+    assert [t.input_mb for t in a] == [t.input_mb for t in b]
+    assert load_entry("interference-saturated~0.9#100", None).workload.tasks == 100
+
+
+@pytest.mark.parametrize("entry", ["paper~x", "paper~0", "paper~0.5@30"])
+def test_a_bad_load_entry_is_named(tmp_path: Path, entry: str) -> None:
+    r = rlsched("evaluate", "--scenarios", entry, "--schedulers", "mct", "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and entry in r.stderr.strip().splitlines()[-1], r.stderr
+    assert "'~'" in r.stderr or "@RATE or ~LOAD" in r.stderr or "'@'" in r.stderr

@@ -270,3 +270,34 @@ def test_one_network_trains_on_several_scenarios(tiny: Path, tmp_path: Path) -> 
         assert h["relative_throughput"] == pytest.approx(rel)
     with pytest.raises(ValueError, match="scenario"):
         train(TrainConfig(scenario=" , "), tmp_path / "none")
+
+
+def test_the_latency_objective_chooses_on_latency_but_never_on_completing_less() -> None:
+    fast_but_short = {"relative_throughput": 0.95, "relative_p95": 0.5, "relative_latency": 0.5}
+    slower_complete = {"relative_throughput": 1.0, "relative_p95": 0.9, "relative_latency": 0.8}
+    quicker = {"relative_throughput": 0.995, "relative_p95": 0.8, "relative_latency": 0.7}
+    assert score(quicker, "latency") > score(slower_complete, "latency") > score(fast_but_short, "latency")
+    # The throughput objective ranks by throughput whatever the latency.
+    assert score(slower_complete) > score(quicker) > score(fast_but_short)
+
+
+def test_train_with_the_latency_objective_records_relative_latency(tiny: Path, tmp_path: Path) -> None:
+    cfg = TrainConfig(
+        scenario=str(tiny),
+        steps=200,
+        pretrain_episodes=1,
+        bc_epochs=2,
+        learning_starts=50,
+        eval_every=100,
+        eval_seeds=(10_101,),
+        net_arch=(16,),
+        objective="latency",
+    )
+    summary = train(cfg, tmp_path / "run")
+    ref = summary["reference"][str(tiny)]["latency_mean_s"]
+    for h in summary["best"]:
+        assert h["relative_latency"] == pytest.approx(h["latency_mean_s"] / ref)
+    best = max(summary["best"], key=lambda h: score(h, "latency"))
+    meta = json.loads((tmp_path / "run" / "best" / "meta.json").read_text())
+    assert meta["config"]["objective"] == "latency"
+    assert meta["evaluation"]["step"] == best["step"]  # best/ is the latency-best evaluation
