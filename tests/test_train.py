@@ -46,6 +46,14 @@ rate_per_min = 20
 """
 
 
+def quick(scenario: str, **kw: object) -> TrainConfig:
+    """A run of a few hundred steps with one validation seed."""
+    base: dict = dict(
+        steps=200, pretrain_episodes=1, bc_epochs=2, learning_starts=50, eval_every=100, eval_seeds=(10_101,)
+    )
+    return TrainConfig(scenario=scenario, net_arch=(16,), **{**base, **kw})
+
+
 @pytest.fixture
 def tiny(tmp_path: Path) -> Path:
     p = tmp_path / "tiny.toml"
@@ -245,16 +253,7 @@ def test_one_network_trains_on_several_scenarios(tiny: Path, tmp_path: Path) -> 
     scenarios of throughput relative to the teacher (so a scenario's scale does not weigh)."""
     big = tmp_path / "bigger.toml"
     big.write_text(SMALL.replace('name = "tiny"', 'name = "bigger"').replace("count = 2", "count = 5"))
-    cfg = TrainConfig(
-        scenario=f"{tiny},{big}",
-        steps=200,
-        pretrain_episodes=1,
-        bc_epochs=2,
-        learning_starts=50,
-        eval_every=100,
-        eval_seeds=(10_101,),
-        net_arch=(16,),
-    )
+    cfg = quick(f"{tiny},{big}")
     summary = train(cfg, tmp_path / "run")
     names = (str(tiny), str(big))  # figures are keyed by the entries as written
     assert set(summary["reference"]) == {"selector", *names}
@@ -282,17 +281,7 @@ def test_the_latency_objective_chooses_on_latency_but_never_on_completing_less()
 
 
 def test_train_with_the_latency_objective_records_relative_latency(tiny: Path, tmp_path: Path) -> None:
-    cfg = TrainConfig(
-        scenario=str(tiny),
-        steps=200,
-        pretrain_episodes=1,
-        bc_epochs=2,
-        learning_starts=50,
-        eval_every=100,
-        eval_seeds=(10_101,),
-        net_arch=(16,),
-        objective="latency",
-    )
+    cfg = quick(str(tiny), objective="latency")
     summary = train(cfg, tmp_path / "run")
     ref = summary["reference"][str(tiny)]["latency_mean_s"]
     for h in summary["best"]:
