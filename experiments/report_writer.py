@@ -74,18 +74,38 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
     return rows
 
 
+def is_learned(spec: str) -> bool:
+    """A pair with a learned stage (the LDWP network or the learned placer)."""
+    sel, _, placer = spec.partition("+")
+    return sel == "ldwp" or placer == "iawp-rl"
+
+
+#: Where the best heuristic is this close to the bound, no gap is left to share.
+GAP_FLOOR = 1e-3
+
+
 def _ratios(rows: list[dict]) -> None:
-    """Fraction of the bound and of the best ``oracle`` run of the same scenario and seed."""
+    """Fraction of the bound, share of the gap from the best heuristic pair to the bound, and
+    fraction of the best ``oracle`` run, all of the same scenario and seed."""
     oracle: dict[tuple, float] = {}
+    heuristic: dict[tuple, float] = {}
     for r in rows:
-        if r["scheduler"].split("+")[0] == "oracle" and r["throughput"] is not None:
-            key = (r["scenario"], r["seed"])
-            oracle[key] = max(oracle.get(key, 0.0), r["throughput"])
+        if r["throughput"] is None:
+            continue
+        key = (r["scenario"], r["seed"], r.get("arrival_scale", 1.0))
+        if r["scheduler"].split("+")[0] == "oracle":
+            oracle[key[:2]] = max(oracle.get(key[:2], 0.0), r["throughput"])
+        elif not r["clairvoyant"] and not is_learned(r["scheduler"]) and r["not_completed"] == 0:
+            heuristic[key] = max(heuristic.get(key, 0.0), r["throughput"])
     for r in rows:
         thr, ub = r["throughput"], r["bound_throughput_ub"]
         r["frac_of_bound"] = thr / ub if thr is not None and ub else None
         o = oracle.get((r["scenario"], r["seed"]))
         r["frac_of_oracle"] = thr / o if thr is not None and o else None
+        h = heuristic.get((r["scenario"], r["seed"], r.get("arrival_scale", 1.0)))
+        gap = (ub - h) if ub is not None and h is not None else None
+        open_gap = thr is not None and gap is not None and gap > GAP_FLOOR * ub
+        r["gap_share"] = (thr - h) / gap if open_gap else None
         complete = r["not_completed"] == 0
         r["within_bound"] = (
             None if thr is None or ub is None or not complete else bool(thr <= ub * (1 + BOUND_TOL))
@@ -221,6 +241,7 @@ SCHED_HEAD = (
     "runs ok",
     "tasks/min",
     "of bound",
+    "of gap",
     "of oracle",
     "p95 s",
     "GPU util",
@@ -265,6 +286,7 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
                 f"{len(ok)}/{len(rs)}",
                 thr.cell(60.0, precision(thr.mean * 60.0) if thr.n else 3),
                 summarise([r["frac_of_bound"] for r in ok]).cell(),
+                summarise([r["gap_share"] for r in ok]).cell(),
                 summarise([r["frac_of_oracle"] for r in ok]).cell(),
                 summarise([r["latency_p95_s"] for r in ok]).cell(prec=2),
                 summarise([r["gpu_util"] for r in ok]).cell(),
@@ -284,7 +306,11 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
             "p",
             "Means over seeds ± 95 % t-interval (sample std, ddof = 1). `of bound`: throughput over the "
             "run's throughput bound for the same seed (capacity, arrivals and network; 1 = nothing left to "
-            "gain); `of oracle`: over the best `oracle` (clairvoyant greedy "
+            "gain); `of gap`: the share of the gap from the best heuristic pair of the same seed to that "
+            "bound which the scheduler closes (1 = reaches the bound, 0 = no better than the best "
+            "heuristic, negative = worse; heuristic = neither `ldwp` nor `iawp-rl`, not clairvoyant; "
+            "empty where the best heuristic is within 0.1 % of the bound); `of oracle`: over the best "
+            "`oracle` (clairvoyant greedy "
             "reference, not a bound) of the same seed; `not completed`: lost + unschedulable tasks; "
             "`decision µs`: wall time per stage-1 decision; `run wall s`: the whole simulated run; "
             "`clairvoyant`: a reference that reads the simulator's ground truth, which no real "

@@ -380,3 +380,36 @@ def test_evaluate_as_a_library_creates_its_output_folder(tmp_path: Path) -> None
     out = tmp_path / "not" / "yet" / "there"
     evaluate(EvalConfig([str(tmp_path / "tiny.toml")], ["mct"], [20000]), out, progress=False)
     assert (out / "results.json").is_file()
+
+
+def test_share_of_the_gap_from_the_best_heuristic_to_the_bound() -> None:
+    from experiments.report_writer import _ratios
+
+    def row(sched: str, thr: float, clairvoyant: bool = False, lost: int = 0) -> dict:
+        return {
+            "scenario": "s",
+            "seed": 1,
+            "scheduler": sched,
+            "throughput": thr,
+            "bound_throughput_ub": 1.0,
+            "clairvoyant": clairvoyant,
+            "not_completed": lost,
+        }
+
+    rows = [
+        row("mct+mlsm", 0.7),
+        row("mct+iawp-pass", 0.8),  # the best heuristic
+        row("ldwp+iawp", 0.9),  # learned: closes half the gap, and is not the reference
+        row("mct+iawp-rl", 0.95),  # learned placer
+        row("oracle+iawp", 0.99, clairvoyant=True),
+        row("random+first-free", 0.85, lost=3),  # lost tasks: not a reference either
+    ]
+    _ratios(rows)
+    share = {r["scheduler"]: r["gap_share"] for r in rows}
+    assert share["mct+iawp-pass"] == pytest.approx(0.0)
+    assert share["ldwp+iawp"] == pytest.approx(0.5)
+    assert share["mct+iawp-rl"] == pytest.approx(0.75)
+    assert share["mct+mlsm"] == pytest.approx(-0.5)
+    rows = [row("mct+mlsm", 1.0 - 1e-5), row("ldwp+iawp", 1.0)]
+    _ratios(rows)
+    assert [r["gap_share"] for r in rows] == [None, None]  # no gap left to share
