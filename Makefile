@@ -55,7 +55,7 @@ bench: setup
 report-example: setup
 	rm -rf docs/report-example
 	$(VENV)/bin/rlsched evaluate --scenarios transfer-4,interference-saturated#3000 \
-		--schedulers random+speedup,mct+speedup,mct+mlsm,ldwp+speedup,oracle+speedup --seeds 3 \
+		--schedulers random+speedup,mct+speedup,mct+mlsm,ldwp+iawp,oracle+speedup --seeds 3 \
 		--out docs/report-example
 
 clean:

@@ -311,7 +311,7 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--schedulers",
         default=None,
-        help="comma-separated specs (default: the baselines, and ldwp+speedup, ldwp+iawp when a model ships; "
+        help="comma-separated specs (default: the baselines, and ldwp+iawp when a model ships; "
         "live: ldwp+iawp,mct+mlsm)",
     )
     d.add_argument("--live", action="store_true", help="run real kernels on the local live runtime")
@@ -543,7 +543,7 @@ def _parser() -> argparse.ArgumentParser:
 def _demo_schedulers() -> list[str]:
     from models import PRETRAINED_LDWP
 
-    extra = ["ldwp+speedup", "ldwp+iawp"] if (PRETRAINED_LDWP / "meta.json").is_file() else []
+    extra = ["ldwp+iawp"] if (PRETRAINED_LDWP / "meta.json").is_file() else []
     return [*DEMO_SCHEDULERS[:-1], *extra, DEMO_SCHEDULERS[-1]]
 
 

@@ -29,7 +29,7 @@ MAIN_SCHEDULERS = (
     "mlsm+mlsm",
     "mct+speedup",
     "mct+mlsm",
-    "ldwp+speedup",
+    "ldwp+iawp",
     "oracle+speedup",
 )
 #: The TPDS paper's comparison: Random, ETC (``mct``) and PATS against the learned scheduler.
@@ -37,7 +37,6 @@ PAPER_SCHEDULERS = (
     "random+speedup",
     "mct+speedup",
     "pats+speedup",
-    "ldwp+speedup",
     "ldwp+iawp",
     "oracle+speedup",
 )

@@ -321,7 +321,7 @@ def test_unwritable_out_is_refused(tmp_path: Path) -> None:
 def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> None:
     """The paper's comparison: the measured gains in the claims table are those of results.json."""
     out = tmp_path / "paper"
-    scheds = "random+speedup,mct+speedup,pats+speedup,ldwp+speedup"
+    scheds = "random+speedup,mct+speedup,pats+speedup,ldwp+iawp"
     args = ["evaluate", "--suite", "paper", "--scenarios", "paper@20,paper@40", "--schedulers", scheds]
     assert main([*args, "--seeds", "2", "--jobs", "1", "--convergence-steps", "0", "--out", str(out)]) == 0
     rows = json.loads((out / "results.json").read_text())["rows"]
@@ -331,7 +331,7 @@ def test_paper_suite_claims_table_is_computed_from_the_rows(tmp_path: Path) -> N
     for key, cells in zip(("throughput", "gpu_util"), claims[1:], strict=True):
         gains = []
         for rate in ("paper@20", "paper@40"):
-            mine = [r[key] for r in rows if r["scenario"] == rate and r["scheduler"] == "ldwp+speedup"]
+            mine = [r[key] for r in rows if r["scenario"] == rate and r["scheduler"] == "ldwp+iawp"]
             for other in ("random+speedup", "mct+speedup", "pats+speedup"):
                 theirs = [r[key] for r in rows if r["scenario"] == rate and r["scheduler"] == other]
                 gains.append(np.mean(mine) / np.mean(theirs) - 1)
