@@ -46,7 +46,7 @@ class _Load:
             while not self.stop.is_set():
                 body = [
                     {"app": "video_synopsis", "stream": (self.n + k) % 8, "chunk": self.n + k}
-                    for k in range(4)
+                    for k in range(self.batch)  # was range(4): 20 tasks/s, where random costs little
                 ]
                 if c.post(f"{self.url}/v1/tasks", json=body, headers=H).status_code == 201:
                     self.n += self.batch
