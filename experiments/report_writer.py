@@ -104,7 +104,9 @@ def _ratios(rows: list[dict]) -> None:
         r["frac_of_oracle"] = thr / o if thr is not None and o else None
         h = heuristic.get((r["scenario"], r["seed"], r.get("arrival_scale", 1.0)))
         gap = (ub - h) if ub is not None and h is not None else None
-        open_gap = thr is not None and gap is not None and gap > GAP_FLOOR * ub
+        # Below ARRIVAL_BOUND the bound is the arrivals: what is left is noise, not a gap.
+        saturated = (r.get("bound_offered_load") or ARRIVAL_BOUND) >= ARRIVAL_BOUND
+        open_gap = saturated and thr is not None and gap is not None and gap > GAP_FLOOR * ub
         r["gap_share"] = (thr - h) / gap if open_gap else None
         complete = r["not_completed"] == 0
         r["within_bound"] = (
@@ -309,7 +311,8 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
             "gain); `of gap`: the share of the gap from the best heuristic pair of the same seed to that "
             "bound which the scheduler closes (1 = reaches the bound, 0 = no better than the best "
             "heuristic, negative = worse; heuristic = neither `ldwp` nor `iawp-rl`, not clairvoyant; "
-            "empty where the best heuristic is within 0.1 % of the bound); `of oracle`: over the best "
+            "empty on arrival-bound seeds and where the best heuristic is within 0.1 % of the bound); "
+            "`of oracle`: over the best "
             "`oracle` (clairvoyant greedy "
             "reference, not a bound) of the same seed; `not completed`: lost + unschedulable tasks; "
             "`decision µs`: wall time per stage-1 decision; `run wall s`: the whole simulated run; "

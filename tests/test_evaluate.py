@@ -413,3 +413,9 @@ def test_share_of_the_gap_from_the_best_heuristic_to_the_bound() -> None:
     rows = [row("mct+mlsm", 1.0 - 1e-5), row("ldwp+iawp", 1.0)]
     _ratios(rows)
     assert [r["gap_share"] for r in rows] == [None, None]  # no gap left to share
+    rows = [
+        {**row("mct+mlsm", 0.7), "bound_offered_load": 0.5},
+        {**row("ldwp+iawp", 0.9), "bound_offered_load": 0.5},
+    ]
+    _ratios(rows)
+    assert [r["gap_share"] for r in rows] == [None, None]  # arrival-bound: the bound is the arrivals
