@@ -134,6 +134,10 @@ def load_entry(
     )
 
 
+#: Offered loads an entry (``NAME~LOAD``) or ``evaluate --loads`` may ask for.
+LOAD_RANGE = (0.05, 3.0)
+
+
 def _load_scale(sc: Scenario, text: str, entry: str, flag: str) -> float:
     """How much faster ``sc``'s arrivals must come for offered load ``text``."""
     from experiments.bound_cache import own_bound
@@ -142,8 +146,9 @@ def _load_scale(sc: Scenario, text: str, entry: str, flag: str) -> float:
         load = float(text)
     except ValueError:
         load = math.nan
-    if not (0.05 <= load <= 3.0):
-        raise InputError(flag, entry, "an offered load in [0.05, 3] after '~'", text)
+    lo, hi = LOAD_RANGE
+    if not (lo <= load <= hi):
+        raise InputError(flag, entry, f"an offered load in [{lo:g}, {hi:g}] after '~'", text)
     b = own_bound(sc)
     return load / float(b["offered_load"])
 

@@ -21,15 +21,13 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from experiments.evaluation import BoundCase, Case, parse_entry, run_grid
+from experiments.evaluation import LOAD_RANGE, BoundCase, Case, parse_entry, run_grid
 from rlsched.errors import InputError
 
 #: The reference scheduler's saturated throughput is measured at this multiple of the bound.
 SATURATE = 2.0
 #: Share of the bound's throughput a run must reach to keep up with its arrivals.
 KEEP_UP = 0.99
-#: Offered loads a grid may ask for.
-LOAD_RANGE = (0.05, 3.0)
 
 
 @dataclass(frozen=True)
