@@ -5,20 +5,20 @@ measurements (with noise, for a random subset of pairs), never the ground-truth 
 produced them. It is the simulated world's :class:`rlsched.interference.instrument.ProfilingInstrument`
 and stays with the world: :func:`rlsched.world.hand_over` runs the survey a placer asks for on it
 and hands the placer the data only. Its public operations are the survey's two parts
-(:meth:`SimulatedProfiler.colocation`, :meth:`SimulatedProfiler.kind_profiles`); no single pair can
-be measured on demand.
+(:meth:`SimulatedProfiler.colocation`, :meth:`SimulatedProfiler.kind_profiles`) and the chosen triples
+of an active survey (:meth:`SimulatedProfiler.measure`); it never reveals a factor it did not measure.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from envs.simulated_kind_profiles import profile_kinds
 from rlsched.hardware import GpuModel
-from rlsched.interference.instrument import colocation_survey
+from rlsched.interference.instrument import colocation_survey, measure_triples
 from rlsched.interference.kind_profiles import ProfileSamples
 from rlsched.tasks import Device, KindSpec
 
@@ -96,6 +96,11 @@ class SimulatedProfiler:
         """Co-run a random ``fraction`` of (device, kind, partner) triples (see
         :func:`rlsched.interference.instrument.colocation_survey`)."""
         return colocation_survey(list(self._models), self._kinds, fraction, seed, self._measure)
+
+    def measure(self, triples: Sequence[tuple[str, str, str]], seed: int) -> ColocationData:
+        """Co-run the given (device, kind, partner) triples (see
+        :func:`rlsched.interference.instrument.measure_triples`)."""
+        return measure_triples(triples, self._kinds, seed, self._measure)
 
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
         """Measure ``metrics_per_kind`` random metrics of every kind (see

@@ -659,6 +659,26 @@ def predict(model: Model, rows: Rows, y_max: float) -> np.ndarray:
     return combine(logit, value, y_max).double().numpy()
 
 
+@torch.no_grad()
+def member_predictions(model: Model, rows: Rows, y_max: float) -> np.ndarray:
+    """Each ensemble member's predictions for ``rows`` (members x rows, float64), in evaluation
+    mode; one row for a model that is not an ensemble.
+
+    :param model: a trained model.
+    :param rows: what to predict (``y`` is ignored).
+    :param y_max: the largest throughput a prediction may take.
+    """
+    parts = model.parts if isinstance(model, Ensemble) else [model]
+    was = model.training
+    model.eval()
+    out = []
+    for m in parts:
+        logit, value = m(*rows.inputs())
+        out.append(combine(logit, value, y_max).double().numpy())
+    model.train(was)
+    return np.stack(out)
+
+
 def _loss(model: Model, rows: Rows, cfg: NetTrainConfig, n_total: int) -> torch.Tensor:
     if isinstance(model, Ensemble):
         # The sum of the members' own losses: each learns on its own, as when fitted alone.

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from rlsched.interference.instrument import colocation_survey
+from rlsched.interference.instrument import colocation_survey, measure_triples
 from rlsched.interference.kind_profiles import METRICS, REFERENCE_GPU, ProfileSamples
 from rlsched.interference.measurements import (
     ColocationData,
@@ -226,6 +226,15 @@ class LiveProfiler:
                 return value
 
             return colocation_survey(list(self._gpus), self.kinds(), fraction, seed, measure)
+
+    def measure(self, triples: Sequence[tuple[str, str, str]], seed: int) -> ColocationData:
+        """Co-run the given (device, kind, partner) triples, chosen by active profiling (see
+        :func:`rlsched.interference.instrument.measure_triples`). Triples measured before are not
+        measured again.
+
+        :raises SurveyTimeout: past the survey's time budget.
+        """
+        return measure_triples(triples, self.kinds(), seed, self._survey_measure)
 
     def _survey_measure(
         self, device: str, kind: KindSpec, partner: KindSpec, rng: np.random.Generator

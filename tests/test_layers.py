@@ -106,7 +106,7 @@ TRUTH_READERS: dict[str, str] = {
 #: Classes outside ``envs/`` that may reach the simulator through attributes, by file: declared
 #: clairvoyant references (checked to declare it), which the simulator binds and reports mark.
 CLAIRVOYANT_CLASSES: dict[str, set[str]] = {
-    "experiments/benchmarks/stage2_headroom.py": {"ClairvoyantPlacer"},
+    "experiments/benchmarks/stage2_headroom.py": {"ClairvoyantPlacer", "TruePairsPlacer"},
 }
 
 

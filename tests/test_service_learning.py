@@ -21,6 +21,8 @@ import pytest
 from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port, write_config
 from models import PRETRAINED_LDWP
 from runtime.cluster.config import default_live_cluster
+from runtime.service.config import load_service_config
+from runtime.service.models import build_scheduler
 from runtime.service.store import exactly_once_violations
 
 TOKENS = {"ops": "tok-ops"}
@@ -217,6 +219,18 @@ def test_selector_learning_without_an_ldwp_selector_exits_2_naming_the_key(tmp_p
     assert r.returncode == 2 and len(lines) == 1 and "selector_learning" in lines[0], r.stderr
 
 
+def test_active_profiling_reaches_the_placer_and_needs_one_that_calibrates(tmp_path: Path) -> None:
+    config = write_config(tmp_path, free_port(), TOKENS, None, "active_profiling = true\n", "mct+iawp")
+    cfg = load_service_config(config)
+    scheduler, _ = build_scheduler(cfg.scheduler, None, None, cfg.source, cfg.active_profiling)
+    assert scheduler.placer.survey_request().active  # the service's calibration runs it (run_survey)
+    (tmp_path / "b").mkdir()
+    bad = write_config(tmp_path / "b", free_port(), TOKENS, None, "active_profiling = true\n", "mct+mlsm")
+    r = _serve_exit(bad)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "active_profiling" in lines[0], r.stderr
+
+
 def test_a_corrupt_checkpoint_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()
@@ -244,6 +258,9 @@ def _cli(*args: str) -> None:
     assert r.returncode == 0, r.stderr
 
 
+# Slow (23 s of the 10-minute budget of `make test`; `make test-all` runs it): a profile, a fit and
+# three service starts. The fast suite keeps the calibrate/learn/kill -9 run and the bad-model exits.
+@pytest.mark.slow
 def test_models_from_profile_and_interference_fit_are_loaded_and_named(tmp_path: Path) -> None:
     """``interference_model`` as ``rlsched profile`` writes it (a co-location CSV, fitted at start)
     and as ``rlsched interference fit`` writes it (a folder): the GPU models it covers start

@@ -14,6 +14,17 @@ first variant. Variants:
 * ``clairvoyant@G`` — reads the simulator's *true* co-location factors (no real placer can):
   the GPU with the largest true progress gain, held back below ``G``, as ``iawp-pass`` would with
   a perfect model. It shows how much a better interference model or a learned placer could add.
+* ``clairvoyant-pairs@G`` — the same rule, fed the simulator's true *pairwise* factors (as a
+  noise-free profiler measures them, each pair alone at full share) composed as ``iawp`` composes
+  them (slowdowns add): what the pairwise model loses by its form, with no prediction error.
+* ``clairvoyant-ncf@G`` — the same rule, fed ``iawp``'s calibrated, online-learning NCF model
+  (an observable placer): the loss against ``clairvoyant-pairs`` is the model's error.
+
+Observable variants (``iawp-*``, ``clairvoyant-ncf``) take options after the gain:
+``+active`` calibrates from an active survey of the same budget, ``+doubt=Z`` holds back only
+when the gain stays below the threshold with the predicted slowdowns lowered by ``Z`` times the
+model's spread (``iawp-pass@0.4+active+doubt=1``). Each run of an observable variant draws its
+own survey, seeded by the run's seed.
 
 Use validation seeds to choose a constant, test seeds to report:
 
@@ -28,13 +39,14 @@ import shlex
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
-from rlsched.policies.iawp import IawpPlacer
+from rlsched.interference.instrument import SurveyRequest
+from rlsched.policies.iawp import IawpPlacer, slowdown
 from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
@@ -86,17 +98,100 @@ class ClairvoyantPlacer(SpeedupPlacer):
         return best
 
 
+class PredictedGainPlacer(IawpPlacer):
+    """The clairvoyant placer's rule (``speedup``'s CPU/GPU choice, the GPU of largest gain, held
+    back below ``min_gain`` while younger subtasks pass) on ``iawp``'s pairwise gains, from its
+    calibrated, online-learning NCF model.
+
+    :param min_gain: the hold threshold.
+    :param options: more :class:`IawpPlacer` arguments (``active``, ``doubt``, ``online``).
+    """
+
+    name = "clairvoyant-ncf"
+
+    def __init__(self, min_gain: float, **options: Any) -> None:
+        super().__init__(min_gain=min_gain, hold="pass", **options)
+        self._speedup = SpeedupPlacer()
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        super().reset(view, seed)
+        self._speedup.reset(view, seed)
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        if sub.kind.device is Device.CPU:
+            return CPU if core_free(node, view) else None
+        unit = self._speedup.place(task, sub, node, view)
+        if unit is None or unit == CPU:
+            return unit
+        gpus = fitting_gpus(task, sub, node, view)
+        kind = sub.kind.name
+        best = max(gpus, key=lambda g: (self._gain(kind, node, g, view), -g))
+        if view.fast.node_gpu_running[node] > 0 and self._hold_gain(kind, node, best, view) < self.min_gain:
+            return None
+        return best
+
+
+class TruePairsPlacer(PredictedGainPlacer):
+    """Reference only: :class:`PredictedGainPlacer`'s rule on the simulator's true *pairwise*
+    factors (each pair alone at full share, as a noise-free profiler measures them), composed as
+    ``iawp`` composes them. Declared clairvoyant: the simulator hands itself to it.
+
+    :param min_gain: the hold threshold.
+    """
+
+    name = "clairvoyant-pairs"
+    clairvoyant: ClassVar[bool] = True
+
+    def __init__(self, min_gain: float) -> None:
+        super().__init__(min_gain, online=False)
+
+    def survey_request(self) -> SurveyRequest:
+        return SurveyRequest()  # nothing to measure: it reads the truth
+
+    def bind_simulator(self, sim: Simulator) -> None:
+        """Fill the pairwise table with the true factors of every kind pair on every GPU model."""
+        from envs.simulated_instrument import _co_runner
+
+        co_run = _co_runner(sim.truth)
+        models = {g.name: g for n in sim.nodes for g in n.gpus if g is not None}
+        kinds = {s.kind.name: s.kind for t in sim.tasks for s in t.graph.subtasks}
+        for d, model in models.items():
+            for k in kinds.values():
+                for p in kinds.values():
+                    self._slow.setdefault((d, k.name), {})[p.name] = slowdown(co_run(model, k, p))
+
+
+def _options(parts: list[str]) -> dict[str, Any]:
+    """``active`` / ``doubt=Z`` option words of a variant, as placer arguments."""
+    out: dict[str, Any] = {}
+    for word in parts:
+        key, _, value = word.partition("=")
+        if key == "active":
+            out["active"] = True
+        elif key == "doubt":
+            out["doubt"] = float(value)
+        else:
+            raise ValueError(f"unknown variant option {word!r} (active, doubt=Z)")
+    return out
+
+
 def make_variant(spec: str) -> SubtaskPlacer:
     """A placer from ``NAME``, ``NAME@GAIN`` or ``iawp-rl@DIR`` (see the module docstring)."""
-    name, _, gain = spec.partition("@")
+    name, _, rest = spec.partition("@")
+    gain, *words = rest.split("+")
+    opts = _options(words)
     if name == "clairvoyant":
         return ClairvoyantPlacer(float(gain or 0.3))
+    if name == "clairvoyant-pairs":
+        return TruePairsPlacer(float(gain or 0.3))
+    if name == "clairvoyant-ncf":
+        return PredictedGainPlacer(float(gain or 0.3), **opts)
     if name == "iawp-rl" and gain:
         from rlsched.policies.iawp_rl import LearnedIawpPlacer
 
         return LearnedIawpPlacer(model_dir=gain)
     if name in ("iawp-line", "iawp-pass") and gain:
-        return IawpPlacer(min_gain=float(gain), hold=name.removeprefix("iawp-"))
+        return IawpPlacer(min_gain=float(gain), hold=name.removeprefix("iawp-"), **opts)
     return make_placer("iawp" if name == "iawp-line" else name)  # bare: the registered placer
 
 
@@ -105,6 +200,10 @@ def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[floa
     base = scenario_for_seed(load_entry(scenario, None), seed)
     tasks = generate_tasks(base, seed)
     placer = make_variant(variant)
+    if isinstance(placer, IawpPlacer):
+        # Each run draws its own survey (seeded by the run), so that a comparison averages over
+        # survey draws rather than resting on the one that every run would otherwise share.
+        placer.survey_seed = seed
     sim = Simulator(base, tasks, placer, seed=seed)  # binds the clairvoyant placer itself
     m = sim.run(TwoStageScheduler(make_selector(selector), placer))
     return m.throughput * 60.0, m.latency_p95_s

@@ -51,6 +51,13 @@ class ProfilingInstrument(Protocol):
         device and kind) and return their normalised throughputs (0 = cannot share)."""
         ...
 
+    def measure(self, triples: Sequence[tuple[str, str, str]], seed: int) -> ColocationData:
+        """Co-run exactly these (device, kind, partner) triples (names as :meth:`devices` and
+        :meth:`kinds` give them) and return their normalised throughputs (0 = cannot share);
+        ``seed`` seeds the measurement noise. Active profiling (:mod:`rlsched.interference.active`)
+        picks them."""
+        ...
+
     def kind_profiles(self, metrics_per_kind: int, seed: int) -> ProfileSamples:
         """Measure ``metrics_per_kind`` randomly chosen resource metrics of every kind."""
         ...
@@ -64,11 +71,15 @@ class SurveyRequest:
         ``None``: no co-location survey.
     :param metrics_per_kind: resource metrics to measure per kind; ``None``: no kind profiles.
     :param seed: which triples and metrics are picked (and the measurement noise).
+    :param active: pick the triples by the value of their answer
+        (:func:`rlsched.interference.active.active_colocation`) rather than at random; the budget
+        is the same number of co-runs.
     """
 
     colocation_fraction: float | None = None
     metrics_per_kind: int | None = None
     seed: int = 0
+    active: bool = False
 
 
 @dataclass(frozen=True)
@@ -102,7 +113,14 @@ def run_survey(instrument: ProfilingInstrument, request: SurveyRequest) -> Surve
     :raises ValueError: for a fraction outside (0, 1] or a metrics count out of range.
     """
     fraction, metrics, seed = request.colocation_fraction, request.metrics_per_kind, request.seed
-    coloc = None if fraction is None else instrument.colocation(fraction, seed)
+    if fraction is None:
+        coloc = None
+    elif request.active:
+        from rlsched.interference.active import active_colocation
+
+        coloc = active_colocation(instrument, fraction, seed)
+    else:
+        coloc = instrument.colocation(fraction, seed)
     profiles = None if metrics is None else instrument.kind_profiles(metrics, seed)
     return Survey(
         instrument.key(), tuple(instrument.devices()), tuple(instrument.kinds()), request, coloc, profiles
@@ -195,3 +213,34 @@ def colocation_survey(
                 partner.append(p.name)
                 y.append(measure(d, k, p, rng))
     return ColocationData(dev, kind, partner, np.array(y, dtype=np.float64))
+
+
+def measure_triples(
+    triples: Sequence[tuple[str, str, str]],
+    kinds: Sequence[KindSpec],
+    seed: int,
+    measure: Callable[[str, KindSpec, KindSpec, np.random.Generator], float],
+) -> ColocationData:
+    """Measure the given (device, kind, partner) triples, in order, as every
+    :class:`ProfilingInstrument`'s ``measure`` does (one generator for the noise, drawn alike).
+
+    :param triples: (device, kind name, partner name) to co-run.
+    :param kinds: the instrument's kinds (names resolve to these).
+    :param seed: noise seed.
+    :param measure: as for :func:`colocation_survey`.
+    :raises ValueError: naming a kind the instrument does not have.
+    """
+    from rlsched.interference.measurements import ColocationData
+
+    by_name = {k.name: k for k in kinds}
+    missing = sorted({n for _, k, p in triples for n in (k, p)} - set(by_name))
+    if missing:
+        raise ValueError(f"cannot measure unknown kinds: {', '.join(missing)}")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, SURVEY_SALT, 1]))
+    y = [measure(d, by_name[k], by_name[p], rng) for d, k, p in triples]
+    return ColocationData(
+        [t[0] for t in triples],
+        [t[1] for t in triples],
+        [t[2] for t in triples],
+        np.array(y, dtype=np.float64),
+    )

@@ -49,6 +49,8 @@ SOLO_BELOW = 0.05
 MIN_TOGETHER = 0.25
 #: EMA weight of one solo-speed observation.
 SOLO_EMA = 0.2
+#: How far ``iawp`` doubts its model by default (see :class:`IawpPlacer`'s ``doubt``).
+DOUBT = 0.0
 
 # Fitted models by (survey key, method, fraction, seed): profiling a cluster is a one-off
 # calibration, so runs over many seeds of one scenario share it (each run gets its own copy).
@@ -75,6 +77,13 @@ class IawpPlacer(MlsmPlacer):
     :param hold: what a held subtask does to the subtasks behind it. ``"pass"``: younger ones
         may take the stream it refused (so a complementary partner can join the co-runners, which
         is what holding back is for); ``"line"``: they wait behind it until it is admitted.
+    :param doubt: hold a subtask back only when the gain is below ``min_gain`` even with every
+        predicted slowdown lowered by ``doubt`` times the model's uncertainty about it (the
+        ensemble's spread, :meth:`InterferencePredictor.predict_spread`): where the model is
+        unsure, the placer holds less and falls back toward never waiting, which needs no
+        prediction. 0 = trust the predictions as they are.
+    :param active: calibrate from an active survey of the same budget
+        (:mod:`rlsched.interference.active`) rather than a random one.
     """
 
     name = "iawp"
@@ -88,6 +97,8 @@ class IawpPlacer(MlsmPlacer):
         harm_weight: float = 1.0,
         min_gain: float = MIN_GAIN,
         hold: str = HOLD,
+        doubt: float = DOUBT,
+        active: bool = False,
     ) -> None:
         if hold not in ("pass", "line"):
             raise ValueError(f"hold must be 'pass' or 'line', not {hold!r}")
@@ -99,8 +110,14 @@ class IawpPlacer(MlsmPlacer):
         self.harm_weight = harm_weight
         self.min_gain = min_gain
         self.hold = hold
+        self.doubt = doubt
+        self.active = active
+        #: Seed of the survey asked for (which triples; the fit): one calibration per seed.
+        self.survey_seed = 0
         self._held: dict[int, tuple[int, int, int]] = {}  # node -> (task id, subtask index, priority)
         self._slow: dict[tuple[str, str], dict[str, float]] = {}
+        # The same slowdowns lowered by ``doubt`` spreads (only kept when doubt > 0).
+        self._slow_low: dict[tuple[str, str], dict[str, float]] = {}
         self._solo: dict[tuple[str, str], float] = {}
         self._batch: list[tuple[str, str, str, float]] = []
         #: Online samples gathered before one update (the service sets its own).
@@ -114,7 +131,9 @@ class IawpPlacer(MlsmPlacer):
     def survey_request(self) -> SurveyRequest:
         """Co-runs of ``profile_fraction`` of the pairs; none when a fitted model was given (it
         then needs only the cluster's devices and kinds)."""
-        return SurveyRequest(colocation_fraction=None if self._given is not None else self.profile_fraction)
+        fraction = None if self._given is not None else self.profile_fraction
+        active = self.active and fraction is not None
+        return SurveyRequest(colocation_fraction=fraction, seed=self.survey_seed, active=active)
 
     def calibrate(self, survey: Survey) -> None:
         """Fit (or reuse) the interference model from the survey's co-location measurements.
@@ -128,7 +147,7 @@ class IawpPlacer(MlsmPlacer):
                 self._fill(kinds, devices)
                 return
             seed = survey.request.seed
-            key = (survey.key, self.method, survey.request.colocation_fraction, seed)
+            key = (survey.key, self.method, survey.request.colocation_fraction, survey.request.active, seed)
             fitted = _CALIBRATED.get(key)
             if fitted is None:
                 fitted = _CALIBRATED[key] = fit_interference(data, self.method, seed)
@@ -161,6 +180,7 @@ class IawpPlacer(MlsmPlacer):
         known = sorted({d for d, _ in self._slow} | set(devices))
         self.predictor = predictor
         self._slow.clear()
+        self._slow_low.clear()
         self._fill(kinds, known)
 
     def predictions(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -242,11 +262,27 @@ class IawpPlacer(MlsmPlacer):
             dev, kind, part = [dev[i] for i in keep], [kind[i] for i in keep], [part[i] for i in keep]
         if not dev:
             return
-        norms = self.predictor.predict(dev, kind, part)
-        for d, k, p, n in zip(dev, kind, part, norms.tolist(), strict=True):
-            self._slow.setdefault((d, k), {})[p] = slowdown(n)
+        if self.doubt <= 0.0:
+            norms = self.predictor.predict(dev, kind, part)
+            for d, k, p, n in zip(dev, kind, part, norms.tolist(), strict=True):
+                self._slow.setdefault((d, k), {})[p] = slowdown(n)
+            return
+        norms, spread = self.predictor.predict_spread(dev, kind, part)
+        for d, k, p, n, sd in zip(dev, kind, part, norms.tolist(), spread.tolist(), strict=True):
+            s = self._slow.setdefault((d, k), {})[p] = slowdown(n)
+            # First order: a throughput n +- sd gives a slowdown 1/n - 1 +- sd / n^2.
+            low = s - self.doubt * sd / max(n, NO_SHARE_BELOW) ** 2
+            self._slow_low.setdefault((d, k), {})[p] = max(low, 0.0)
 
     # ---- placement ---------------------------------------------------------------------------
+    def _pair_slowdown_low(self, device: str, kind: str, partner: str) -> float:
+        """The predicted slowdown lowered by ``doubt`` times its uncertainty (never above the
+        prediction itself)."""
+        s = self._pair_slowdown(device, kind, partner)
+        row = self._slow_low.get((device, kind))
+        low = None if row is None else row.get(partner)
+        return s if low is None else min(low, s)
+
     def _pair_slowdown(self, device: str, kind: str, partner: str) -> float:
         row = self._slow.get((device, kind))
         s = None if row is None else row.get(partner)
@@ -305,7 +341,7 @@ class IawpPlacer(MlsmPlacer):
         """
         if self.hold == "pass":
             busy = view.fast.node_gpu_running[node] > 0
-            return None if busy and self._gain(sub.kind.name, node, g, view) < self.min_gain else g
+            return None if busy and self._hold_gain(sub.kind.name, node, g, view) < self.min_gain else g
         me = (task.id, sub.index)
         held = self._held.get(node)
         if held is not None and view.fast.node_gpu_running[node] == 0:
@@ -313,21 +349,29 @@ class IawpPlacer(MlsmPlacer):
             held = None
         if held is not None and held[:2] != me and held[2] >= task.priority:
             return None
-        if self._gain(sub.kind.name, node, g, view) < self.min_gain and view.fast.node_gpu_running[node] > 0:
+        if (
+            self._hold_gain(sub.kind.name, node, g, view) < self.min_gain
+            and view.fast.node_gpu_running[node] > 0
+        ):
             self._held[node] = (*me, task.priority)
             return None
         if held is not None and held[:2] == me:
             del self._held[node]
         return g
 
-    def _gain(self, kind: str, node: int, g: int, view: ClusterView) -> float:
+    def _hold_gain(self, kind: str, node: int, g: int, view: ClusterView) -> float:
+        """The gain a hold is judged on: :meth:`_gain`, with doubted slowdowns when ``doubt`` > 0."""
+        return self._gain(kind, node, g, view, optimistic=self.doubt > 0.0)
+
+    def _gain(self, kind: str, node: int, g: int, view: ClusterView, optimistic: bool = False) -> float:
         """Predicted change of the GPU's total progress rate (in solo-subtask units) if ``kind``
-        joins the subtasks running on it."""
+        joins the subtasks running on it; ``optimistic``: from slowdowns lowered by their
+        doubt (:meth:`_pair_slowdown_low`)."""
         running = view.gpu_kinds[node][g]
         if not running:
             return 1.0
         device = view.model_names[view.fast.gpu_model[node][g]]
-        ps = self._pair_slowdown
+        ps = self._pair_slowdown_low if optimistic else self._pair_slowdown
         before = after = 0.0
         own = 0.0
         for i, a in enumerate(running):

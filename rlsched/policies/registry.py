@@ -74,6 +74,14 @@ def _iawp(o: PolicyOptions) -> SubtaskPlacer:
     return IawpPlacer()
 
 
+def _iawp_active(o: PolicyOptions) -> SubtaskPlacer:
+    from rlsched.policies.iawp import IawpPlacer
+
+    placer = IawpPlacer(active=True)
+    placer.name = "iawp-active"
+    return placer
+
+
 def _iawp_pass(o: PolicyOptions) -> SubtaskPlacer:
     from rlsched.policies.iawp import IawpPassPlacer
 
@@ -119,6 +127,7 @@ PLACERS: dict[str, PlacerFactory] = {
     "speedup": _plain(SpeedupPlacer),
     "iawp": _iawp,
     "iawp-pass": _iawp_pass,
+    "iawp-active": _iawp_active,
     "iawp-rl": _iawp_rl,
     "iawp-cosine": _iawp_cosine,
     "coloc-greedy": _coloc_greedy,

@@ -19,6 +19,7 @@ state_dir = "rlsched-state"           # what is learnt online, checkpointed here
 checkpoint_interval_s = 60            # at most this much learning is lost to a crash
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
+active_profiling = false              # choose the surveyed pairs by value (same budget)
 online_batch = 256                    # observed co-run samples per online update of the model
 selector_learning = false             # fine-tune the LDWP selector from live decisions (background)
 selector_candidate_updates = 2000     # its gradient steps between two candidates for the canary
@@ -75,6 +76,7 @@ _TOP = (
     "checkpoint_interval_s",
     "calibration_budget_s",
     "calibration_apps",
+    "active_profiling",
     "online_batch",
     "selector_learning",
     "selector_candidate_updates",
@@ -146,6 +148,8 @@ class ServiceConfig:
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
+    :param active_profiling: the survey picks its co-runs by the value of their answer
+        (:mod:`rlsched.interference.active`) instead of at random, within the same budget.
     :param online_batch: observed co-run samples per online update of the interference model.
     :param selector_learning: fine-tune an LDWP incumbent from the service's own decisions in a
         background learner (:mod:`runtime.service.selector_learning`); off by default.
@@ -174,6 +178,7 @@ class ServiceConfig:
     checkpoint_interval_s: float = 60.0
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
+    active_profiling: bool = False
     online_batch: int = 256
     selector_learning: bool = False
     selector_candidate_updates: int = 2000
@@ -257,6 +262,9 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         checkpoint_interval_s=_seconds(shown, doc, "checkpoint_interval_s", 86400),
         calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
         calibration_apps=_apps(shown, doc),
+        active_profiling=_get(
+            shown, doc, "", "active_profiling", bool, default(ServiceConfig, "active_profiling")
+        ),
         online_batch=_online_batch(shown, doc),
         selector_learning=_get(
             shown, doc, "", "selector_learning", bool, default(ServiceConfig, "selector_learning")

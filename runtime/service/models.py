@@ -30,7 +30,7 @@ from rlsched.policies import PolicyOptions, make_placer, make_selector
 from rlsched.scheduler import TwoStageScheduler
 
 #: Placers that take an interference model.
-INTERFERENCE_PLACERS = ("iawp", "iawp-rl", "iawp-pass", "coloc-greedy")
+INTERFERENCE_PLACERS = ("iawp", "iawp-rl", "iawp-pass", "iawp-active", "coloc-greedy")
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,11 @@ def checkpoint_sha256(folder: str | Path) -> str:
 
 
 def build_scheduler(
-    spec: str, selector_model: str | None, placer_model: str | None, where: str
+    spec: str,
+    selector_model: str | None,
+    placer_model: str | None,
+    where: str,
+    active_profiling: bool = False,
 ) -> tuple[TwoStageScheduler, list[ModelVersion]]:
     """The scheduler ``spec`` with the configured checkpoints, and the versions of its learned
     parts.
@@ -66,7 +70,9 @@ def build_scheduler(
     :param selector_model: LDWP checkpoint folder, or ``None`` for the shipped one.
     :param placer_model: ``iawp-rl`` checkpoint folder, or ``None`` for the shipped one.
     :param where: the config file (named in errors).
-    :raises InputError: naming ``selector_model`` or ``placer_model``.
+    :param active_profiling: the placer calibrates from an active survey
+        (:mod:`rlsched.interference.active`) instead of a random one.
+    :raises InputError: naming ``selector_model``, ``placer_model`` or ``active_profiling``.
     """
     sel, _, plc = spec.partition("+")
     if selector_model is not None and sel != "ldwp":
@@ -82,6 +88,12 @@ def build_scheduler(
         placer = make_placer(plc or "speedup", options)
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, f"placer_model ({where})") from None
+    if active_profiling:
+        if not hasattr(placer, "active"):
+            raise InputError(
+                where, "active_profiling", "a scheduler whose placer calibrates from a survey", spec
+            )
+        placer.active = True
     versions = []
     folder = getattr(selector, "model_dir", None)
     if folder is not None:

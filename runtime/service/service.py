@@ -191,7 +191,11 @@ class Service:
         versions: list = []
         if scheduler is None:
             scheduler, versions = build_scheduler(
-                config.scheduler, config.selector_model, config.placer_model, config.source
+                config.scheduler,
+                config.selector_model,
+                config.placer_model,
+                config.source,
+                config.active_profiling,
             )
         self.scheduler = scheduler
         self.cluster = cluster or make_cluster(config, spec)
