@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from rlsched.scenarios.arrivals import arrival_times, mean_rate_per_min, read_trace_times
+from rlsched.scenarios.loader import packaged_data_dir
 from rlsched.scenarios.spec import ArrivalSpec
 
-ALIBABA_PODS = Path(__file__).resolve().parents[2] / "shared/data/traces/alibaba-gpu-v2023"
+ALIBABA_PODS = packaged_data_dir() / "traces" / "alibaba-gpu-v2023"
 
 
 def _rng(seed: int = 0) -> np.random.Generator:
@@ -132,7 +133,6 @@ def test_bad_traces_name_the_file(tmp_path: Path, text: str, match: str) -> None
     assert "bad.csv" in str(e.value)
 
 
-@pytest.mark.skipif(not ALIBABA_PODS.is_dir(), reason="shared Alibaba trace not present")
 def test_real_alibaba_pod_list_is_sorted() -> None:
     spec = ArrivalSpec(process="trace", trace_path=str(ALIBABA_PODS / "openb_pod_list_gpushare40.csv"))
     t = arrival_times(spec, 8000, _rng())

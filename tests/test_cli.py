@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from rlsched.scenarios.loader import find_data_dir
 
 REQUIRED_KEYS = {
     "throughput",
@@ -177,8 +176,6 @@ def test_demo_runs_another_scenario_at_its_own_rate(small: Path) -> None:
 
 @pytest.mark.parametrize("name", ["paper", "dynamic", "interference", "interference-gavel", "alibaba"])
 def test_every_builtin_runs_to_completion(name: str, capsys: pytest.CaptureFixture[str]) -> None:
-    if name in ("interference-gavel", "alibaba") and find_data_dir(Path.cwd()) is None:
-        pytest.skip("shared data folder (../shared/data or $RLSCHED_DATA) not found")
     assert main(["simulate", "--scenario", name, "--scheduler", "mct", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tasks_lost"] == 0

@@ -26,7 +26,7 @@ from rlsched.interference.predictor import (
     fit_interference,
     kind_name_features,
 )
-from rlsched.scenarios.loader import builtin_dir, find_data_dir
+from rlsched.scenarios.loader import packaged_data_dir
 
 FAMILIES = {
     "Alpha": (0.9, 0.3, 3.0),
@@ -321,14 +321,9 @@ def test_corrupt_or_foreign_checkpoint_is_refused(tmp_path: Path, ncf: Interfere
 
 # --- Gavel data -----------------------------------------------------------------------------------
 
-DATA = find_data_dir(builtin_dir())
-GAVEL = None if DATA is None else DATA / "colocation" / "gavel-v100-p100.csv"
-needs_gavel = pytest.mark.skipif(
-    GAVEL is None or not GAVEL.is_file(), reason="shared Gavel co-location data not present"
-)
+GAVEL = packaged_data_dir() / "colocation" / "gavel-v100-p100.csv"
 
 
-@needs_gavel
 def test_gavel_csv_reads_as_documented() -> None:
     assert GAVEL is not None
     d = read_colocation_csv(GAVEL)
@@ -336,7 +331,6 @@ def test_gavel_csv_reads_as_documented() -> None:
     assert (d.y == 0).any() and d.y.max() <= 1.0
 
 
-@needs_gavel
 @pytest.mark.slow
 def test_gavel_ncf_beats_svd_on_half_observed() -> None:
     assert GAVEL is not None

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import pytest
 
+import rlsched
 from rlsched.hardware import device_models, gpu_model
 from rlsched.scenarios.loader import (
     ScenarioError,
@@ -14,6 +16,7 @@ from rlsched.scenarios.loader import (
     find_data_dir,
     list_scenarios,
     load_scenario,
+    packaged_data_dir,
 )
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.traces import POD_COLUMNS, POD_TIME_COLUMNS
@@ -32,7 +35,7 @@ BUILTINS = (
     "paper",
     "priority-saturated",
 )
-DATA = find_data_dir(builtin_dir())
+DATA = packaged_data_dir()
 
 MINIMAL = """\
 name = "mini"
@@ -116,8 +119,6 @@ def test_builtins_are_listed() -> None:
 
 @pytest.mark.parametrize("name", BUILTINS)
 def test_builtin_loads(name: str) -> None:
-    if "${RLSCHED_DATA}" in (builtin_dir() / f"{name}.toml").read_text() and DATA is None:
-        pytest.skip("needs the sample data folder (set RLSCHED_DATA or add shared/data beside the project)")
     s = load_scenario(name)
     assert isinstance(s, Scenario) and s.name == name
     assert s.path == str((builtin_dir() / f"{name}.toml").resolve())
@@ -444,13 +445,28 @@ def test_data_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert err.field == "interference.colocation_csv" and "only variable" in str(err)
 
 
-def test_data_dir_found_by_walking_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_data_ship_with_the_package_with_their_licences(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``RLSCHED_DATA`` (and from anywhere), ``${RLSCHED_DATA}`` is the packaged folder,
+    which holds every file a built-in names, each source's licence and the provenance note."""
     monkeypatch.delenv("RLSCHED_DATA", raising=False)
-    (tmp_path / "shared" / "data").mkdir(parents=True)
-    project = tmp_path / "project" / "experiments"
-    project.mkdir(parents=True)
-    monkeypatch.chdir(project)
-    assert find_data_dir() == tmp_path / "shared" / "data"
+    monkeypatch.chdir(tmp_path)
+    assert find_data_dir() == DATA == Path(rlsched.__file__).resolve().parent / "data"
+    named = set()
+    for toml in builtin_dir().glob("*.toml"):
+        named |= {m.group(1) for m in re.finditer(r"\$\{RLSCHED_DATA\}/([^\"]+)", toml.read_text())}
+    assert {"traces/alibaba-gpu-v2023/openb_pod_list_default.csv", "colocation/gavel-v100-p100.csv"} <= named
+    for rel in named:
+        assert (DATA / rel).is_file(), rel
+    for licence in (
+        "traces/alibaba-gpu-v2023/LICENSE-kubernetes-scheduler-simulator-apache-2.0",
+        "colocation/LICENSE-gavel",
+    ):
+        assert "Permission" in (DATA / licence).read_text() or "Apache" in (DATA / licence).read_text()
+    assert "Gavel" in (DATA / "PROVENANCE.md").read_text()
+    for name in list_scenarios():
+        load_scenario(name)  # every built-in loads from the packaged data
 
 
 def test_device_models() -> None:
@@ -566,8 +582,6 @@ def test_every_builtin_round_trips_through_the_writer(name: str, tmp_path: Path)
 
     from rlsched.scenarios.writer import write_scenario
 
-    if "${RLSCHED_DATA}" in (builtin_dir() / f"{name}.toml").read_text() and DATA is None:
-        pytest.skip("needs the sample data folder (set RLSCHED_DATA or add shared/data beside the project)")
     sc = load_scenario(name)
     write_scenario(sc, tmp_path / "out.toml")
     back = load_scenario(str(tmp_path / "out.toml"))

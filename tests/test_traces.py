@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import builtin_dir, find_data_dir
+from rlsched.scenarios.loader import packaged_data_dir
 from rlsched.scenarios.spec import AlibabaSpec
 from rlsched.scenarios.traces import (
     NOMINAL_EFFICIENCY,
@@ -187,14 +187,9 @@ def test_cluster_too_many_nodes(tmp_path: Path) -> None:
         alibaba_cluster(AlibabaSpec(str(nodes), str(nodes), nodes=4), seed=0)
 
 
-# --- the sample data (skipped when ../shared/data is absent) -----------------------------------
+# --- the packaged sample data ---------------------------------------------------------------------
 
-DATA = find_data_dir(builtin_dir())
-TRACE = DATA / "traces" / "alibaba-gpu-v2023" if DATA else None
-needs_data = pytest.mark.skipif(
-    TRACE is None or not TRACE.is_dir(),
-    reason="Alibaba trace sample not found (set RLSCHED_DATA or add shared/data)",
-)
+TRACE = packaged_data_dir() / "traces" / "alibaba-gpu-v2023"
 
 
 def _real_spec(nodes: int = 64) -> AlibabaSpec:
@@ -207,7 +202,6 @@ def _real_spec(nodes: int = 64) -> AlibabaSpec:
     )
 
 
-@needs_data
 def test_real_cluster_keeps_model_proportions() -> None:
     full = alibaba_cluster(_real_spec(0), seed=0)
     sample = alibaba_cluster(_real_spec(64), seed=0)
@@ -218,7 +212,6 @@ def test_real_cluster_keeps_model_proportions() -> None:
         assert abs(got[model] - 64 * count / len(full)) <= 1, model
 
 
-@needs_data
 def test_seeds_of_a_trace_scenario_are_different_runs() -> None:
     """Each seed samples its own nodes (same count) and trace window; the file's seed is the file."""
     from rlsched.scenarios.loader import load_scenario
@@ -235,7 +228,6 @@ def test_seeds_of_a_trace_scenario_are_different_runs() -> None:
     assert [t.graph for t in ta] != [t.graph for t in tb]
 
 
-@needs_data
 def test_real_tasks() -> None:
     tasks = alibaba_tasks(_real_spec(), 2000, seed=0)
     assert len(tasks) == 2000

@@ -92,17 +92,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, default=5)
     p.add_argument("--dev", action="store_true", help="score on validation rows carved from the observed")
-    p.add_argument("--data", default=None, help="co-location CSV (default: the shared Gavel file)")
+    p.add_argument("--data", default=None, help="co-location CSV (default: the packaged Gavel file)")
     p.add_argument("--settings", default=",".join(SETTINGS))
     p.add_argument("--methods", default=",".join(METHODS))
     args = p.parse_args()
     torch.set_num_threads(1)
     path = args.data
     if path is None:
-        root = find_data_dir(Path(__file__).resolve().parent)
-        if root is None:
-            sys.exit("bench_interference: no shared data folder; pass --data")
-        path = str(root / "colocation" / "gavel-v100-p100.csv")
+        path = str(find_data_dir() / "colocation" / "gavel-v100-p100.csv")
     data = read_colocation_csv(path)
     settings = [s for s in args.settings.split(",") if s]
     methods = [m for m in args.methods.split(",") if m]

@@ -63,8 +63,9 @@ got 'X100'``. ``docs/scenarios.md`` documents every field; in short::
     solo_csv = "..."               # csv, optional: device,kind,solo_throughput
 
 Paths inside a file resolve relative to the file's folder. ``${RLSCHED_DATA}`` expands to the
-environment variable ``RLSCHED_DATA`` or, when it is unset, to the ``shared/data`` folder found by
-walking up from the current directory and from the scenario file (:func:`find_data_dir`).
+environment variable ``RLSCHED_DATA`` or, when it is unset, to the data that ship with the package
+(``rlsched/data``: the Alibaba GPU v2023 trace files and Gavel's co-location table, each with its
+licence; :func:`find_data_dir`).
 
 CSV devices (``v100``, ``p100``) match catalog models case-insensitively by name or by a prefix that
 is not followed by a digit: ``v100`` covers ``V100M16`` and ``V100M32``; ``a10`` covers ``A10`` only.
@@ -99,7 +100,7 @@ from rlsched.scenarios.spec import (
 )
 from rlsched.textfile import TextFileError, read_text
 
-#: Environment variable naming the sample-data folder (``shared/data``).
+#: Environment variable naming a data folder that overrides the packaged one (``rlsched/data``).
 DATA_ENV = "RLSCHED_DATA"
 #: Arrival rates the paper evaluates, tasks/min; ``--rate`` on the ``paper`` scenario must lie in it.
 RATE_RANGE: tuple[float, float] = (10.0, 60.0)
@@ -222,24 +223,17 @@ def list_scenarios() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
 
 
-def find_data_dir(*starts: str | Path) -> Path | None:
-    """The sample-data folder that ``${RLSCHED_DATA}`` stands for, or ``None``.
+def packaged_data_dir() -> Path:
+    """The data shipped with the package (``rlsched/data``; ``PROVENANCE.md`` there says where each
+    file comes from and under which licence)."""
+    return Path(__file__).resolve().parent.parent / "data"
 
-    ``$RLSCHED_DATA`` wins when set. Otherwise walk up from the current directory, then from each
-    of ``starts`` (e.g. a scenario file's folder), then from this package, looking for
-    ``shared/data`` or ``../shared/data`` (CI clones the project next to a ``shared/`` folder).
 
-    :param starts: extra folders to walk up from.
-    """
+def find_data_dir() -> Path:
+    """The data folder that ``${RLSCHED_DATA}`` stands for: ``$RLSCHED_DATA`` when set (an
+    override, e.g. a newer copy of the trace), else :func:`packaged_data_dir`."""
     env = os.environ.get(DATA_ENV)
-    if env:
-        return Path(env).expanduser()
-    for start in (Path.cwd(), *map(Path, starts), Path(__file__).resolve().parent):
-        for folder in (start.resolve(), *start.resolve().parents):
-            for candidate in (folder / "shared" / "data", folder.parent / "shared" / "data"):
-                if candidate.is_dir():
-                    return candidate
-    return None
+    return Path(env).expanduser() if env else packaged_data_dir()
 
 
 def load_scenario(
@@ -412,14 +406,7 @@ def _expand(ctx: _Ctx, field: str, raw: str) -> str:
     def sub(m: re.Match[str]) -> str:
         if m.group(1) != DATA_ENV:
             raise ctx.error(field, f"a path whose only variable is ${{{DATA_ENV}}}", raw)
-        data = find_data_dir(ctx.folder)
-        if data is None:
-            raise ctx.error(
-                field,
-                f"a data folder for ${{{DATA_ENV}}}: set {DATA_ENV} or put shared/data beside the project",
-                raw,
-            )
-        return str(data)
+        return str(find_data_dir())
 
     return _VAR.sub(sub, raw)
 
