@@ -418,6 +418,12 @@ def _parser() -> argparse.ArgumentParser:
         "(default: the config's, else surveyed on the cluster at start)",
     )
 
+    sub.add_parser(
+        "token",
+        help="print a new bearer token and the token_sha256 line a service config stores for it",
+        epilog=_EXIT_HELP,
+    )
+
     def _client_args(c: argparse.ArgumentParser) -> None:
         c.add_argument("--url", default="http://127.0.0.1:8470", help="service URL (default: %(default)s)")
         c.add_argument(
@@ -441,6 +447,8 @@ def _parser() -> argparse.ArgumentParser:
     ca = sub.add_parser("cancel", help="cancel a queued task on a running service", epilog=client_exits)
     _client_args(ca)
     ca.add_argument("id", type=int)
+    for c in (su, st, ca):
+        c.add_argument("--json", action="store_true", help="print the full task records as JSON")
     tp = sub.add_parser(
         "top", help="live view of a running service: queue, devices, throughput", epilog=client_exits
     )
@@ -735,8 +743,11 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     seed = scenario.seed if args.seed is None else args.seed
     out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:
-        print(json.dumps(out))
+        print(json.dumps({**out, "throughput_per_min": m.throughput * 60.0}))
     else:
+        # Tasks per minute, as demo and evaluate report it (--json keeps `throughput` in tasks/s).
+        out = {k if k != "throughput" else "throughput_per_min": v for k, v in out.items()}
+        out["throughput_per_min"] = m.throughput * 60.0
         w = max(len(k) for k in out)
         for k, v in out.items():
             print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
@@ -884,6 +895,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if args.scheduler is not None:
         over["scheduler"] = args.scheduler
     cfg = dataclasses.replace(cfg, **over)
+    if args.ray_address is not None and cfg.backend != "ray":
+        raise InputError("--ray-address", "value", "a flag of --backend ray only", args.ray_address)
     inputs.live_schedulers(
         cfg.scheduler, [], "--scheduler" if args.scheduler else f"{args.config}: scheduler"
     )
@@ -915,11 +928,13 @@ def _cmd_client(args: argparse.Namespace) -> int:
                 rows = c.submit(body)
                 if args.wait:
                     rows = c.wait([r["id"] for r in rows])
-                print(json.dumps(rows))
+                print(json.dumps(rows) if args.json else task_table(rows))
             elif args.command == "status":
-                print(json.dumps(c.get(args.id)))
+                row = c.get(args.id)
+                print(json.dumps(row) if args.json else task_table([row]))
             elif args.command == "cancel":
-                print(json.dumps(c.cancel(args.id)))
+                row = c.cancel(args.id)
+                print(json.dumps(row) if args.json else task_table([row]))
             else:
                 _top(c, args.once, args.interval)
     # The service is another program: its refusal (a 4xx naming the field, a 5xx) or its absence
@@ -931,12 +946,47 @@ def _cmd_client(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def task_table(rows: list[dict]) -> str:
+    """Task records as a table (one line each) and, for several, a summary line; ``--json`` gives
+    the full records (outputs included)."""
+    lines = [
+        f"{'id':>8}  {'app':<20} {'stream':>6} {'chunk':>6}  {'state':<9} {'node':<12} "
+        f"{'wait s':>7} {'run s':>7}"
+    ]
+    spans = []
+    for r in rows:
+        wait = run = ""
+        if r.get("started_at") is not None:
+            wait = f"{r['started_at'] - r['submitted_at']:.2f}"
+            if r.get("finished_at") is not None:
+                run = f"{r['finished_at'] - r['started_at']:.2f}"
+                spans.append(r["finished_at"] - r["submitted_at"])
+        node = r.get("node") or "-"
+        lines.append(
+            f"{r['id']:>8}  {r['app']:<20} {r['stream']:>6} {r['chunk']:>6}  {r['state']:<9} {node:<12} "
+            f"{wait:>7} {run:>7}" + (f"  {r['error']}" if r.get("error") else "")
+        )
+    if len(rows) > 1:
+        states: dict[str, int] = {}
+        for r in rows:
+            states[r["state"]] = states.get(r["state"], 0) + 1
+        summary = f"{len(rows)} tasks: " + ", ".join(f"{n} {k}" for k, n in sorted(states.items()))
+        if spans:
+            summary += f"; latency mean {sum(spans) / len(spans):.2f} s, max {max(spans):.2f} s"
+        lines.append(summary)
+    return "\n".join(lines)
+
+
 def _top(client: object, once: bool, interval: float) -> None:
-    """Frames of queue depth, running tasks, per-GPU streams and memory, and completions/s."""
+    """Frames of queue depth, running tasks, per-GPU streams and memory, and completions/s (with
+    ``once``, measured over one ``interval`` before the frame)."""
     from rlsched.client import Client
 
     assert isinstance(client, Client)
     last: tuple[float, int] | None = None
+    if once:
+        last = (time.monotonic(), client.cluster()["done"])
+        time.sleep(interval)
     while True:
         state = client.cluster()
         done = state["done"]
@@ -1034,7 +1084,21 @@ def _command(args: argparse.Namespace) -> int:
         return _cmd_serve(args)
     if args.command in ("submit", "status", "cancel", "top"):
         return _cmd_client(args)
+    if args.command == "token":
+        return _cmd_token()
     return _cmd_scenarios()
+
+
+def _cmd_token() -> int:
+    """A new bearer token (256 random bits) and the digest the config keeps instead of it."""
+    import secrets
+
+    from runtime.service.config import hash_token
+
+    token = secrets.token_urlsafe(32)
+    print(f"token        {token}")
+    print(f'token_sha256 = "{hash_token(token)}"   # for the tenant\'s table in the service config')
+    return 0
 
 
 def _user_path(args: argparse.Namespace, e: OSError) -> tuple[str, str] | None:

@@ -71,7 +71,12 @@ def validate(cfg: EvalConfig, out: Path) -> None:
         check_entries(cfg.scenarios)
         if cfg.load_of != "bound":
             inputs.scheduler(cfg.load_of, "--load-of")
-            inputs.policy_options([cfg.load_of], cfg.model, cfg.placer_model)
+            sel, _, plc = cfg.load_of.partition("+")
+            inputs.policy_options(
+                [cfg.load_of],
+                cfg.model if sel == "ldwp" else None,
+                cfg.placer_model if plc == "iawp-rl" else None,
+            )
     for name, d in cfg.runs.items():
         if not Path(d, "history.json").is_file():
             raise EvaluateError("--runs", name, "a training run folder with history.json", d)

@@ -340,8 +340,8 @@ def run_grid(
     """
     results: dict[Case, CaseResult] = {}
     bound_out: dict[BoundCase, dict[str, float | int | str | bool] | str] = {}
-    total = len(cases) + len(bounds)
-    bar = tqdm(total=total, desc="evaluate", unit="run", disable=None if progress else True)
+    # The bar counts runs only; capacity bounds (short) show in its postfix as they finish.
+    bar = tqdm(total=len(cases), desc="evaluate", unit="run", disable=None if progress else True)
     # Off a terminal (CI, a log file) the bar is silent: one plain line per run instead.
     plain = progress and bar.disable
     t0 = time.perf_counter()
@@ -360,12 +360,15 @@ def run_grid(
                 file=sys.stderr,
             )
 
+    def take_bound(b: BoundCase, out: dict[str, float | int | str | bool] | str) -> None:
+        bound_out[b] = out
+        bar.set_postfix_str(f"bounds {len(bound_out)}/{len(bounds)}", refresh=True)
+
     try:
         if jobs <= 1:
             for b in bounds:
                 bc, out = run_bound(b)
-                bound_out[bc] = out
-                bar.update()
+                take_bound(bc, out)
             for c in cases:
                 take_case(run_case(c))
         else:
@@ -382,8 +385,7 @@ def run_grid(
                     if isinstance(out, CaseResult):
                         take_case(out)
                     else:
-                        bound_out[out[0]] = out[1]
-                        bar.update()
+                        take_bound(*out)
     finally:
         bar.close()
     return [results[c] for c in cases], bound_out

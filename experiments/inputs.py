@@ -214,10 +214,19 @@ def policy_options(specs: Sequence[str], model: str | None, placer: str | None) 
     :param model: ``--model`` (LDWP; ``None``: shipped); checked when given or when a spec uses
         ``ldwp``.
     :param placer: ``--placer-model`` (``iawp-rl``; ``None``: shipped); checked when given.
-    :raises InputError: for a checkpoint that does not load.
+    :raises InputError: for a checkpoint that does not load, or one that no spec would use.
     """
     from rlsched.policies.registry import PolicyOptions
 
+    if model is not None and not any(s.partition("+")[0] == "ldwp" for s in specs):
+        raise InputError("--model", "value", "a run with an ldwp selector (--model is its checkpoint)", model)
+    if placer is not None and not any(s.partition("+")[2] == "iawp-rl" for s in specs):
+        raise InputError(
+            "--placer-model",
+            "value",
+            "a run with the iawp-rl placer (--placer-model is its checkpoint)",
+            placer,
+        )
     if model is not None or any(s.partition("+")[0] == "ldwp" for s in specs):
         ldwp_model(model)
     if placer is not None:

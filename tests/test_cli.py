@@ -73,12 +73,15 @@ def test_simulate_json_has_every_metric(small: Path) -> None:
     assert out["tasks_total"] == out["tasks_completed"] == 120
     assert out["tasks_lost"] == 0 and out["seed"] == 4 and out["scheduler"] == "mct+mlsm"
     assert out["throughput"] > 0 and 0 <= out["gpu_util"] <= 1
+    assert out["throughput_per_min"] == out["throughput"] * 60
 
 
 def test_simulate_table_is_the_default(small: Path) -> None:
     r = rlsched("simulate", "--scenario", str(small), "--scheduler", "random")
     assert r.returncode == 0, r.stderr
     assert "tasks_lost" in r.stdout and "latency_p95_s" in r.stdout
+    # One unit across commands: tasks per minute, named as such.
+    assert "throughput_per_min" in r.stdout and "throughput " not in r.stdout
 
 
 def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
@@ -133,6 +136,34 @@ def test_scenarios_lists_the_builtins() -> None:
     r = rlsched("scenarios")
     assert r.returncode == 0
     assert {"paper", "dynamic", "interference", "large"} <= set(r.stdout.split())
+
+
+def test_token_prints_a_new_token_and_its_config_digest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from runtime.service.config import hash_token
+
+    monkeypatch.chdir(tmp_path)  # works from anywhere, not only the repository root
+    tokens = []
+    for _ in range(2):
+        assert main(["token"]) == 0
+        first, second = capsys.readouterr().out.splitlines()
+        token = first.split()[1]
+        assert len(token) >= 43 and f'token_sha256 = "{hash_token(token)}"' in second
+        tokens.append(token)
+    assert tokens[0] != tokens[1]
+
+
+@pytest.mark.parametrize(("flag", "scheduler"), [("--model", "mct+speedup"), ("--placer-model", "ldwp+iawp")])
+def test_a_checkpoint_no_policy_of_the_run_uses_is_an_error(
+    flag: str, scheduler: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        main(["simulate", "--scenario", "paper", "--scheduler", scheduler, flag, "models/pretrained/ldwp"])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert flag in err and len(err.strip().splitlines()) == 1
 
 
 def test_demo_prints_a_table_over_seeds(small: Path) -> None:

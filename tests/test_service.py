@@ -12,6 +12,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -206,13 +207,33 @@ def test_client_and_cli_commands(server: Server) -> None:
         cmd = [sys.executable, "-m", "experiments.cli", *a, "--url", server.url]
         return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
 
-    r = cli("submit", "--app", "fft", "--chunks", "2", "--wait")
+    r = cli("submit", "--app", "fft", "--chunks", "2", "--wait", "--json")
     assert r.returncode == 0, r.stderr
     ids = [t["id"] for t in json.loads(r.stdout)]
-    assert json.loads(cli("status", str(ids[0])).stdout)["state"] == "done"
+    assert json.loads(cli("status", str(ids[0]), "--json").stdout)["state"] == "done"
+    r = cli("submit", "--app", "fft", "--chunks", "2", "--wait")  # a table and a summary line
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("2 tasks: 2 done; latency mean"), (
+        r.stdout
+    )
+    assert len(r.stdout.splitlines()) == 4 and "crc32" not in r.stdout
     r = cli("cancel", str(ids[0]))
     assert r.returncode == 4 and "already done" in r.stderr  # the service refused: exit 4
-    r = cli("top", "--once")
+    stop = threading.Event()
+
+    def keep_busy() -> None:  # work finishing all the while top measures its rate
+        with Client(server.url, TOKENS["video"]) as c:
+            while not stop.is_set():
+                c.submit([{"app": "matmul", "chunk": k} for k in range(5)])
+                time.sleep(0.1)
+
+    feeder = threading.Thread(target=keep_busy)
+    feeder.start()
+    try:
+        r = cli("top", "--once", "--interval", "2")
+    finally:
+        stop.set()
+        feeder.join()
     assert r.returncode == 0 and "queued" in r.stdout and "V100M16" in r.stdout, r.stdout
+    assert " 0.0/s" not in r.stdout.splitlines()[0], r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")
     assert r.returncode == 2 and "NO_SUCH_VARIABLE" in r.stderr

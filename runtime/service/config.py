@@ -90,6 +90,8 @@ _TOP = (
 #: Apps whose kinds the service surveys by default (``rlsched profile``'s default too).
 CALIBRATION_APPS = ("intrusion_detection", "video_synopsis")
 BACKENDS = ("local", "ray")
+#: Keys that only the Ray backend reads.
+RAY_KEYS = ("ray_address", "ray_gpu_model")
 _TENANT = ("name", "token_sha256", "weight", "max_queued", "max_running", "gpu_share", "admin")
 
 
@@ -238,6 +240,11 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     backend = _get(shown, doc, "", "backend", str, default(ServiceConfig, "backend"))
     if backend not in BACKENDS:
         raise ScenarioError(shown, "backend", f"one of {', '.join(BACKENDS)}", backend)
+    for key in RAY_KEYS:
+        if backend != "ray" and key in doc:  # it would be silently ignored
+            raise ScenarioError(
+                shown, key, f'a key of backend = "ray" only (this config runs {backend})', doc[key]
+            )
     address = doc.get("ray_address")
     if address is not None and not isinstance(address, str):
         raise ScenarioError(shown, "ray_address", "a Ray address (or omit it)", address)

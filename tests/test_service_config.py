@@ -1,0 +1,45 @@
+"""The service's config file: the operator guide's example loads as copied; keys that the chosen
+backend would ignore are errors naming them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from rlsched.scenarios.loader import ScenarioError
+from runtime.service.config import _TENANT, _TOP, hash_token, load_service_config
+from runtime.service.models import build_scheduler
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_config() -> str:
+    """The ``service.toml`` block of the operator guide."""
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```toml\n(# service\.toml.*?)```", text, flags=re.S)
+    assert len(blocks) == 1
+    return blocks[0]
+
+
+def test_the_operator_guide_config_loads_as_copied(tmp_path: Path) -> None:
+    path = tmp_path / "service.toml"
+    path.write_text(readme_config().replace('token_sha256 = "…"', f'token_sha256 = "{hash_token("t")}"'))
+    cfg = load_service_config(path)
+    assert cfg.backend == "local" and cfg.cluster is None and cfg.ray_address is None
+    build_scheduler(cfg.scheduler, cfg.selector_model, cfg.placer_model, cfg.source, cfg.active_profiling)
+    # Every key the example shows, commented or not, is one the service reads.
+    shown = set(re.findall(r"^#? ?([a-z_]+) = ", readme_config(), flags=re.M))
+    assert shown <= set(_TOP) | set(_TENANT)
+
+
+@pytest.mark.parametrize("key", ["ray_address", "ray_gpu_model"])
+def test_a_ray_key_with_the_local_backend_is_an_error_naming_it(tmp_path: Path, key: str) -> None:
+    path = tmp_path / "service.toml"
+    path.write_text(
+        f'backend = "local"\n{key} = "auto"\n[[tenants]]\nname = "a"\ntoken_sha256 = "{hash_token("t")}"\n'
+    )
+    with pytest.raises(ScenarioError) as e:
+        load_service_config(path)
+    assert e.value.field == key and "ray" in str(e.value)
