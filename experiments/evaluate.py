@@ -23,7 +23,7 @@ from experiments import report_plots as plots
 from experiments.configs import EvalConfig
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
 from experiments.paper_suite import convergence_note, paper_blocks
-from experiments.report_stats import Summary, summarise
+from experiments.report_stats import Summary, summarise, summarise_key
 from experiments.report_writer import (
     RUN_HEAD,
     Block,
@@ -241,7 +241,7 @@ def _scenario_figures(
     figs = []
     p = plots.bars_with_intervals(
         out / "img" / f"{slug}-throughput.png",
-        f"{sc}: throughput and p95 latency (95 % intervals over seeds)",
+        f"{sc}: throughput and p95 latency (intervals over seeds: see the text)",
         [
             (
                 "tasks/min",
@@ -254,7 +254,7 @@ def _scenario_figures(
     figs.append((p.relative_to(out).as_posix(), f"{sc}: throughput and p95 latency"))
     p = plots.bars_with_intervals(
         out / "img" / f"{slug}-utilisation.png",
-        f"{sc}: GPU utilisation and load balance (95 % intervals over seeds)",
+        f"{sc}: GPU utilisation and load balance (intervals over seeds: see the text)",
         [
             ("GPU utilisation", {s: _summ(rs, "gpu_util") for s, rs in ok.items()}, None),
             ("load-balancing degree", {s: _summ(rs, "load_balance") for s, rs in ok.items()}, None),
@@ -314,8 +314,7 @@ def _churn_figure(
 
 
 def _summ(rs: list[dict], key: str, scale: float = 1.0) -> Summary:
-    s = summarise([r[key] for r in rs])
-    return Summary(s.mean * scale, s.std * scale, s.ci95 * scale, s.n)
+    return summarise_key([r[key] for r in rs], key).scaled(scale)
 
 
 def _latency_lower_bounds(sc: str, cfg: EvalConfig) -> list[float]:

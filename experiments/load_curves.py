@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from experiments.evaluation import LOAD_RANGE, BoundCase, Case, parse_entry, run_grid
+from experiments.report_stats import Summary
 from rlsched.errors import InputError
 
 #: The reference scheduler's saturated throughput is measured at this multiple of the bound.
@@ -129,13 +130,13 @@ def keeps_up(row: dict) -> bool | None:
 class Curve:
     """One scheduler's latency on one scenario at each load (means over seeds).
 
-    ``mean_s``, ``p95_s``: (mean, 95 % half-interval) per load; ``knee``: the lowest load at
+    ``mean_s``, ``p95_s``: the summary over seeds per load; ``knee``: the lowest load at
     which it stops keeping up (``None``: it keeps up everywhere on the grid).
     """
 
     loads: list[float]
-    mean_s: list[tuple[float, float]]
-    p95_s: list[tuple[float, float]]
+    mean_s: list[Summary]
+    p95_s: list[Summary]
     keep_up: list[float]
     knee: float | None
 
@@ -155,9 +156,7 @@ def curves(rows: Sequence[dict]) -> dict[str, dict[str, Curve]]:
         p95 = [summarise([r["latency_p95_s"] for r in per_load[x]]) for x in loads]
         up = [sum(bool(keeps_up(r)) for r in per_load[x]) / len(per_load[x]) for x in loads]
         knee = next((x for x, u in zip(loads, up, strict=True) if u < 0.5), None)
-        out[sc][sched] = Curve(
-            loads, [(s.mean, _ci(s.ci95)) for s in mean], [(s.mean, _ci(s.ci95)) for s in p95], up, knee
-        )
+        out[sc][sched] = Curve(loads, mean, p95, up, knee)
     return dict(out)
 
 
@@ -182,10 +181,6 @@ def latency_floor(rows: Sequence[dict]) -> dict[str, list[tuple[float, float, fl
             )
         out[sc] = pts
     return out
-
-
-def _ci(x: float) -> float:
-    return 0.0 if math.isnan(x) else x
 
 
 def tag_rows(rows: list[dict], points: Sequence[LoadPoint]) -> None:

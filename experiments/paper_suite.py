@@ -76,7 +76,7 @@ def paper_blocks(rows: list[dict], out: Path) -> list[Block]:
 
 
 def _scaled(s: Summary, k: float) -> Summary:
-    return Summary(s.mean * k, s.std * k, s.ci95 * k, s.n)
+    return s.scaled(k)
 
 
 def _ratio_table(by_rate: dict, scheds: list[str], key: str, title: str) -> list[Block]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from experiments import report_plots as plots
 from experiments.load_curves import KEEP_UP, curves, latency_floor
+from experiments.report_stats import INTERVALS
 from experiments.report_writer import Block, _fmt
 
 LOAD_RUN_HEAD = (
@@ -71,16 +72,14 @@ def load_blocks(rows: list[dict], load_of: str, out: Path) -> list[Block]:
         table = []
         for s, c in by_sched.items():
             at = dict(zip(c.loads, c.mean_s, strict=True))
-            cells = [f"{at[x][0]:.3g} ± {at[x][1]:.2g}" if x in at else "–" for x in loads]
+            cells = [at[x].cell(prec=2) if x in at else "–" for x in loads]
             table.append((s, *cells, "–" if c.knee is None else f"{c.knee:g}"))
         floor_at = {x: m for x, m, _ in floor}
         table.append(("lower bound", *(_fmt(floor_at.get(x), 3) for x in loads), ""))
         blocks += [
             Block("h3", f"{sc}: latency against offered load"),
             Block("img", text=p.relative_to(out).as_posix(), head=(f"{sc}: latency against offered load",)),
-            Block(
-                "p", "Mean latency in seconds (mean ± 95 % half-interval over seeds) at each offered load."
-            ),
+            Block("p", f"Mean latency in seconds at each offered load. {INTERVALS}"),
             Block("table", head=head, rows=tuple(table)),
         ]
     blocks += [

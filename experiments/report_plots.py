@@ -38,7 +38,7 @@ def bars_with_intervals(
     for ax, (label, by_sched, ref) in zip(axes[0], panels, strict=True):
         names = list(by_sched)
         mean = [by_sched[n].mean for n in names]
-        err = [0.0 if np.isnan(by_sched[n].ci95) else by_sched[n].ci95 for n in names]
+        err = np.array([by_sched[n].errors() for n in names]).T  # (below, above) per bar
         ax.bar(range(len(names)), mean, yerr=err, capsize=4, color="#4878a8")
         if ref is not None:
             ax.axhline(ref, color="#c03030", linestyle="--", label="throughput bound")
@@ -156,7 +156,7 @@ def versus_rate(
         for name, pts in by_sched.items():
             x = [r for r, _ in pts]
             y = [s.mean for _, s in pts]
-            e = [0.0 if np.isnan(s.ci95) else s.ci95 for _, s in pts]
+            e = np.array([s.errors() for _, s in pts]).T
             ax.errorbar(x, y, yerr=e, marker="o", markersize=3, capsize=3, label=name)
         ax.set_xlabel("arrival rate, tasks/min")
         ax.set_ylabel(label)
@@ -169,7 +169,7 @@ def versus_rate(
 def latency_vs_load(
     path: Path,
     title: str,
-    panels: Sequence[tuple[str, Mapping[str, tuple[list[float], list[tuple[float, float]]]], list[float]]],
+    panels: Sequence[tuple[str, Mapping[str, tuple[list[float], list[Summary]]], list[float]]],
     loads_floor: list[float],
     knees: Mapping[str, float | None],
 ) -> Path:
@@ -177,8 +177,8 @@ def latency_vs_load(
     with its 95 % interval (never drawn below the lower bound), the lower bound, and a cross
     where each scheduler stops keeping up.
 
-    :param panels: (y label, scheduler -> (loads, (mean, half-interval) per load), lower bound
-        per load of ``loads_floor``).
+    :param panels: (y label, scheduler -> (loads, summary over seeds per load), lower bound per
+        load of ``loads_floor``).
     :param loads_floor: the loads of the lower bound's points.
     :param knees: scheduler -> the load at which it stops keeping up (``None``: never on the grid).
     """
@@ -186,11 +186,18 @@ def latency_vs_load(
     for ax, (label, by_sched, floor) in zip(axes[0], panels, strict=True):
         lb = dict(zip(loads_floor, floor, strict=True))
         for name, (loads, pts) in by_sched.items():
-            y = np.array([m for m, _ in pts])
-            half = np.array([h for _, h in pts])
-            low = np.maximum(y - half, [lb.get(x, 0.0) for x in loads])  # no interval below the bound
+            y = np.array([s.mean for s in pts])
+            below = np.array([s.errors()[0] for s in pts])
+            above = np.array([s.errors()[1] for s in pts])
+            low = np.maximum(y - below, [lb.get(x, 0.0) for x in loads])  # no interval below the bound
             line = ax.errorbar(
-                loads, y, yerr=[y - np.minimum(low, y), half], marker="o", markersize=3, capsize=3, label=name
+                loads,
+                y,
+                yerr=[y - np.minimum(low, y), above],
+                marker="o",
+                markersize=3,
+                capsize=3,
+                label=name,
             )
             knee = knees.get(name)
             if knee is not None:

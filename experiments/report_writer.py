@@ -17,7 +17,15 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from experiments.evaluation import BoundCase, CaseResult
-from experiments.report_stats import ARRIVAL_BOUND, Summary, not_completed, precision, summarise
+from experiments.report_stats import (
+    ARRIVAL_BOUND,
+    INTERVALS,
+    Summary,
+    not_completed,
+    precision,
+    summarise,
+    summarise_key,
+)
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import is_clairvoyant_spec
 from rlsched.seeds import describe
@@ -201,7 +209,7 @@ def headroom_blocks(grouped: dict[str, dict[str, list[dict]]]) -> list[Block]:
             if real
             else "–"
         )
-        frac = summarise([r["frac_of_bound"] for r in runs.get(best, [])])
+        frac = summarise_key([r["frac_of_bound"] for r in runs.get(best, [])], "frac_of_bound")
         rows.append(
             (
                 sc,
@@ -287,12 +295,12 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
                 s,
                 f"{len(ok)}/{len(rs)}",
                 thr.cell(60.0, precision(thr.mean * 60.0) if thr.n else 3),
-                summarise([r["frac_of_bound"] for r in ok]).cell(),
-                summarise([r["gap_share"] for r in ok]).cell(),
+                summarise_key([r["frac_of_bound"] for r in ok], "frac_of_bound").cell(),
+                summarise_key([r["gap_share"] for r in ok], "gap_share").cell(),
                 summarise([r["frac_of_oracle"] for r in ok]).cell(),
                 summarise([r["latency_p95_s"] for r in ok]).cell(prec=2),
-                summarise([r["gpu_util"] for r in ok]).cell(),
-                summarise([r["load_balance"] for r in ok]).cell(),
+                summarise_key([r["gpu_util"] for r in ok], "gpu_util").cell(),
+                summarise_key([r["load_balance"] for r in ok], "load_balance").cell(),
                 summarise([r["not_completed"] for r in ok]).cell(prec=1),
                 summarise([1e6 / r["decisions_per_s"] for r in ok if r["decisions_per_s"]]).cell(prec=1),
                 summarise([r["wall_s"] for r in ok]).cell(prec=2),
@@ -306,7 +314,7 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
         Block("p", text),
         Block(
             "p",
-            "Means over seeds ± 95 % t-interval (sample std, ddof = 1). `of bound`: throughput over the "
+            f"Means over seeds. {INTERVALS} `of bound`: throughput over the "
             "run's throughput bound for the same seed (capacity, arrivals and network; 1 = nothing left to "
             "gain); `of gap`: the share of the gap from the best heuristic pair of the same seed to that "
             "bound which the scheduler closes (1 = reaches the bound, 0 = no better than the best "
@@ -328,7 +336,7 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
 def _scaled(s: Summary | str, k: float) -> Summary | str:
     if isinstance(s, str):
         return s
-    return Summary(s.mean * k, s.std * k, s.ci95 * k, s.n)
+    return s.scaled(k)
 
 
 RUN_HEAD = (

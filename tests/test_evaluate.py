@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -187,7 +188,38 @@ def test_html_images_exist_and_numbers_match_results(report: Path) -> None:
         mine = [r for r in rows if r["scheduler"] == cells[0] and r["status"] == "ok"]
         if mine:
             s = summarise([r["throughput"] * 60 for r in mine])
-            assert cells[2].split(" ± ")[0] == f"{s.mean:.{3 if s.mean < 10 else 1}f}"
+            assert re.split(r" ± | \[", cells[2])[0] == f"{s.mean:.{3 if s.mean < 10 else 1}f}"
+
+
+def _interval(cell: str) -> tuple[float, float] | None:
+    """(low, high) of a ``m ± h`` or ``m [a, b]`` cell; ``None`` for a cell without one."""
+    m = re.fullmatch(r"(-?[\d.]+) ± ([\d.]+)", cell)
+    if m:
+        return float(m[1]) - float(m[2]), float(m[1]) + float(m[2])
+    m = re.fullmatch(r"-?[\d.]+ \[(-?[\d.]+), (-?[\d.]+)\]", cell)
+    return (float(m[1]), float(m[2])) if m else None
+
+
+def test_no_interval_leaves_its_metric_range_with_two_seeds(report: Path) -> None:
+    page = _Page()
+    page.feed((report / "report.html").read_text())
+    table = next(t for t in page.tables if t[0][:2] == ["scheduler", "runs ok"])
+    head = table[0]
+    checked = 0
+    for cells in table[1:]:
+        for col, (lo, hi) in {
+            "of bound": (0, 1),
+            "GPU util": (0, 1),
+            "load bal.": (0, 1),
+            "p95 s": (0, None),
+        }.items():
+            iv = _interval(cells[head.index(col)])
+            if iv is None:
+                continue
+            checked += 1
+            assert iv[0] >= lo and (hi is None or iv[1] <= hi), (cells[0], col, iv)
+    assert checked >= 8
+    assert "range of the seeds" in (report / "report.md").read_text()
 
 
 def test_report_states_command_seeds_revision_and_bound(report: Path) -> None:
@@ -419,3 +451,16 @@ def test_share_of_the_gap_from_the_best_heuristic_to_the_bound() -> None:
     ]
     _ratios(rows)
     assert [r["gap_share"] for r in rows] == [None, None]  # arrival-bound: the bound is the arrivals
+
+
+def test_intervals_over_few_seeds_are_their_range_and_t_intervals_stay_in_range() -> None:
+    from experiments.report_stats import summarise, summarise_key
+
+    two = summarise([0.2, 0.9])
+    assert (two.low, two.high, two.how) == (0.2, 0.9, "range") and two.cell() == "0.550 [0.200, 0.900]"
+    five = summarise_key([0.97, 0.99, 1.0, 0.98, 1.0], "gpu_util")  # a t-interval would pass 1
+    assert five.how == "t" and five.high == 1.0 and five.low < five.mean and " [" in five.cell()
+    wide = summarise([0.1, 0.1, 0.1, 0.1, 30.0])  # a latency: never below 0
+    assert wide.low == 0.0 and wide.errors()[0] == wide.mean
+    plain = summarise([10.0, 11.0, 12.0, 11.0, 10.0])
+    assert plain.symmetric() and " ± " in plain.cell()
