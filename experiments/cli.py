@@ -412,6 +412,12 @@ def _parser() -> argparse.ArgumentParser:
         "--placer-model", default=None, help="iawp-rl checkpoint folder (default: the config's, else shipped)"
     )
     sv.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=None,
+        help="service log level (default: the config's, else info: a line per request, recovery, shutdown)",
+    )
+    sv.add_argument(
         "--interference-model",
         default=None,
         help="interference model: a folder of 'interference fit' or a co-location CSV of 'profile' "
@@ -890,6 +896,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         ("selector_model", args.selector_model),
         ("placer_model", args.placer_model),
         ("interference_model", args.interference_model),
+        ("log_level", args.log_level),
     )
     over = {k: v for k, v in pairs if v is not None}
     if args.scheduler is not None:
@@ -908,8 +915,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
 
+    _service_log(cfg.log_level)
     serve(cfg, announce)  # a queue another service holds: exit 2; a port in use: exit 4
     return 0
+
+
+def _service_log(level: str) -> None:
+    """The service's own loggers (``runtime.*``) to stderr with a timestamp, at ``level``; other
+    libraries' loggers keep their defaults."""
+    import logging
+
+    logger = logging.getLogger("runtime")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.handlers = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
 
 
 def _cmd_client(args: argparse.Namespace) -> int:

@@ -185,6 +185,12 @@ def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path:
         db.close()
     finally:
         s.stop()
+    # The service log: a line per request, the queue's recovery at each start, the shutdown.
+    log = s.log.read_text()
+    assert re.search(r"INFO POST /v1/tasks 201 tenant=\w+ [\d.]+ ms", log), log[-2000:]
+    recovered = re.findall(r"queue recovered: (\d+) tasks", log)
+    assert len(recovered) == 2, log[-2000:]  # the first start and the one after kill -9
+    assert log.rstrip().endswith("stopped; learned state checkpointed, queue closed"), log[-2000:]
 
 
 def _serve_exit(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:

@@ -44,6 +44,7 @@ from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREA
 from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
+from runtime.service.access_log import AccessLog
 from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
@@ -215,6 +216,7 @@ def create_app(service: Service) -> FastAPI:
     app.add_middleware(
         RequestGuard, tenant_for=service.config.tenant_for, max_body=MAX_BODY_BYTES, timeout_s=timeout
     )
+    app.add_middleware(AccessLog)  # outside the guard: refused requests are logged too
 
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, e: StorageError) -> JSONResponse:

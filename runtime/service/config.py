@@ -77,6 +77,7 @@ _TOP = (
     "calibration_budget_s",
     "calibration_apps",
     "active_profiling",
+    "log_level",
     "online_batch",
     "selector_learning",
     "selector_candidate_updates",
@@ -90,6 +91,8 @@ _TOP = (
 #: Apps whose kinds the service surveys by default (``rlsched profile``'s default too).
 CALIBRATION_APPS = ("intrusion_detection", "video_synopsis")
 BACKENDS = ("local", "ray")
+#: Levels of the service log (``log_level``, ``--log-level``).
+LOG_LEVELS = ("debug", "info", "warning", "error")
 #: Keys that only the Ray backend reads.
 RAY_KEYS = ("ray_address", "ray_gpu_model")
 _TENANT = ("name", "token_sha256", "weight", "max_queued", "max_running", "gpu_share", "admin")
@@ -150,6 +153,8 @@ class ServiceConfig:
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
+    :param log_level: the service log's level (``debug``, ``info``, ``warning``, ``error``): at
+        ``info``, one line per request, the queue's recovery at start and the shutdown.
     :param active_profiling: the survey picks its co-runs by the value of their answer
         (:mod:`rlsched.interference.active`) instead of at random, within the same budget.
     :param online_batch: observed co-run samples per online update of the interference model.
@@ -181,6 +186,7 @@ class ServiceConfig:
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
     active_profiling: bool = False
+    log_level: str = "info"
     online_batch: int = 256
     selector_learning: bool = False
     selector_candidate_updates: int = 2000
@@ -269,6 +275,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         checkpoint_interval_s=_seconds(shown, doc, "checkpoint_interval_s", 86400),
         calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
         calibration_apps=_apps(shown, doc),
+        log_level=_log_level(shown, doc),
         active_profiling=_get(
             shown, doc, "", "active_profiling", bool, default(ServiceConfig, "active_profiling")
         ),
@@ -377,3 +384,10 @@ def _tenant(path: str, t: dict[str, Any], where: str) -> Tenant:
         raise ScenarioError(path, f"{where}gpu_share", "a share in (0, 1]", share)
     admin = _get(path, t, where, "admin", bool, default(Tenant, "admin"))
     return Tenant(name, digest, weight, mq, mr, share, admin)
+
+
+def _log_level(path: str, doc: dict[str, Any]) -> str:
+    level = _get(path, doc, "", "log_level", str, default(ServiceConfig, "log_level"))
+    if level not in LOG_LEVELS:
+        raise ScenarioError(path, "log_level", f"one of {', '.join(LOG_LEVELS)}", level)
+    return level

@@ -213,11 +213,12 @@ class Service:
     def start(self) -> None:
         """Recover the queue, start the agents and the dispatcher; then ready."""
         self.recovered = self.store.recover()
-        if self.recovered:
-            log.warning(
-                "rlsched serve: %d tasks that were running when the last process stopped run again",
-                self.recovered,
-            )
+        log.log(
+            logging.WARNING if self.recovered else logging.INFO,
+            "rlsched serve: queue recovered: %d tasks that were running when the last process stopped "
+            "run again",
+            self.recovered,
+        )
         sched = self.scheduler
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
@@ -493,8 +494,10 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        log.info("rlsched serve: stopping (queue %s)", config.db)
         service.stop()
         sock.close()
+        log.info("rlsched serve: stopped; learned state checkpointed, queue closed")
 
 
 def _terminated(signum: int, frame: object) -> None:

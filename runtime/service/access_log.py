@@ -1,0 +1,64 @@
+"""One log line per request: method, path, status, tenant and milliseconds (the service's access
+log, at info level on ``runtime.service.access``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from runtime.service.guard import TENANT_KEY
+
+log = logging.getLogger("runtime.service.access")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class AccessLog:
+    """ASGI middleware that logs each HTTP request once its answer has started (or failed).
+
+    Outermost, so that requests the guard refuses (401, 413, 408) are logged too; the tenant is
+    the one the guard found for the token (``-`` for none). Probes and ``/metrics`` are logged at
+    debug level: a scraper every few seconds would bury the requests that matter.
+
+    :param app: the application.
+    :param quiet: paths logged at debug level.
+    """
+
+    def __init__(
+        self, app: App, quiet: frozenset[str] = frozenset({"/healthz", "/readyz", "/metrics"})
+    ) -> None:
+        self.app, self.quiet = app, quiet
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        t0 = time.perf_counter()
+        status = 500  # what the client sees if the app fails before answering
+
+        async def sending(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            tenant = scope.get(TENANT_KEY)
+            level = logging.DEBUG if scope["path"] in self.quiet else logging.INFO
+            log.log(
+                level,
+                "%s %s %d tenant=%s %.1f ms",
+                scope["method"],
+                scope["path"],
+                status,
+                getattr(tenant, "name", "-"),
+                (time.perf_counter() - t0) * 1000.0,
+            )
