@@ -29,6 +29,8 @@ $(STAMP): pyproject.toml constraints.txt
 
 demo: setup
 	$(VENV)/bin/rlsched demo --scenario paper --rate 60 --seeds 3
+	$(VENV)/bin/rlsched demo --scenario interference-saturated --seeds 2 \
+		--schedulers mct+speedup,mct+iawp,mct+iawp-pass,ldwp+iawp
 	$(VENV)/bin/rlsched demo --live
 
 test: setup lint type

@@ -8,6 +8,7 @@ no new input or output layer, unlike the paper's per-node output. This evaluates
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,13 @@ def finetune(
         net_arch=tuple(meta["net_arch"]),
     )
     sc = load_scenario(scenario, rate_per_min=rate_per_min)
+    seeds = f"validation seeds {cfg.eval_seeds[0]}-{cfg.eval_seeds[-1]}"
+    # Both evaluations run whole episodes before training starts (about 100 s on 2 cores): say so.
+    _say(f"finetune: zero-shot evaluation of {source} on {sc.name} ({seeds})...")
     zero_shot = evaluate(net, sc, cfg)
+    _say(f"finetune: zero-shot {_figures(zero_shot)}; now mct on the same seeds...")
     mct = evaluate_selector(MctSelector(), sc, cfg)
+    _say(f"finetune: mct {_figures(mct)}; fine-tuning for {steps:,} steps")
     # A new run from the source's weights: --steps counts fine-tuning steps, not the source's.
     summary = train(cfg, out, start_weights=source)
     history = summary["best"]
@@ -64,3 +70,11 @@ def finetune(
     }
     Path(out, "transfer.json").write_text(json.dumps(report, indent=1))
     return report
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _figures(ev: dict[str, float]) -> str:
+    return f"{ev['throughput_per_min']:,.1f} tasks/min, p95 {ev['latency_p95_s']:.1f} s"

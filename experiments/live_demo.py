@@ -126,9 +126,50 @@ def format_demo(results: dict[str, list[LiveResult]]) -> str:
     return "\n".join(lines)
 
 
+#: Busy share of the host's cores, measured over one second before the runs, above which the
+#: live demo warns that emulated-GPU timings are stretched by other work (on a loaded 2-core
+#: machine the learned pair measured 11.9 tasks/s against 33.7 on an idle one).
+BUSY_HOST = 0.3
+
+
+def host_busy(seconds: float = 1.0) -> float | None:
+    """Share of the host's CPU time spent busy over ``seconds`` (``/proc/stat``; ``None`` where
+    there is none)."""
+
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
+    try:
+        t0, i0 = sample()
+        time.sleep(seconds)
+        t1, i1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    return 1.0 - (i1 - i0) / max(t1 - t0, 1)
+
+
+def host_load_note(busy: float | None, backend: str) -> str:
+    """A line on how busy the host was before the runs: emulated GPUs (NumPy) run on the host's
+    cores, so other work there stretches every measured time; a warning above :data:`BUSY_HOST`."""
+    if busy is None:
+        return "host load: not measured here (no /proc/stat)"
+    line = f"host load before the runs: {busy:.0%} of the CPU busy with other work"
+    if backend == "numpy" and busy > BUSY_HOST:
+        return (
+            f"{line}. WARNING: the emulated GPUs run on these cores; other work stretches their "
+            "timings, so absolute figures are low and noisy. Compare schedulers within one run, "
+            "or rerun on an idle machine."
+        )
+    return line
+
+
 def main_demo(cfg: LiveDemoConfig) -> str:
     """Run the demo and return its report."""
     t0 = time.perf_counter()
+    busy = host_busy()
     results = run_demo(cfg)
     first = next(iter(results.values()))[0]
     w = cfg.workload
@@ -137,4 +178,5 @@ def main_demo(cfg: LiveDemoConfig) -> str:
         f"from {w.streams} streams at {w.rate_per_s:g} tasks/s, seeds {list(cfg.seeds)}"
     )
     tail = f"(every result checked against its ground truth; {time.perf_counter() - t0:.1f} s wall)"
-    return "\n".join([head, "", format_demo(results), "", tail])
+    note = host_load_note(busy, first.backend)
+    return "\n".join([head, "", format_demo(results), "", tail, note])

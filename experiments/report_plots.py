@@ -70,6 +70,10 @@ def latency_cdf(
             label=bound_label,
         )
     ax.set_xscale("log")
+    # 1-2-5 ticks in plain numbers; matplotlib's default labels minor ticks and overlaps them.
+    ax.xaxis.set_major_locator(ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set_xlabel("task latency, s (log)")
     ax.set_ylabel("share of tasks")
     ax.grid(alpha=0.3)
@@ -103,7 +107,8 @@ def device_utilisation(
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("simulated time, s", fontsize=8)
         ax.set_ylabel("GPU", fontsize=8)
-        fig.colorbar(im, ax=ax, fraction=0.046)
+        bar = fig.colorbar(im, ax=ax, fraction=0.046)
+        bar.set_label("share of samples busy", fontsize=8)
     fig.suptitle(title, fontsize=11)
     return _save(fig, path)
 

@@ -226,8 +226,10 @@ def headroom_blocks(grouped: dict[str, dict[str, list[dict]]]) -> list[Block]:
         Block(
             "p",
             f"Offered load = arrival rate over the capacity bound (means over seeds). Under {ARRIVAL_BOUND} "
-            "a scenario is arrival-bound: every reasonable scheduler completes what arrives, so equal "
-            "throughput there says nothing about schedulers; compare latency instead.",
+            "a scenario is **arrival-bound**: every reasonable scheduler completes what arrives, so equal "
+            "throughput there says nothing about schedulers; compare latency instead. At or above it "
+            "a scenario **has headroom**: arrivals approach or pass what the cluster can serve, and "
+            "schedulers differ in how much of the bound they reach (`of bound`).",
         ),
         Block("table", head=head, rows=tuple(rows)),
     ]

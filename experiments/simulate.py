@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -93,9 +94,25 @@ TABLE_METRICS: tuple[tuple[str, str, float], ...] = (
 )
 
 
-def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> str:
-    """Markdown table: mean ± std per metric, and throughput relative to ``baseline``."""
+def throughput_bounds(scenario: Scenario, seeds: Sequence[int]) -> list[float]:
+    """The capacity bound's throughput (tasks/s) for each seed's tasks: no schedule exceeds it."""
+    from envs.capacity import capacity_bound
+
+    out = []
+    for seed in seeds:
+        sc = scenario_for_seed(scenario, seed)
+        out.append(capacity_bound(sc, generate_tasks(sc, seed)).throughput_ub)
+    return out
+
+
+def format_table(
+    cmp: Comparison, baseline: str | None = "random+speedup", bounds: Sequence[float] | None = None
+) -> str:
+    """Markdown table: mean ± std per metric, throughput relative to ``baseline`` and, given each
+    seed's bound (tasks/s), its fraction of the bound."""
     head = ["scheduler", *[h for _, h, _ in TABLE_METRICS], "not completed"]
+    if bounds is not None:
+        head.insert(2, "of bound")
     base = math.nan
     if baseline is not None and baseline in cmp.runs:
         head.append(f"thr. vs {baseline.split('+')[0]}")
@@ -109,6 +126,9 @@ def format_table(cmp: Comparison, baseline: str | None = "random+speedup") -> st
             m, sd = cmp.mean_std(s, key)
             prec = 3 if scale == 1.0 and m < 10 else 1
             cells.append(f"{m * scale:.{prec}f} ± {sd * scale:.{prec}f}")
+            if key == "throughput" and bounds is not None:
+                frac = [r.throughput / b for r, b in zip(cmp.runs[s], bounds, strict=True)]
+                cells.append(f"{statistics.fmean(frac):.3f}")
         cells.append(f"{sum(m.not_completed for m in cmp.runs[s])}")
         if has_base:
             cells.append(f"{cmp.mean_std(s, 'throughput')[0] / base:.3f}×")

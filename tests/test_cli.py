@@ -175,6 +175,11 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
     assert rows[0].startswith("| scheduler") and len(rows) == 3
     assert rows[1].startswith("| random") and rows[2].startswith("| mct")
     assert "±" in rows[2] and "seeds [0, 1]" in r.stdout
+    # Each scheduler's fraction of the capacity bound, and what the offered load means.
+    assert "| of bound |" in rows[0]
+    frac = float(rows[2].split(" | ")[2])
+    assert 0.0 < frac <= 1.0
+    assert "Offered load" in r.stdout and ("arrival-bound" in r.stdout or "can serve" in r.stdout)
 
 
 @pytest.mark.parametrize(

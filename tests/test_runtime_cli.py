@@ -26,6 +26,17 @@ def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> 
     assert rc == 0, out
     assert "| ldwp+iawp |" in out and "| mct+mlsm |" in out and "| mct+iawp-rl |" in out
     assert "cache hit rate" in out and "every result checked against its ground truth" in out
+    assert "host load before the runs:" in out
+
+
+def test_a_busy_host_is_named_as_a_warning_for_emulated_gpus() -> None:
+    from experiments.live_demo import BUSY_HOST, host_busy, host_load_note
+
+    busy = host_busy(0.2)
+    assert busy is None or 0.0 <= busy <= 1.0
+    assert "WARNING" in host_load_note(BUSY_HOST + 0.1, "numpy")
+    assert "WARNING" not in host_load_note(BUSY_HOST - 0.1, "numpy")
+    assert "WARNING" not in host_load_note(0.9, "cupy")  # real GPUs do not run on the host's cores
 
 
 def test_live_demo_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:

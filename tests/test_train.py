@@ -128,7 +128,9 @@ def test_simulate_with_a_bad_model_exits_2(tmp_path: Path, capsys) -> None:  # t
     assert "not found" in err and err.strip().endswith("the checkpoint of --model")
 
 
-def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Path, tmp_path: Path) -> None:
+def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from experiments.finetune import finetune
 
     src = tmp_path / "src"
@@ -158,6 +160,9 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(tiny: Pat
     for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
         assert report[key]["throughput_per_min"] > 0
     assert json.loads((tmp_path / "ft" / "transfer.json").read_text())["target_nodes"] == 7
+    # Progress from the first second: the evaluations before training say what they do.
+    err = capsys.readouterr().err
+    assert err.index("finetune: zero-shot evaluation of") < err.index("finetune: mct ")
 
 
 def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> None:
