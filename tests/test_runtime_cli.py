@@ -70,6 +70,9 @@ def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFix
     assert "rlsched: error: --scenario: value: expected a target scenario" in capsys.readouterr().err
 
 
+# Slow (11 s; `make test-all` runs it): `make test` keeps `train`'s Ctrl-C test, the same
+# handler on the simulated path.
+@pytest.mark.slow
 def test_ctrl_c_stops_a_live_demo_promptly() -> None:
     """Lanes are daemon threads: an interrupted live run exits at once with 130, no traceback."""
     exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
