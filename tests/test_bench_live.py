@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.benchmarks.bench_live import main
+from experiments.benchmarks.bench_live.__main__ import main
 
 
 def test_quick_dispatch_and_cache_sections(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
