@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 import torch
 
-from models import interference_nets as mi
 from models.checkpoint import META, WEIGHTS, CheckpointError
+from models.interference.neumf import NeuMF
+from models.interference.rows import Rows
+from models.interference.training import NetTrainConfig
 from rlsched.interference.measurements import (
     ColocationData,
     ColocationError,
@@ -78,9 +80,9 @@ def halves(data: ColocationData, seed: int = 0) -> tuple[ColocationData, Colocat
 
 
 FAST = FitOptions(
-    ncf_train=mi.NetTrainConfig(epochs=150, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True),
+    ncf_train=NetTrainConfig(epochs=150, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True),
     ncf_members=[{"weight_decay": 0.3}],
-    svd_train=mi.NetTrainConfig(
+    svd_train=NetTrainConfig(
         epochs=200, lr=0.2, batch_size=256, optimizer="sgd", weight_decay=0.0, prior=True
     ),
     svd_members=[{"l2": 0.1}],
@@ -267,8 +269,8 @@ def test_update_adds_new_kinds_to_the_vocabulary(ncf: InterferencePredictor) -> 
 
 def test_grow_keeps_existing_predictions() -> None:
     torch.manual_seed(0)
-    m = mi.NeuMF(3, 2, kind_dim=4, device_dim=5, seed=1)
-    rows = mi.Rows(
+    m = NeuMF(3, 2, kind_dim=4, device_dim=5, seed=1)
+    rows = Rows(
         torch.tensor([0, 1, 2]),
         torch.tensor([2, 0, 1]),
         torch.tensor([0, 1, 1]),

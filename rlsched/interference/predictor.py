@@ -9,7 +9,7 @@ the throughput of ``kind`` while sharing ``device`` with ``partner``, divided by
 throughput there; ``0`` means the pair cannot share the device. :class:`InterferencePredictor`
 learns them sparsely and predicts every triple, including pairs never measured:
 
-- ``ncf`` — NeuMF (:class:`models.interference_nets.NeuMF`, an average of three trained with different
+- ``ncf`` — NeuMF (:class:`models.interference.neumf.NeuMF`, an average of three trained with different
   weight decay) with side information: kinds parsed into model family and batch size
   (``"ResNet-18 (batch size 32)"``) or, for the simulator's built-in kinds, their nominal cost
   model; devices from the public specs of :data:`rlsched.hardware.CATALOG`. With those it can
@@ -47,8 +47,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from models import interference_nets as mi
 from models.checkpoint import META, CheckpointError, load_checkpoint, save_checkpoint
+from models.interference import inference
+from models.interference.ensemble import Ensemble, Model, build
+from models.interference.mean_model import MeanModel
+from models.interference.online import online_update, resize_counts, usage
+from models.interference.rows import Rows
+from models.interference.threads import one_thread
+from models.interference.training import NetTrainConfig, train
 from rlsched.hardware import device_models
 from rlsched.interference.measurements import (
     ColocationData,
@@ -141,7 +147,7 @@ class FitOptions:
     Defaults were chosen on validation splits carved from the *observed* rows of the Gavel
     benchmark (``experiments/benchmarks/bench_interference.py --dev``), the same way for ``ncf``
     and ``svd``. Each method fits an ensemble over regularisation strengths
-    (:class:`models.interference_nets.Ensemble`): on a few hundred rows no single strength suits both
+    (:class:`models.interference.ensemble.Ensemble`): on a few hundred rows no single strength suits both
     dense data and a device seen a few dozen times, and averaging them beats choosing one on a
     validation split that small.
 
@@ -152,7 +158,7 @@ class FitOptions:
     :param svd_train: BiasedMF training (mini-batch SGD with momentum, Gaussian-prior L2).
     :param svd_members: one BiasedMF per entry, trained with ``svd_train`` updated by the entry.
     :param mirror_feasibility: ``ncf`` and ``svd`` also learn feasibility from each observed row
-        read the other way round (:meth:`models.interference_nets.Rows.mirrored`).
+        read the other way round (:meth:`models.interference.rows.Rows.mirrored`).
     """
 
     ncf: dict[str, Any] = field(
@@ -165,8 +171,8 @@ class FitOptions:
             "symmetric": True,
         }
     )
-    ncf_train: mi.NetTrainConfig = field(
-        default_factory=lambda: mi.NetTrainConfig(
+    ncf_train: NetTrainConfig = field(
+        default_factory=lambda: NetTrainConfig(
             epochs=300, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True, optimizer="adam"
         )
     )
@@ -180,8 +186,8 @@ class FitOptions:
     # batch 1,000 epochs lr 1.0 0.0758/0.0886, 1.5 0.0753/0.0885, 2.0 0.0733/0.0885, 3.0
     # diverges (0.129/0.112); 800 epochs lr 1.5 0.0759/0.0885, 2.0 0.0751/0.0883. lr 1.5 keeps
     # a 2x margin below divergence; 800 epochs keeps the fit under 5 s.
-    svd_train: mi.NetTrainConfig = field(
-        default_factory=lambda: mi.NetTrainConfig(
+    svd_train: NetTrainConfig = field(
+        default_factory=lambda: NetTrainConfig(
             epochs=800, lr=1.5, batch_size=0, optimizer="sgd", weight_decay=0.0, l2=0.1, prior=True
         )
     )
@@ -208,7 +214,7 @@ class InterferencePredictor:
     def __init__(
         self,
         method: str,
-        model: mi.Model,
+        model: Model,
         kinds: Sequence[str],
         devices: Sequence[str],
         families: Sequence[str],
@@ -222,7 +228,7 @@ class InterferencePredictor:
         self.families = list(families)
         self.y_max = float(y_max)
         self.info = dict(info or {})
-        #: Samples each id-table cell has learnt from (:func:`models.interference_nets.usage`).
+        #: Samples each id-table cell has learnt from (:func:`models.interference.online.usage`).
         self.counts: dict[str, torch.Tensor] = {}
         self._kind_ix = {k: i for i, k in enumerate(self.kinds)}
         self._dev_ix = {d: i for i, d in enumerate(self.devices)}
@@ -278,7 +284,7 @@ class InterferencePredictor:
         bad |= {d for d in set(data.device) if self._device_index(d) < 0 and not self._cold_device(d)}
         return sorted(bad)
 
-    def _rows(self, device: Sequence[str], kind: Sequence[str], partner: Sequence[str]) -> mi.Rows:
+    def _rows(self, device: Sequence[str], kind: Sequence[str], partner: Sequence[str]) -> Rows:
         """Model inputs for name columns; cold-start entities get index -1 and computed features."""
         data = ColocationData(list(device), list(kind), list(partner), np.zeros(len(device)))
         bad = self.unknown(data)
@@ -291,7 +297,7 @@ class InterferencePredictor:
         def t(a: np.ndarray) -> torch.Tensor:
             return torch.from_numpy(a)
 
-        return mi.Rows(t(k_ix), t(p_ix), t(d_ix), t(data.y.astype(np.float32)), t(k_x), t(p_x), t(d_x))
+        return Rows(t(k_ix), t(p_ix), t(d_ix), t(data.y.astype(np.float32)), t(k_x), t(p_x), t(d_x))
 
     def _kinds_x(self, names: Sequence[str]) -> np.ndarray:
         return kind_name_features(names, self.families)
@@ -328,8 +334,8 @@ class InterferencePredictor:
         if len(device) == 0:
             return np.zeros(0)
         rows = self._rows(device, kind, partner)
-        with mi.one_thread():
-            return mi.predict(self.model, rows, self.y_max)
+        with one_thread():
+            return inference.predict(self.model, rows, self.y_max)
 
     def predict_spread(
         self, device: Sequence[str], kind: Sequence[str], partner: Sequence[str]
@@ -350,9 +356,9 @@ class InterferencePredictor:
         if len(device) == 0:
             return np.zeros(0), np.zeros(0)
         rows = self._rows(device, kind, partner)
-        with mi.one_thread():
-            mean = mi.predict(self.model, rows, self.y_max)
-            members = mi.member_predictions(self.model, rows, self.y_max)
+        with one_thread():
+            mean = inference.predict(self.model, rows, self.y_max)
+            members = inference.member_predictions(self.model, rows, self.y_max)
         return mean, members.std(axis=0)
 
     def update(
@@ -381,15 +387,15 @@ class InterferencePredictor:
         rows = self._rows(data.device, data.kind, data.partner)
         rows.y = torch.from_numpy(data.y.astype(np.float32))
         self.y_max = max(self.y_max, float(data.y.max()))
-        if isinstance(self.model, mi.MeanModel):
-            mi.train(self.model, rows, mi.NetTrainConfig())
+        if isinstance(self.model, MeanModel):
+            train(self.model, rows, NetTrainConfig())
             self.info["n_seen"] = int(self.info.get("n_seen", 0)) + len(rows)
             return
         seen = int(self.info.get("n_seen", len(rows))) + len(rows)
         updates = int(self.info.get("updates", 0))
-        base = mi.NetTrainConfig(**self.info.get("train", {}))
-        with mi.one_thread():
-            mi.online_update(self.model, rows, base, self.counts, steps, lr, tables_only, seen, updates)
+        base = NetTrainConfig(**self.info.get("train", {}))
+        with one_thread():
+            online_update(self.model, rows, base, self.counts, steps, lr, tables_only, seen, updates)
         self._count(rows)
         self.info["updates"] = updates + 1
         self.info["n_seen"] = seen
@@ -401,7 +407,7 @@ class InterferencePredictor:
         if not (new_k or new_d):
             return
         self.model.grow(kinds=len(new_k), devices=len(new_d))
-        self.counts = mi.resize_counts(self.model, self.counts)
+        self.counts = resize_counts(self.model, self.counts)
         self.kinds += new_k
         self.devices += new_d
         self._kind_ix = {k: i for i, k in enumerate(self.kinds)}
@@ -412,9 +418,9 @@ class InterferencePredictor:
         if any(k in KINDS for k in new_k):
             self.info["builtin_kinds"] = True
 
-    def _count(self, rows: mi.Rows) -> None:
+    def _count(self, rows: Rows) -> None:
         """Add ``rows`` to the per-cell sample counts."""
-        new = mi.usage(self.model, rows)
+        new = usage(self.model, rows)
         self.counts = {k: self.counts[k] + v if k in self.counts else v for k, v in new.items()}
 
     def digest(self) -> str:
@@ -463,7 +469,7 @@ class InterferencePredictor:
             raise CheckpointError(meta_path, "format", f"{FORMAT!r} (an interference model)", fmt)
         state, meta = load_checkpoint(path, FEATURE_VERSION, retrain="rlsched interference fit")
         try:
-            model = mi.build(meta["model_class"], meta["model_config"])
+            model = build(meta["model_class"], meta["model_config"])
             counts = {k[len(COUNTS) :]: v for k, v in state.items() if k.startswith(COUNTS)}
             model.load_state_dict({k: v for k, v in state.items() if not k.startswith(COUNTS)})
             pred = cls(
@@ -513,12 +519,12 @@ def fit_interference(
         "spec_devices": int(device_features(devices)[:, 0].sum()),
         "seed": seed,
     }
-    model: mi.Model = mi.MeanModel(len(kinds), len(devices))
+    model: Model = MeanModel(len(kinds), len(devices))
     pred = InterferencePredictor(method, model, kinds, devices, families, y_max, info)
     rows = pred._rows(data.device, data.kind, data.partner)
     rows.y = torch.from_numpy(data.y.astype(np.float32))
     if method == "mean":
-        mi.train(model, rows, mi.NetTrainConfig())
+        train(model, rows, NetTrainConfig())
         return pred
     if opt.mirror_feasibility:
         rows = rows.cat(_unobserved_mirrors(rows))
@@ -537,7 +543,7 @@ def fit_interference(
     return pred
 
 
-def _unobserved_mirrors(rows: mi.Rows) -> mi.Rows:
+def _unobserved_mirrors(rows: Rows) -> Rows:
     """Feasibility-only rows (d, b, a) for observed (d, a, b) whose mirror is not observed."""
     n = int(max(rows.kind.max(), rows.partner.max())) + 1
     d, k, p = (x.numpy().astype(np.int64) for x in (rows.device, rows.kind, rows.partner))
@@ -553,11 +559,11 @@ def _ensemble(
     n_kinds: int,
     n_devices: int,
     args: dict[str, Any],
-    base: mi.NetTrainConfig,
+    base: NetTrainConfig,
     members: list[dict[str, Any]],
-    rows: mi.Rows,
+    rows: Rows,
     seed: int,
-) -> mi.Ensemble:
+) -> Ensemble:
     """An ensemble of ``cls`` models, one per ``members`` entry (``base`` updated by it), each
     trained on all ``rows`` from its own initialisation."""
     members = members or [{}]
@@ -568,10 +574,10 @@ def _ensemble(
         }
         for i in range(len(members))
     ]
-    model = mi.Ensemble(specs)
-    with mi.one_thread():
+    model = Ensemble(specs)
+    with one_thread():
         for i, member in enumerate(model.parts):
-            mi.train(member, rows, replace(base, **members[i]), 1000 * i + seed)
+            train(member, rows, replace(base, **members[i]), 1000 * i + seed)
     return model
 
 
