@@ -12,6 +12,7 @@ of an active survey (:meth:`SimulatedProfiler.measure`); it never reveals a fact
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,12 +21,12 @@ from envs.simulated_kind_profiles import profile_kinds
 from rlsched.hardware import GpuModel
 from rlsched.interference.instrument import colocation_survey, measure_triples
 from rlsched.interference.kind_profiles import ProfileSamples
-from rlsched.tasks import Device, KindSpec
+from rlsched.tasks import KindSpec
 
 if TYPE_CHECKING:
     from envs.ground_truth import GroundTruth
-    from envs.simulator import Simulator
     from rlsched.interference.measurements import ColocationData
+    from rlsched.scenarios.spec import InterferenceSpec
 
 #: Relative noise (log-normal sigma) of one co-location measurement.
 MEASUREMENT_NOISE = 0.02
@@ -43,31 +44,38 @@ def _co_runner(truth: GroundTruth) -> Callable[[GpuModel, KindSpec, KindSpec], f
     return co_run
 
 
-class SimulatedProfiler:
-    """Measures the kinds of a simulator's tasks on its cluster's GPU models.
+@dataclass(frozen=True, slots=True)
+class Testbed:
+    """What the instrument measures: the hardware (the ground truth plays it), the GPU models to
+    co-run on and the kinds to co-run (:meth:`envs.simulator.Simulator.testbed` gives a world's).
 
-    :param sim: the simulator (its ground truth plays the hardware being measured).
+    :param truth: the ground truth the co-runs read their factors from.
+    :param models: the GPU models, one per name.
+    :param kinds: the kinds that run on a GPU, one per name.
+    :param interference: where the truth's interference comes from (it names the measurements).
+    """
+
+    truth: GroundTruth
+    models: Sequence[GpuModel]
+    kinds: Sequence[KindSpec]
+    interference: InterferenceSpec
+
+
+class SimulatedProfiler:
+    """Measures kinds on GPU models against a simulated world's ground truth.
+
+    :param testbed: the truth (it plays the hardware being measured), the models and the kinds.
     :param noise: relative noise of each measurement.
     """
 
-    def __init__(self, sim: Simulator, noise: float = MEASUREMENT_NOISE) -> None:
-        # The measuring function closes over the truth (not the simulator). Only the world holds
+    def __init__(self, testbed: Testbed, noise: float = MEASUREMENT_NOISE) -> None:
+        # The measuring function closes over the truth (not the testbed). Only the world holds
         # this object; placers get the survey's data (tests/test_sealed.py walks what they hold).
-        self._co_run = _co_runner(sim.truth)
+        self._co_run = _co_runner(testbed.truth)
         self.noise = noise
-        models: dict[str, GpuModel] = {}
-        for node in sim.nodes:
-            for g in node.gpus:
-                if g is not None:
-                    models.setdefault(g.name, g)
-        self._models = dict(sorted(models.items()))
-        kinds: dict[str, KindSpec] = {}
-        for t in sim.tasks:
-            for s in t.graph.subtasks:
-                if s.kind.device is not Device.CPU:
-                    kinds.setdefault(s.kind.name, s.kind)
-        self._kinds = [kinds[k] for k in sorted(kinds)]
-        spec = sim.scenario.interference
+        self._models = {m.name: m for m in sorted(testbed.models, key=lambda m: m.name)}
+        self._kinds = sorted(testbed.kinds, key=lambda k: k.name)
+        spec = testbed.interference
         self._key = (
             tuple(self._models),
             tuple(k.name for k in self._kinds),

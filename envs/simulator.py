@@ -22,6 +22,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,14 +31,18 @@ from envs.network import Link
 from rlsched import dispatch
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
+from rlsched.hardware import GpuModel
 from rlsched.interference.instrument import CalibratingPlacer
 from rlsched.metrics import RunMetrics, summarise
 from rlsched.scenarios.spec import Scenario
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
-from rlsched.tasks import Device, Subtask, Task
+from rlsched.tasks import Device, KindSpec, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
 from rlsched.world import drive, hand_over, take_decision
+
+if TYPE_CHECKING:
+    from envs.simulated_instrument import Testbed
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
 _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
@@ -238,8 +243,25 @@ class Simulator:
             # placers that calibrate need.
             from envs.simulated_instrument import SimulatedProfiler
 
-            instrument = SimulatedProfiler(self)
+            instrument = SimulatedProfiler(self.testbed())
         self._observe = hand_over(self.placer, instrument)
+
+    def testbed(self) -> Testbed:
+        """What this world's profiling instrument measures: its ground truth, the GPU models of its
+        cluster and the GPU kinds of its tasks (see :class:`envs.simulated_instrument.SimulatedProfiler`)."""
+        from envs.simulated_instrument import Testbed
+
+        models: dict[str, GpuModel] = {}  # the first of each name
+        for node in self.nodes:
+            for g in node.gpus:
+                if g is not None:
+                    models.setdefault(g.name, g)
+        kinds: dict[str, KindSpec] = {}
+        for t in self.tasks:
+            for s in t.graph.subtasks:
+                if s.kind.device is not Device.CPU:  # CPU-only kinds never share a GPU
+                    kinds.setdefault(s.kind.name, s.kind)
+        return Testbed(self.truth, list(models.values()), list(kinds.values()), self.scenario.interference)
 
     def _bind_if_clairvoyant(self, policy: object) -> None:
         """Hand the simulator to a policy that declares itself clairvoyant (and only to such a

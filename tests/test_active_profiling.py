@@ -26,7 +26,7 @@ def _instrument() -> SimulatedProfiler:
         apps={"matmul": 1.0, "fft": 1.0, "kmeans": 1.0},
         tasks=20,
     )
-    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer))
+    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer).testbed())
 
 
 @pytest.fixture(scope="module")

@@ -33,7 +33,7 @@ def _sim(**kw: object) -> Simulator:
 
 def test_profiler_measures_a_fraction_of_pairs_close_to_the_co_run_truth() -> None:
     sim = _sim(tasks=30)
-    prof = SimulatedProfiler(sim)
+    prof = SimulatedProfiler(sim.testbed())
     assert isinstance(prof, ProfilingInstrument)
     assert prof.devices() == ["P100", "V100M16"]
     kinds = [k.name for k in prof.kinds()]
@@ -53,7 +53,7 @@ def test_profiler_measures_a_fraction_of_pairs_close_to_the_co_run_truth() -> No
 
 
 def test_profiler_kind_profiles_two_metrics_each() -> None:
-    prof = SimulatedProfiler(_sim(tasks=10))
+    prof = SimulatedProfiler(_sim(tasks=10).testbed())
     s = prof.kind_profiles(2, seed=0)
     counts: dict[str, int] = {}
     for k in s.kinds:

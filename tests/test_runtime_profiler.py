@@ -135,7 +135,7 @@ def test_selection_matches_the_simulators_instrument(monkeypatch: pytest.MonkeyP
     from tests.conftest import node, small_scenario
 
     sc = small_scenario(nodes=(node("a", gpus=("V100M16",)), node("b", gpus=("T4",))), apps={APP: 1.0})
-    sim = SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer))
+    sim = SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), parse_scheduler("mct").placer).testbed())
     monkeypatch.setattr(LiveProfiler, "corun", lambda self, d, k, p: 1.0)  # selection only: no timing
     live = LiveProfiler(two_models(), "numpy", apps=(APP,))
     assert live.devices() == sim.devices()

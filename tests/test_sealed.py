@@ -189,7 +189,7 @@ def test_the_walker_finds_the_truth_behind_a_bound_method_and_the_instrument(sce
     sim = _sim(scenario, make_placer("speedup"))
     assert leaks({"callbacks": [sim.truth.step_drift]}, 0.0) == ["callbacks[0].__self__ -> the ground truth"]
     # The issue's own case: the instrument's measuring function closes over the truth.
-    found = leaks({"instrument": SimulatedProfiler(sim)}, 0.0)
+    found = leaks({"instrument": SimulatedProfiler(sim.testbed())}, 0.0)
     assert found == ["instrument._co_run.__closure__[0].cell_contents -> the ground truth"]
 
 

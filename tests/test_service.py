@@ -192,7 +192,7 @@ def test_weighted_fair_share_under_contention_and_429_at_the_quota(tmp_path: Pat
 
 def test_client_and_cli_commands(server: Server) -> None:
     """The Python client and ``rlsched submit | status | cancel | top`` against the service."""
-    from rlsched.client import Client, ServiceError
+    from runtime.service.client import Client, ServiceError
 
     with Client(server.url, TOKENS["video"]) as c:
         rows = c.wait([t["id"] for t in c.submit([{"app": "matmul", "chunk": k} for k in range(3)])])

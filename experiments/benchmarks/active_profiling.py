@@ -33,7 +33,8 @@ from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 def _instrument(scenario: str, noise: float | None = None) -> SimulatedProfiler:
     base = scenario_for_seed(load_entry(f"{scenario}#200", None), 0)
     sim = Simulator(base, generate_tasks(base, 0), make_placer("speedup"), seed=0)
-    return SimulatedProfiler(sim) if noise is None else SimulatedProfiler(sim, noise=noise)
+    bed = sim.testbed()
+    return SimulatedProfiler(bed) if noise is None else SimulatedProfiler(bed, noise=noise)
 
 
 def _slow(n: np.ndarray) -> np.ndarray:

@@ -30,7 +30,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from rlsched.client import wait_ready
+from runtime.service.client import wait_ready
 from runtime.service.config import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from rlsched.client import wait_ready
+from runtime.service.client import wait_ready
 from runtime.service.config import hash_token
 
 ROOT = Path(__file__).resolve().parents[2]

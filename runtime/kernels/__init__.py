@@ -5,9 +5,11 @@ See :mod:`runtime.kernels.pipelines` for the calling convention and :mod:`runtim
 for task sizes.
 """
 
+from runtime.kernels.checks import check_result
 from runtime.kernels.pipelines import KERNELS, LIVE_APPS, KernelSpec, StagePlan, kernel_for, stage_plan
 from runtime.kernels.run_local import run_task_numpy
-from runtime.kernels.tasks import SCALES, TaskData, check_result, make_task_data, output_digest
+from runtime.kernels.task_data import TaskData
+from runtime.kernels.tasks import SCALES, make_task_data, output_digest
 from runtime.kernels.video import Video, generate_video
 
 __all__ = [

@@ -7,9 +7,10 @@ import argparse
 
 import numpy as np
 
+from runtime.kernels.checks import check_result
 from runtime.kernels.pipelines import LIVE_APPS
 from runtime.kernels.run_local import run_task_numpy
-from runtime.kernels.tasks import SCALES, check_result, make_task_data
+from runtime.kernels.tasks import SCALES, make_task_data
 
 
 def main(argv: list[str] | None = None) -> None:

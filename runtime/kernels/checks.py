@@ -1,19 +1,15 @@
 """Checks of a task's final outputs against ground truth or an independent NumPy reference.
 
 Each checker raises ``AssertionError`` with a message saying what is wrong; use them through
-:func:`runtime.kernels.tasks.check_result`.
+:func:`check_result`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from runtime.kernels.generic_kernels import fft_size
-
-if TYPE_CHECKING:
-    from runtime.kernels.tasks import TaskData
+from runtime.kernels.task_data import TaskData
 
 #: Largest mean distance between a track and its object's true centres, px.
 TRACK_TOLERANCE_PX = 2.0
@@ -182,3 +178,19 @@ CHECKERS = {
     "fft": check_fft,
     "kmeans": check_kmeans,
 }
+
+
+def check_result(task: TaskData, data: dict[str, np.ndarray]) -> None:
+    """Check a finished task's outputs (host NumPy arrays) against the truth.
+
+    intrusion_detection: every object has a track within 2 px (mean) over >= 80% of the frames,
+    and no long track follows nothing; video_synopsis: every visible run of every object is one
+    tube and shows in the synopsis; face_recognition: every face found and identified; matmul:
+    equals a float64 forward pass; fft: equals direct convolution; kmeans: assignments and
+    centroids equal a float64 Lloyd reference.
+
+    :param task: the task.
+    :param data: its arrays after all stages (inputs may be absent).
+    :raises AssertionError: naming what is wrong.
+    """
+    CHECKERS[task.app](task, data)

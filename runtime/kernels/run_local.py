@@ -7,7 +7,7 @@ import time
 import numpy as np
 
 from runtime.kernels.pipelines import stage_plan
-from runtime.kernels.tasks import TaskData
+from runtime.kernels.task_data import TaskData
 
 
 def run_task_numpy(task: TaskData, timings: list[float] | None = None) -> dict[str, np.ndarray]:

@@ -40,15 +40,14 @@ import functools
 import math
 import zlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from rlsched.workloads import KINDS, PX_PER_MB
-from runtime.kernels import checks
 from runtime.kernels.faces import FaceStream, face_stream, generate_keyframes
 from runtime.kernels.generic_kernels import fft_size
+from runtime.kernels.task_data import TaskData
 from runtime.kernels.video import generate_video
 
 SCALES = ("small", "medium")
@@ -69,43 +68,6 @@ _KMEANS = {"small": (1024, 128, 2048), "medium": (3072, 128, 6144)}
 #: Spread of k-means points around the centroid they were drawn from (centroids are N(0, 1) in
 #: 128-d: the nearest centroid is never in doubt, so float32, float64 and GPU GEMMs agree).
 KMEANS_SPREAD = 0.3
-
-
-@dataclass
-class TaskData:
-    """The live data of one task.
-
-    :param app: app name.
-    :param stream: stream number.
-    :param chunk: chunk number within the stream.
-    :param inputs: input arrays by name (host NumPy).
-    :param input_ids: cache id of every input (shared by the chunks of a stream for repeated
-        inputs).
-    :param input_mb: nominal input size for ``rlsched.workloads.build_graph``, MB.
-    :param truth: what :func:`check_result` needs beyond the inputs.
-    :param scale: ``"small"`` or ``"medium"``.
-    :param shared: names of the inputs every chunk of the stream shares (weights, background...):
-        a device cache keeps them after the task; the others are the task's own.
-    """
-
-    app: str
-    stream: int
-    chunk: int
-    inputs: dict[str, np.ndarray]
-    input_ids: dict[str, str]
-    input_mb: float
-    truth: dict[str, np.ndarray] = field(default_factory=dict)
-    scale: str = "small"
-    shared: frozenset[str] = frozenset()
-
-    def shared_ids(self) -> frozenset[str]:
-        """Cache ids of the inputs the stream's other chunks use too."""
-        return frozenset(self.input_ids[n] for n in self.shared if n in self.input_ids)
-
-    @property
-    def input_bytes(self) -> int:
-        """Real bytes of all inputs."""
-        return sum(int(a.nbytes) for a in self.inputs.values())
 
 
 def _rng(seed: int, app: str, stream: int, *rest: int) -> np.random.Generator:
@@ -262,22 +224,6 @@ def make_task_data(app: str, stream: int, chunk: int, seed: int = 0, scale: str 
     if stream < 0 or chunk < 0:
         raise ValueError(f"stream and chunk must be >= 0, got {stream}, {chunk}")
     return _MAKERS[app](app, stream, chunk, seed, scale)
-
-
-def check_result(task: TaskData, data: dict[str, np.ndarray]) -> None:
-    """Check a finished task's outputs (host NumPy arrays) against the truth.
-
-    intrusion_detection: every object has a track within 2 px (mean) over >= 80% of the frames,
-    and no long track follows nothing; video_synopsis: every visible run of every object is one
-    tube and shows in the synopsis; face_recognition: every face found and identified; matmul:
-    equals a float64 forward pass; fft: equals direct convolution; kmeans: assignments and
-    centroids equal a float64 Lloyd reference.
-
-    :param task: the task.
-    :param data: its arrays after all stages (inputs may be absent).
-    :raises AssertionError: naming what is wrong.
-    """
-    checks.CHECKERS[task.app](task, data)
 
 
 def output_digest(outputs: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:

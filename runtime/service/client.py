@@ -1,6 +1,9 @@
 """A small Python client of the scheduling service (``rlsched serve``), over httpx.
 
-    from rlsched.client import Client
+It needs httpx only (of the ``serve`` extra): importing it brings in neither the server
+(fastapi, uvicorn) nor the rest of the service.
+
+    from runtime.service.client import Client
     with Client("http://127.0.0.1:8470", token="my-secret-token") as c:
         ids = [t["id"] for t in c.submit([{"app": "matmul", "stream": 0, "chunk": k} for k in range(10)])]
         print(c.wait(ids))
