@@ -47,7 +47,7 @@ def scenario(value: str, rate: float | None, flag: str = "--scenario", processes
     :param flag: the flag, for messages about the value itself.
     :param processes: runs held in memory at once (``--jobs``).
     :raises InputError: a bad file or override
-        (:class:`~rlsched.scenarios.loader.ScenarioError`), or a run that would not fit in memory
+        (:class:`~rlsched.config_reader.ConfigError`), or a run that would not fit in memory
         (:class:`~rlsched.footprint.RunTooLarge`).
     """
     from rlsched.footprint import check_fits
@@ -238,7 +238,7 @@ def live_cluster(path: str | None) -> LiveClusterSpec:
     """The live cluster of ``--cluster PATH``, or the embedded default.
 
     :param path: the cluster file, or ``None``.
-    :raises InputError: naming the file and field (:class:`~rlsched.scenarios.loader.ScenarioError`).
+    :raises InputError: naming the file and field (:class:`~rlsched.config_reader.ConfigError`).
     """
     from runtime.cluster.config import default_live_cluster
     from runtime.cluster.config_io import load_live_cluster

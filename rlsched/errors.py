@@ -9,13 +9,14 @@ mistaken for a clean refusal of bad input.
 
 An :class:`InputError` is one line of a fixed shape::
 
-    SOURCE: FIELD: expected WHAT[, got VALUE][; HINT]
+    SOURCE[:LINE]: FIELD: expected WHAT[, got VALUE][; HINT]
 
 ``SOURCE`` is the file as the user named it (or the built-in scenario's name), or the flag
-(``--scheduler``); ``FIELD`` is the place in it: a dotted TOML key (``cluster.nodes[1].gpus``), a
-CSV line and column (``line 3 (norm_throughput)``), a checkpoint entry (``feature_version``),
-``<file>`` for the file as a whole, ``<syntax>`` for a file that does not parse, or, for a flag,
-the part of its value at fault (``selector``) or ``value`` for all of it.
+(``--scheduler``); ``LINE`` is the line in the file, where known (TOML files:
+:class:`rlsched.config_reader.ConfigError`); ``FIELD`` is the place in it: a dotted TOML key
+(``cluster.nodes[1].gpus``), a CSV line and column (``line 3 (norm_throughput)``), a checkpoint
+entry (``feature_version``), ``<file>`` for the file as a whole, ``<syntax>`` for a file that does
+not parse, or, for a flag, the part of its value at fault (``selector``) or ``value`` for all of it.
 
 This module imports nothing of ours but :mod:`models.checkpoint` (no torch at import), so every
 layer may raise these.
@@ -23,7 +24,7 @@ layer may raise these.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -63,6 +64,17 @@ def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+def few(names: Iterable[str], k: int = 8) -> str:
+    """The first ``k`` of ``names`` joined by ``", "``, then ``", ..."`` if there are more: a list a
+    message can show.
+
+    :param names: e.g. the node names a field may take.
+    :param k: how many to show.
+    """
+    names = list(names)
+    return ", ".join(names[:k]) + (", ..." if len(names) > k else "")
+
+
 def csv_field(line: int, column: str = "") -> str:
     """The ``FIELD`` of a CSV problem: ``line 3 (device)``, ``line 3``, ``device``, or ``<file>``.
 
@@ -87,7 +99,7 @@ class InputError(ValueError):
     :param got: the offending value, shown with ``repr`` (cut to 120 characters); :data:`NOTHING`
         leaves it out.
     :param hint: what to do about it, appended after ``;``.
-    :param line: the line in ``source``, when known (syntax errors).
+    :param line: the line in ``source``, when known (shown by :class:`~rlsched.config_reader.ConfigError`).
     """
 
     def __init__(
@@ -107,11 +119,15 @@ class InputError(ValueError):
         self.line = line
         super().__init__(self._message())
 
+    def _where(self) -> str:
+        """The message's ``SOURCE`` part (config files add ``:LINE``)."""
+        return self.source
+
     def _shown_got(self) -> str:
         return shown(self.got)
 
     def _message(self) -> str:
-        text = f"{self.source}: {self.field}: expected {self.expected}"
+        text = f"{self._where()}: {self.field}: expected {self.expected}"
         if self.got is not NOTHING:
             text += f", got {self._shown_got()}"
         if self.hint:

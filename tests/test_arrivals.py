@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlsched.scenarios.arrivals import arrival_times, mean_rate_per_min, read_trace_times
-from rlsched.scenarios.loader import packaged_data_dir
+from rlsched.scenarios.data_paths import packaged_data_dir
 from rlsched.scenarios.spec import ArrivalSpec
 
 ALIBABA_PODS = packaged_data_dir() / "traces" / "alibaba-gpu-v2023"

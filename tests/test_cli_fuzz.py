@@ -103,7 +103,7 @@ def run_cli(*args: str) -> tuple[int, str]:
 
 
 #: The one shape of exit 2 (README "Exit codes"): the file (or flag), the field, what was expected.
-ERROR = re.compile(r"rlsched: error: (?P<source>[^:\n]+): (?P<field>[^\n]+?): expected \S[^\n]*")
+ERROR = re.compile(r"rlsched: error: (?P<source>[^:\n]+)(?::\d+)?: (?P<field>[^\n]+?): expected \S[^\n]*")
 
 
 def assert_clean(rc: int, err: str, written: Path) -> None:
@@ -334,7 +334,7 @@ def test_a_value_error_inside_the_run_is_an_internal_error_not_bad_input(
     registry hands it — ends in exit 1 "internal error" (a bug), not exit 2 (bad input); with
     ``--debug`` the ValueError itself propagates, traceback and all.
 
-    Mutation check, done by hand once: with the old broad catch restored in ``_cmd_simulate``
+    Mutation check, done by hand once: with the old broad catch restored in ``experiments.commands.simulate.run``
     (``try: m = simulate(...) except ValueError as e: print(f"rlsched: error: {e}"); return 2``),
     both cases of this test fail (exit 2, "rlsched: error: planted: ..."); without it they pass.
     """

@@ -10,6 +10,7 @@ import pytest
 
 from experiments.evaluate import EvaluateError
 from models.checkpoint import CheckpointError
+from rlsched.config_reader import ConfigError
 from rlsched.errors import NOTHING, InputError, Unavailable
 from rlsched.footprint import RunTooLarge
 from rlsched.interference.measurements import MeasurementError
@@ -17,13 +18,14 @@ from rlsched.scenarios.loader import ScenarioError
 from rlsched.scenarios.traces import TraceError
 from rlsched.textfile import TextFileError
 
-#: README "Exit codes": SOURCE: FIELD: expected WHAT[, got VALUE][; HINT], one line.
-SHAPE = re.compile(r"(?P<source>[^:\n]+): (?P<field>[^\n]+?): expected \S[^\n]*")
+#: README "Exit codes": SOURCE[:LINE]: FIELD: expected WHAT[, got VALUE][; HINT], one line.
+SHAPE = re.compile(r"(?P<source>[^:\n]+)(?::(?P<line>\d+))?: (?P<field>[^\n]+?): expected \S[^\n]*")
 
 ERRORS = [
     InputError("--scheduler", "selector", "a known selector (mct, ...)", "nope"),
     InputError("x.toml", "workload.tasks", "an integer", "many\nlines", hint="see docs/scenarios.md"),
     ScenarioError("x.toml", "<syntax>", "valid TOML", line=3),
+    ConfigError("live.toml", "nodes[0].cpu_cores", "an integer from 0 to 1,024", -1, line=4),
     TextFileError("x.csv", 12, 0xFF),
     MeasurementError("c.csv", 3, "norm_throughput", "a number in [0, 2]", "fast"),
     MeasurementError("c.csv", 0, "", "at least one data row"),
@@ -38,6 +40,8 @@ def test_every_input_error_is_one_line_of_the_shape_and_pickles(err: InputError)
     m = SHAPE.fullmatch(str(err))
     assert m is not None, str(err)
     assert (m["source"], m["field"]) == (err.source, err.field)
+    config_line = err.line if isinstance(err, ConfigError) else None  # a CSV's line is in FIELD
+    assert m["line"] == (None if config_line is None else str(config_line))
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err) and str(back) == str(err)
     assert (back.got is NOTHING) == (err.got is NOTHING)

@@ -28,7 +28,7 @@ from rlsched.interference.predictor import (
     fit_interference,
     kind_name_features,
 )
-from rlsched.scenarios.loader import packaged_data_dir
+from rlsched.scenarios.data_paths import packaged_data_dir
 
 FAMILIES = {
     "Alpha": (0.9, 0.3, 3.0),

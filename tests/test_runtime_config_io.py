@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from experiments.cli import main
-from rlsched.scenarios.loader import ScenarioError
+from rlsched.config_reader import ConfigError
 from runtime.cluster.config import default_live_cluster
 from runtime.cluster.config_io import dump_live_cluster, load_live_cluster, write_live_cluster
 
@@ -85,7 +85,7 @@ def test_a_name_that_needs_quoting_round_trips(tmp_path: Path) -> None:
     ],
 )
 def test_errors_name_the_field(tmp_path: Path, text: str, field: str) -> None:
-    with pytest.raises(ScenarioError) as e:
+    with pytest.raises(ConfigError) as e:
         load_live_cluster(write(tmp_path, text))
     assert e.value.field == field and str(tmp_path) in str(e.value)
 

@@ -10,14 +10,8 @@ import pytest
 
 import rlsched
 from rlsched.hardware import device_models, gpu_model
-from rlsched.scenarios.loader import (
-    ScenarioError,
-    builtin_dir,
-    find_data_dir,
-    list_scenarios,
-    load_scenario,
-    packaged_data_dir,
-)
+from rlsched.scenarios.data_paths import find_data_dir, packaged_data_dir
+from rlsched.scenarios.loader import ScenarioError, builtin_dir, list_scenarios, load_scenario
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.traces import POD_COLUMNS, POD_TIME_COLUMNS
 
@@ -106,7 +100,8 @@ def _error(path: Path, **kw: object) -> ScenarioError:
         load_scenario(str(path), **kw)  # type: ignore[arg-type]
     err = info.value
     assert "\n" not in str(err)
-    assert str(err).startswith(f"{path}: {err.field}: expected ")
+    where = path if err.line is None else f"{path}:{err.line}"
+    assert str(err).startswith(f"{where}: {err.field}: expected ")
     return err
 
 
@@ -303,8 +298,9 @@ def test_bad_value(tmp_path: Path, old: str, new: str, field: str, fragment: str
 def test_unknown_gpu_model_message(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL.replace('gpu_model = "T4"', 'gpu_model = "X100"'))
     msg = str(_error(path))
+    line = MINIMAL.splitlines().index('gpu_model = "T4"') + 1
     assert msg.startswith(
-        f"{path}: cluster.nodes[0].gpu_model: expected a GPU model name from the catalog (P4, K80, "
+        f"{path}:{line}: cluster.nodes[0].gpu_model: expected a GPU model name from the catalog (P4, K80, "
     )
     assert msg.endswith("got 'X100'")
 
@@ -401,7 +397,8 @@ def test_colocation_csv_errors(tmp_path: Path) -> None:
     for colo, fragment, fragment2 in cases:
         _colo_files(tmp_path, colo=colo)
         msg = str(_error(path))
-        assert msg.startswith(f"{path}: {field}: expected "), msg
+        line = GAVEL_LIKE.splitlines().index('colocation_csv = "colo.csv"') + 1
+        assert msg.startswith(f"{path}:{line}: {field}: expected "), msg
         assert fragment in msg and fragment2 in msg and str(tmp_path / "colo.csv") in msg, msg
 
 

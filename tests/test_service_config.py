@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rlsched.scenarios.loader import ScenarioError
+from rlsched.config_reader import ConfigError
 from runtime.service.config import _TENANT, _TOP, hash_token, load_service_config
 from runtime.service.models import build_scheduler
 
@@ -40,6 +40,6 @@ def test_a_ray_key_with_the_local_backend_is_an_error_naming_it(tmp_path: Path, 
     path.write_text(
         f'backend = "local"\n{key} = "auto"\n[[tenants]]\nname = "a"\ntoken_sha256 = "{hash_token("t")}"\n'
     )
-    with pytest.raises(ScenarioError) as e:
+    with pytest.raises(ConfigError) as e:
         load_service_config(path)
     assert e.value.field == key and "ray" in str(e.value)

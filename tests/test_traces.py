@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import packaged_data_dir
+from rlsched.scenarios.data_paths import packaged_data_dir
 from rlsched.scenarios.spec import AlibabaSpec
 from rlsched.scenarios.traces import (
     NOMINAL_EFFICIENCY,

@@ -34,7 +34,7 @@ import torch
 from experiments.report_stats import mean_pm
 from rlsched.interference.measurements import ColocationData, read_colocation_csv
 from rlsched.interference.predictor import evaluate, fit_interference
-from rlsched.scenarios.loader import find_data_dir
+from rlsched.scenarios.data_paths import find_data_dir
 
 METHODS = ("ncf", "svd", "mean")
 SETTINGS = ("a", "b", "b-online")

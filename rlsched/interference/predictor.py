@@ -26,7 +26,7 @@ Both learned methods also learn feasibility from each observed row read the othe
 
 Device names match case-insensitively, and a name the model knows covers the catalog models it
 stands for: a model fitted on ``v100`` answers for ``V100M16`` and ``V100M32`` (see
-:func:`rlsched.scenarios.loader.device_models`).
+:func:`rlsched.hardware.device_models`).
 
 A fitted predictor saves as a checkpoint directory (:mod:`models.checkpoint`: ``weights.pt``, a
 torch state_dict loaded with ``weights_only=True``, and ``meta.json`` with the vocabularies,

@@ -20,26 +20,20 @@ mem_mib = 4096                # memory the runtime may use (optional: the datash
 speed = 15.7                  # emulated relative speed (optional: the datasheet FP32 TFLOP/s)
 ```
 
-A bad file raises :class:`rlsched.scenarios.loader.ScenarioError` naming the file and the field, so the
-command line prints one line and exits 2, as for scenario files.
+A bad file raises :class:`rlsched.config_reader.ConfigError` naming the file, the line and the
+field, so the command line prints one line and exits 2, as for scenario files.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
+from rlsched.config_reader import ConfigReader
 from rlsched.defaults import default
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import (
-    MAX_CPU_CORES,
-    MAX_GPUS_PER_NODE,
-    MAX_STREAMS_PER_GPU,
-    ScenarioError,
-    read_toml_file,
-)
+from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 
 #: Nodes a live cluster file may declare: each is an agent with its own worker threads on this
@@ -68,79 +62,30 @@ _NODE = ("name", "count", "cpu_cores", "host_mem_gib", "streams_per_gpu", "gpus"
 _GPU = ("model", "index", "mem_mib", "speed")
 
 
-class _Reader:
-    """Typed access to one file's tables, with errors that name the field."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def keys(self, table: dict[str, Any], where: str, allowed: tuple[str, ...]) -> None:
-        for key in table:
-            if key not in allowed:
-                raise ScenarioError(
-                    self.path, f"{where}{key}", f"one of the keys ({', '.join(allowed)})", key
-                )
-
-    def integer(
-        self, table: dict[str, Any], where: str, key: str, default: int | None, ge: int, le: int
-    ) -> int:
-        expected = f"an integer from {ge:,} to {le:,}"
-        v = table.get(key, default)
-        if v is None:
-            raise ScenarioError(self.path, f"{where}{key}", f"{expected} (this key is required)")
-        if not isinstance(v, int) or isinstance(v, bool) or not ge <= v <= le:
-            raise ScenarioError(self.path, f"{where}{key}", expected, v)
-        return v
-
-    def boolean(self, table: dict[str, Any], where: str, key: str, default: bool) -> bool:
-        v = table.get(key, default)
-        if not isinstance(v, bool):
-            raise ScenarioError(self.path, f"{where}{key}", "true or false", v)
-        return v
-
-    def number(self, table: dict[str, Any], where: str, key: str, le: float) -> float | None:
-        v = table.get(key)
-        if v is None:
-            return None
-        if not isinstance(v, int | float) or isinstance(v, bool) or not math.isfinite(v) or not 0 < v <= le:
-            raise ScenarioError(self.path, f"{where}{key}", f"a number > 0 and <= {le:g}", v)
-        return float(v)
-
-    def text(self, table: dict[str, Any], where: str, key: str) -> str:
-        v = table.get(key)
-        if not isinstance(v, str) or not v:
-            raise ScenarioError(self.path, f"{where}{key}", "a non-empty string", v)
-        return v
-
-    def tables(self, table: dict[str, Any], where: str, key: str) -> list[dict[str, Any]]:
-        v = table.get(key, [])
-        if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
-            raise ScenarioError(self.path, f"{where}{key}", "an array of tables ([[...]])", v)
-        return v
-
-
 def load_live_cluster(path: str | Path) -> LiveClusterSpec:
     """Read a live cluster file.
 
     :param path: the TOML file.
-    :raises ScenarioError: naming the file and the field that is wrong.
+    :raises ConfigError: naming the file, the line and the field that is wrong.
     """
-    shown = str(path)
-    doc = read_toml_file(path, "live cluster file")
-    r = _Reader(shown)
+    r = ConfigReader.open(path, "live cluster file")
+    doc = r.doc
     r.keys(doc, "", _TOP)
     groups = r.tables(doc, "", "nodes")
     if not groups:
-        raise ScenarioError(shown, "nodes", "at least one [[nodes]] table")
-    nodes = [n for i, g in enumerate(groups) for n in _nodes(r, g, f"nodes[{i}].")]
+        raise r.error("nodes", "at least one [[nodes]] table")
+    nodes = [n for i, g in enumerate(groups) for n in _nodes(r, g, f"nodes[{i}]")]
     names = [n.name for n in nodes]
     dup = sorted({x for x in names if names.count(x) > 1})
     if dup:
-        raise ScenarioError(shown, "nodes", "unique node names", dup)
+        raise r.error("nodes", "unique node names", dup)
     if len(nodes) > MAX_LIVE_NODES:
-        raise ScenarioError(shown, "nodes", f"at most {MAX_LIVE_NODES} nodes in all", len(nodes))
+        raise r.error("nodes", f"at most {MAX_LIVE_NODES} nodes in all", len(nodes))
     lo = r.integer(doc, "", "min_streams_per_gpu", _dc("min_streams_per_gpu"), ge=1, le=MAX_STREAMS_PER_GPU)
-    hi = r.integer(doc, "", "max_streams_per_gpu", _dc("max_streams_per_gpu"), ge=lo, le=MAX_STREAMS_PER_GPU)
+    key = "max_streams_per_gpu"
+    hi = r.integer(doc, "", key, _dc(key), ge=lo, le=MAX_STREAMS_PER_GPU)
+    if hi < lo:  # the default, below a min_streams_per_gpu that is given
+        raise r.error(key, f"an integer from {lo:,} to {MAX_STREAMS_PER_GPU:,}", hi)
     return LiveClusterSpec(
         nodes=tuple(nodes),
         max_streams_per_gpu=hi,
@@ -152,37 +97,35 @@ def load_live_cluster(path: str | Path) -> LiveClusterSpec:
     )
 
 
-def _nodes(r: _Reader, g: dict[str, Any], where: str) -> list[LiveNode]:
+def _nodes(r: ConfigReader, g: dict[str, Any], where: str) -> list[LiveNode]:
     r.keys(g, where, _NODE)
-    name = r.text(g, where, "name")
+    name = r.string(g, where, "name", non_empty=True)
     count = r.integer(g, where, "count", 1, ge=1, le=MAX_LIVE_NODES)
     cores = r.integer(g, where, "cpu_cores", _dn("cpu_cores"), ge=0, le=MAX_CPU_CORES)
     streams = r.integer(g, where, "streams_per_gpu", _dn("streams_per_gpu"), ge=1, le=MAX_STREAMS_PER_GPU)
-    mem = r.number(g, where, "host_mem_gib", le=MAX_HOST_MEM_GIB) or _dn("host_mem_gib")
+    mem = r.number(g, where, "host_mem_gib", None, gt=0, le=MAX_HOST_MEM_GIB) or _dn("host_mem_gib")
     tables = r.tables(g, where, "gpus")
     if len(tables) > MAX_GPUS_PER_NODE:
-        raise ScenarioError(r.path, f"{where}gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
-    gpus = tuple(_gpu(r, t, f"{where}gpus[{j}].", j) for j, t in enumerate(tables))
+        raise r.error(f"{where}.gpus", f"at most {MAX_GPUS_PER_NODE} GPUs per node")
+    gpus = tuple(_gpu(r, t, f"{where}.gpus[{j}]", j) for j, t in enumerate(tables))
     if cores == 0 and not gpus:
-        raise ScenarioError(r.path, f"{where}cpu_cores", "at least one core on a node without GPUs", 0)
+        raise r.error(f"{where}.cpu_cores", "at least one core on a node without GPUs", 0)
     names = [name] if count == 1 else [f"{name}-{k}" for k in range(count)]
     return [LiveNode(n, cores, gpus, streams, mem) for n in names]
 
 
-def _gpu(r: _Reader, t: dict[str, Any], where: str, position: int) -> LiveGpu:
+def _gpu(r: ConfigReader, t: dict[str, Any], where: str, position: int) -> LiveGpu:
     r.keys(t, where, _GPU)
-    model = r.text(t, where, "model")
+    model = r.string(t, where, "model", non_empty=True)
     try:
         gpu_model(model)
     except KeyError:
-        raise ScenarioError(
-            r.path, f"{where}model", "a GPU model of the catalog (rlsched.hardware)", model
-        ) from None
+        raise r.error(f"{where}.model", "a GPU model of the catalog (rlsched.hardware)", model) from None
     return LiveGpu(
         model,
         index=r.integer(t, where, "index", position, ge=0, le=MAX_GPU_INDEX),
-        mem_mib=r.number(t, where, "mem_mib", le=MAX_GPU_MEM_MIB),
-        speed=r.number(t, where, "speed", le=MAX_SPEED),
+        mem_mib=r.number(t, where, "mem_mib", None, gt=0, le=MAX_GPU_MEM_MIB),
+        speed=r.number(t, where, "speed", None, gt=0, le=MAX_SPEED),
     )
 
 

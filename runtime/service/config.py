@@ -39,7 +39,8 @@ gpu_share = 0.5             # at most half of the cluster's GPU dispatch slots (
 admin = false
 ```
 
-A bad file raises :class:`rlsched.scenarios.loader.ScenarioError` naming the file and the field.
+A bad file raises :class:`rlsched.config_reader.ConfigError` naming the file, the line and the
+field.
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rlsched.config_reader import ConfigReader
 from rlsched.defaults import default
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import ScenarioError, read_toml_file
 from runtime.service.canary import CanaryRule
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -204,190 +205,118 @@ class ServiceConfig:
         return found
 
 
-def _get(
-    path: str, table: dict[str, Any], where: str, key: str, kind: type | tuple[type, ...], fallback: Any
-) -> Any:
-    v = table.get(key, fallback)
-    ok = isinstance(v, kind) and not (isinstance(v, bool) and kind in (int, float, (int, float)))
-    if not ok:
-        raise ScenarioError(path, f"{where}{key}", f"a value of type {getattr(kind, '__name__', kind)}", v)
-    return v
-
-
 def load_service_config(path: str | Path) -> ServiceConfig:
     """Read a service config file (relative paths resolve against its folder).
 
-    :raises ScenarioError: naming the file and the field at fault.
+    :raises ConfigError: naming the file, the line and the field at fault.
     """
-    shown = str(path)
-    doc = read_toml_file(path, "service config file")
-    for k in doc:
-        if k not in _TOP:
-            raise ScenarioError(shown, k, f"one of the keys ({', '.join(_TOP)})", k)
-    raw = doc.get("tenants")
-    if not isinstance(raw, list) or not raw or not all(isinstance(t, dict) for t in raw):
-        raise ScenarioError(shown, "tenants", "at least one [[tenants]] table", raw)
-    tenants = tuple(_tenant(shown, t, f"tenants[{i}].") for i, t in enumerate(raw))
+    r = ConfigReader.open(path, "service config file")
+    doc = r.doc
+    r.keys(doc, "", _TOP)
+    raw = r.tables(doc, "", "tenants")
+    if not raw:
+        raise r.error("tenants", "at least one [[tenants]] table", doc.get("tenants"))
+    tenants = tuple(_tenant(r, t, f"tenants[{i}]") for i, t in enumerate(raw))
     names = [t.name for t in tenants]
     if len(set(names)) != len(names):
-        raise ScenarioError(shown, "tenants", "unique tenant names", names)
+        raise r.error("tenants", "unique tenant names", names)
     if len({t.token_sha256 for t in tenants}) != len(tenants):
-        raise ScenarioError(shown, "tenants", "a different token for every tenant")
+        raise r.error("tenants", "a different token for every tenant")
     folder = Path(path).resolve().parent
-    port = _get(shown, doc, "", "port", int, default(ServiceConfig, "port"))
-    if not 0 <= port <= 65535:
-        raise ScenarioError(shown, "port", "a port from 0 to 65535", port)
-    bound = _get(shown, doc, "", "queue_bound", int, default(ServiceConfig, "queue_bound"))
-    if bound < 1:
-        raise ScenarioError(shown, "queue_bound", "a positive integer", bound)
-    cluster = doc.get("cluster")
-    if cluster is not None and not isinstance(cluster, str):
-        raise ScenarioError(shown, "cluster", "a live cluster file path", cluster)
-    backend = _get(shown, doc, "", "backend", str, default(ServiceConfig, "backend"))
-    if backend not in BACKENDS:
-        raise ScenarioError(shown, "backend", f"one of {', '.join(BACKENDS)}", backend)
+    port = r.integer(doc, "", "port", _d("port"), ge=0, le=65535)
+    bound = r.integer(doc, "", "queue_bound", _d("queue_bound"), ge=1)
+    cluster = r.string(doc, "", "cluster", None, expected="a live cluster file path")
+    backend = r.choice(doc, "", "backend", BACKENDS, _d("backend"))
     for key in RAY_KEYS:
         if backend != "ray" and key in doc:  # it would be silently ignored
-            raise ScenarioError(
-                shown, key, f'a key of backend = "ray" only (this config runs {backend})', doc[key]
-            )
-    address = doc.get("ray_address")
-    if address is not None and not isinstance(address, str):
-        raise ScenarioError(shown, "ray_address", "a Ray address (or omit it)", address)
-    model = _get(shown, doc, "", "ray_gpu_model", str, default(ServiceConfig, "ray_gpu_model"))
+            raise r.error(key, f'a key of backend = "ray" only (this config runs {backend})', doc[key])
+    address = r.string(doc, "", "ray_address", None, expected="a Ray address (or omit it)")
+    model = r.string(doc, "", "ray_gpu_model", _d("ray_gpu_model"))
     try:
         gpu_model(model)
     except KeyError:
-        raise ScenarioError(shown, "ray_gpu_model", "a GPU model of the catalog", model) from None
-    timeout = float(
-        _get(shown, doc, "", "request_timeout_s", (int, float), default(ServiceConfig, "request_timeout_s"))
-    )
-    if not 0 < timeout <= 3600:
-        raise ScenarioError(shown, "request_timeout_s", "seconds in (0, 3600]", timeout)
+        raise r.error("ray_gpu_model", "a GPU model of the catalog", model) from None
+    timeout = r.number(doc, "", "request_timeout_s", _d("request_timeout_s"), gt=0, le=3600)
     return ServiceConfig(
         tenants=tenants,
-        source=shown,
-        canary=_canary(shown, doc),
-        selector_model=_path(shown, doc, "selector_model", folder),
-        placer_model=_path(shown, doc, "placer_model", folder),
-        interference_model=_path(shown, doc, "interference_model", folder),
-        state_dir=str(folder / _get(shown, doc, "", "state_dir", str, default(ServiceConfig, "state_dir"))),
-        checkpoint_interval_s=_seconds(shown, doc, "checkpoint_interval_s", 86400),
-        calibration_budget_s=_seconds(shown, doc, "calibration_budget_s", 86400),
-        calibration_apps=_apps(shown, doc),
-        log_level=_log_level(shown, doc),
-        active_profiling=_get(
-            shown, doc, "", "active_profiling", bool, default(ServiceConfig, "active_profiling")
+        source=r.shown,
+        canary=_canary(r, doc),
+        selector_model=_path(r, doc, "selector_model", folder),
+        placer_model=_path(r, doc, "placer_model", folder),
+        interference_model=_path(r, doc, "interference_model", folder),
+        state_dir=str(folder / r.string(doc, "", "state_dir", _d("state_dir"))),
+        checkpoint_interval_s=r.number(
+            doc, "", "checkpoint_interval_s", _d("checkpoint_interval_s"), gt=0, le=86400
         ),
-        online_batch=_online_batch(shown, doc),
-        selector_learning=_get(
-            shown, doc, "", "selector_learning", bool, default(ServiceConfig, "selector_learning")
+        calibration_budget_s=r.number(
+            doc, "", "calibration_budget_s", _d("calibration_budget_s"), gt=0, le=86400
         ),
-        selector_candidate_updates=_candidate_updates(shown, doc),
+        calibration_apps=_apps(r, doc),
+        log_level=r.choice(doc, "", "log_level", LOG_LEVELS, _d("log_level")),
+        active_profiling=r.boolean(doc, "", "active_profiling", _d("active_profiling")),
+        online_batch=r.integer(doc, "", "online_batch", _d("online_batch"), ge=1, le=1_000_000),
+        selector_learning=r.boolean(doc, "", "selector_learning", _d("selector_learning")),
+        selector_candidate_updates=r.integer(
+            doc, "", "selector_candidate_updates", _d("selector_candidate_updates"), ge=1, le=100_000_000
+        ),
         backend=backend,
         ray_address=address,
         ray_gpu_model=model,
         request_timeout_s=timeout,
-        rebalance=_get(shown, doc, "", "rebalance", bool, default(ServiceConfig, "rebalance")),
-        host=_get(shown, doc, "", "host", str, default(ServiceConfig, "host")),
+        rebalance=r.boolean(doc, "", "rebalance", _d("rebalance")),
+        host=r.string(doc, "", "host", _d("host")),
         port=port,
-        db=str(folder / _get(shown, doc, "", "db", str, default(ServiceConfig, "db"))),
-        scheduler=_get(shown, doc, "", "scheduler", str, default(ServiceConfig, "scheduler")),
+        db=str(folder / r.string(doc, "", "db", _d("db"))),
+        scheduler=r.string(doc, "", "scheduler", _d("scheduler")),
         queue_bound=bound,
         cluster=None if cluster is None else str(folder / cluster),
     )
 
 
-def _path(shown: str, doc: dict[str, Any], key: str, folder: Path) -> str | None:
-    v = doc.get(key)
-    if v is None:
-        return None
-    if not isinstance(v, str) or not v:
-        raise ScenarioError(shown, key, "a path (relative to this file)", v)
-    return str(folder / v)
+def _d(key: str) -> Any:
+    """The default of a :class:`ServiceConfig` field."""
+    return default(ServiceConfig, key)
 
 
-def _seconds(shown: str, doc: dict[str, Any], key: str, most: float) -> float:
-    v = float(_get(shown, doc, "", key, (int, float), default(ServiceConfig, key)))
-    if not 0 < v <= most:
-        raise ScenarioError(shown, key, f"seconds in (0, {most:g}]", v)
-    return v
+def _path(r: ConfigReader, doc: dict[str, Any], key: str, folder: Path) -> str | None:
+    v = r.string(doc, "", key, None, non_empty=True, expected="a path (relative to this file)")
+    return None if v is None else str(folder / v)
 
 
-def _apps(shown: str, doc: dict[str, Any]) -> tuple[str, ...]:
+def _apps(r: ConfigReader, doc: dict[str, Any]) -> tuple[str, ...]:
     from runtime.kernels import LIVE_APPS
 
     v = doc.get("calibration_apps", list(CALIBRATION_APPS))
     if not isinstance(v, list) or not v or not all(isinstance(a, str) and a in LIVE_APPS for a in v):
-        raise ScenarioError(
-            shown, "calibration_apps", f"a list of apps with live kernels ({', '.join(LIVE_APPS)})", v
-        )
+        expected = f"a list of apps with live kernels ({', '.join(LIVE_APPS)})"
+        raise r.error("calibration_apps", expected, v)
     return tuple(v)
 
 
-def _online_batch(shown: str, doc: dict[str, Any]) -> int:
-    n = _get(shown, doc, "", "online_batch", int, default(ServiceConfig, "online_batch"))
-    if not 1 <= n <= 1_000_000:
-        raise ScenarioError(shown, "online_batch", "samples per update, 1 to 1000000", n)
-    return int(n)
-
-
-def _candidate_updates(shown: str, doc: dict[str, Any]) -> int:
-    key = "selector_candidate_updates"
-    n = _get(shown, doc, "", key, int, default(ServiceConfig, key))
-    if not 1 <= n <= 100_000_000:
-        raise ScenarioError(shown, key, "gradient steps, 1 to 100000000", n)
-    return int(n)
-
-
-def _canary(shown: str, doc: dict[str, Any]) -> CanaryRule:
+def _canary(r: ConfigReader, doc: dict[str, Any]) -> CanaryRule:
     d = CanaryRule()
-    share = float(_get(shown, doc, "", "canary_share", (int, float), d.share))
-    if not 0 < share < 1:
-        raise ScenarioError(shown, "canary_share", "a share in (0, 1)", share)
-    least = _get(shown, doc, "", "canary_min_tasks", int, d.min_tasks)
-    promote = _get(shown, doc, "", "canary_promote_tasks", int, d.promote_tasks)
-    if least < 2:
-        raise ScenarioError(shown, "canary_min_tasks", "an integer >= 2", least)
+    share = r.number(doc, "", "canary_share", d.share, gt=0, lt=1)
+    least = r.integer(doc, "", "canary_min_tasks", d.min_tasks, ge=2)
+    promote = r.integer(doc, "", "canary_promote_tasks", d.promote_tasks)
     if promote < least:
-        raise ScenarioError(
-            shown, "canary_promote_tasks", f"an integer >= canary_min_tasks ({least})", promote
-        )
-    margin = float(_get(shown, doc, "", "canary_margin", (int, float), d.margin))
-    if not 0 <= margin < 1:
-        raise ScenarioError(shown, "canary_margin", "a share in [0, 1)", margin)
-    alpha = float(_get(shown, doc, "", "canary_alpha", (int, float), d.alpha))
-    if not 0 < alpha < 0.5:
-        raise ScenarioError(shown, "canary_alpha", "a level in (0, 0.5)", alpha)
+        raise r.error("canary_promote_tasks", f"an integer >= canary_min_tasks ({least})", promote)
+    margin = r.number(doc, "", "canary_margin", d.margin, ge=0, lt=1)
+    alpha = r.number(doc, "", "canary_alpha", d.alpha, gt=0, lt=0.5)
     return CanaryRule(share, least, promote, margin, alpha)
 
 
-def _tenant(path: str, t: dict[str, Any], where: str) -> Tenant:
-    for k in t:
-        if k not in _TENANT:
-            raise ScenarioError(path, f"{where}{k}", f"one of the keys ({', '.join(_TENANT)})", k)
-    name = _get(path, t, where, "name", str, None)
-    digest = _get(path, t, where, "token_sha256", str, None).lower()
+def _tenant(r: ConfigReader, t: dict[str, Any], where: str) -> Tenant:
+    r.keys(t, where, _TENANT)
+    name = r.string(t, where, "name")
+    digest = r.string(t, where, "token_sha256").lower()
     if not _HEX64.match(digest):
-        raise ScenarioError(path, f"{where}token_sha256", "64 hex digits (sha256 of the token)", digest)
-    weight = float(_get(path, t, where, "weight", (int, float), default(Tenant, "weight")))
-    if not weight > 0:
-        raise ScenarioError(path, f"{where}weight", "a positive number", weight)
-    mq = _get(path, t, where, "max_queued", int, default(Tenant, "max_queued"))
-    mr = _get(path, t, where, "max_running", int, default(Tenant, "max_running"))
-    if mq < 1 or mr < 1:
-        raise ScenarioError(
-            path, f"{where}max_queued" if mq < 1 else f"{where}max_running", "a positive integer"
-        )
-    share = float(_get(path, t, where, "gpu_share", (int, float), default(Tenant, "gpu_share")))
-    if not 0 < share <= 1:
-        raise ScenarioError(path, f"{where}gpu_share", "a share in (0, 1]", share)
-    admin = _get(path, t, where, "admin", bool, default(Tenant, "admin"))
-    return Tenant(name, digest, weight, mq, mr, share, admin)
-
-
-def _log_level(path: str, doc: dict[str, Any]) -> str:
-    level = _get(path, doc, "", "log_level", str, default(ServiceConfig, "log_level"))
-    if level not in LOG_LEVELS:
-        raise ScenarioError(path, "log_level", f"one of {', '.join(LOG_LEVELS)}", level)
-    return level
+        raise r.error(f"{where}.token_sha256", "64 hex digits (sha256 of the token)", digest)
+    return Tenant(
+        name,
+        digest,
+        weight=r.number(t, where, "weight", default(Tenant, "weight"), gt=0),
+        max_queued=r.integer(t, where, "max_queued", default(Tenant, "max_queued"), ge=1),
+        max_running=r.integer(t, where, "max_running", default(Tenant, "max_running"), ge=1),
+        gpu_share=r.number(t, where, "gpu_share", default(Tenant, "gpu_share"), gt=0, le=1),
+        admin=r.boolean(t, where, "admin", default(Tenant, "admin")),
+    )
