@@ -12,7 +12,7 @@ from rlsched.lazy import lazy_exports
 _EXPORTS = {
     "Simulator": "envs.simulator",
     "ClusterSchedulingEnv": "envs.gym_env",
-    "SimulatedWorlds": "envs.gym_env",
+    "SimulatedWorlds": "envs.simulated_worlds",
     "capacity_bound": "envs.capacity",
     "OracleSelector": "envs.oracle",
     "SimulatedProfiler": "envs.simulated_instrument",

@@ -36,7 +36,9 @@ from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
+from envs.simulated_worlds import SimulatedWorlds
 from rlsched.scenarios.spec import Scenario
+from rlsched.scheduling_env import SchedulingEnv
 
 #: Seconds a closing env waits for its worker to say it is done before killing it.
 CLOSE_TIMEOUT_S = 5.0
@@ -90,9 +92,6 @@ def serve(
     """
     if threads is not None:  # read by torch when (if) a placer imports it
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
-    from envs.gym_env import SimulatedWorlds
-    from rlsched.scheduling_env import SchedulingEnv
-
     worlds = SimulatedWorlds(scenarios, placer, max_tasks)
     env = SchedulingEnv(worlds, reward)
 
@@ -192,9 +191,8 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 
 def _launch(sock: socket.socket) -> None:
-    """The launcher: fork a worker for each file descriptor received, until the socket closes."""
-    import envs.gym_env  # noqa: F401  (imported once here, so that every worker starts with it)
-
+    """The launcher: fork a worker for each file descriptor received, until the socket closes.
+    Every worker starts with what this module imports (the simulator, the policies) loaded."""
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # workers are reaped by the kernel
     # Ctrl-C is the env's process's to handle (training saves its weights): the launcher and its
     # workers (which inherit this) exit when that process closes their pipes or exits.

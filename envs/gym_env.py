@@ -1,8 +1,9 @@
 """The simulated variant of the stage-1 Gymnasium environment (:mod:`rlsched.scheduling_env`).
 
 Each episode is a :class:`~envs.simulator.Simulator` on one scenario (of one or several) and a
-seed: unseeded episodes draw a training seed (:mod:`rlsched.seeds`), never a validation or test
-one. Spaces, reward and ``info`` are those of :class:`rlsched.scheduling_env.SchedulingEnv`.
+seed, opened by :class:`~envs.simulated_worlds.SimulatedWorlds`: unseeded episodes draw a
+training seed (:mod:`rlsched.seeds`), never a validation or test one. Spaces, reward and ``info`` are
+those of :class:`rlsched.scheduling_env.SchedulingEnv`.
 
 Sealed by construction: the simulators run in a worker process (:mod:`envs.env_worker`), and the
 env an RL library holds references none of them, so nothing reachable from it leads to the ground
@@ -22,65 +23,16 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.env_worker import EnvWorker
-from envs.simulator import Simulator
 from rlsched.features import observation_space
 from rlsched.metrics import RunMetrics
-from rlsched.policies.registry import make_placer, placer_names
+from rlsched.policies.registry import placer_names
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.spec import Scenario
-from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduling_env import INVALID_PENALTY, REWARDS
-from rlsched.seeds import TRAINING
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
-from rlsched.world import World
 
-__all__ = ["INVALID_PENALTY", "ClusterSchedulingEnv", "SimulatedWorlds"]
-
-
-class SimulatedWorlds:
-    """Opens a simulator per episode on one of ``scenarios`` (inside the env's worker process).
-
-    :param scenarios: the scenarios episodes are drawn from (``options={"scenario": i}`` picks).
-    :param placer: stage-2 policy on every node (a registry name).
-    :param max_tasks: cap on tasks per episode (``None`` = the scenario's count).
-    """
-
-    def __init__(self, scenarios: Sequence[Scenario], placer: str, max_tasks: int | None) -> None:
-        if placer not in placer_names():
-            raise ValueError(f"unknown placer {placer!r}; known: {', '.join(placer_names())}")
-        self.scenarios = list(scenarios)
-        self.placer_name = placer
-        self.max_tasks = max_tasks
-        #: Index of the current episode's scenario (the first before any).
-        self.index = 0
-        self.scenario = self.scenarios[0]
-
-    @property
-    def n_nodes(self) -> int:
-        return max(len(s.cluster.nodes) for s in self.scenarios)
-
-    def open(self, seed: int | None, rng: np.random.Generator, options: dict[str, Any] | None) -> World:
-        run_seed = int(rng.integers(len(TRAINING))) if seed is None else int(seed)
-        pick = (options or {}).get("scenario")
-        if pick is None:
-            pick = int(rng.integers(len(self.scenarios))) if len(self.scenarios) > 1 else 0
-        if not 0 <= int(pick) < len(self.scenarios):
-            raise ValueError(f"options['scenario']: expected an index < {len(self.scenarios)}, got {pick}")
-        self.index = int(pick)
-        self.scenario = self.scenarios[self.index]
-        scenario = scenario_for_seed(self.scenario, run_seed)
-        tasks = generate_tasks(scenario, run_seed)
-        if self.max_tasks is not None:
-            tasks = tasks[: self.max_tasks]
-        placer = make_placer(self.placer_name)
-        sim = Simulator(scenario, tasks, placer, seed=run_seed)
-        placer.reset(sim.view, run_seed)
-        sim.calibrate_placer()
-        return sim
-
-    def abandon(self, world: World) -> None:
-        """Nothing to release: an unfinished simulation is dropped."""
+__all__ = ["INVALID_PENALTY", "ClusterSchedulingEnv"]
 
 
 class ClusterSchedulingEnv(gym.Env):

@@ -29,16 +29,17 @@ import numpy as np
 from envs.ground_truth import GroundTruth
 from envs.network import Link
 from rlsched import dispatch
-from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
+from rlsched.estimates import backlog_seconds, subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.hardware import GpuModel
-from rlsched.interference.instrument import CalibratingPlacer
+from rlsched.interference.calibration import CalibratingPlacer
 from rlsched.metrics import RunMetrics, summarise
+from rlsched.records import TaskRecord
 from rlsched.scenarios.spec import Scenario
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Device, KindSpec, Subtask, Task
 from rlsched.utilisation import UtilAccumulator
-from rlsched.view import ClusterView
+from rlsched.view import SPEED_EMA, ClusterView
 from rlsched.world import drive, hand_over, take_decision
 
 if TYPE_CHECKING:
@@ -46,8 +47,6 @@ if TYPE_CHECKING:
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
 _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
-#: Weight of a new sample in the measured-speed moving average.
-SPEED_EMA = 0.2
 
 
 class PlacementError(RuntimeError):
@@ -82,19 +81,6 @@ class Run:
     t_start: float = 0.0
     version: int = 0
     partners: tuple[str, ...] = ()  # co-runner kinds at start (kept only for observing placers)
-
-
-@dataclass
-class TaskRecord:
-    """What happened to one task (for metrics and tests)."""
-
-    arrival_s: float
-    node: int = -1
-    first_start_s: float = math.nan
-    done_s: float = math.nan
-    deadline_s: float | None = None
-    requeues: int = 0
-    completions: int = 0
 
 
 class _NodeDispatch:
@@ -392,12 +378,7 @@ class Simulator:
             started=[False] * len(task.graph),
         )
         tf, bw, cgf = self._tf_mean[node], self._bw_mean[node], self._cpu_gf[node]
-        for s in task.graph.subtasks:
-            dev = s.kind.device
-            gn = subtask_gpu_seconds(s, tf, bw) if (dev is not Device.CPU and tf > 0) else 0.0
-            cn = subtask_cpu_seconds(s, cgf) if dev is Device.CPU else 0.0
-            tr.gpu_nominal.append(gn)
-            tr.cpu_nominal.append(cn)
+        tr.gpu_nominal, tr.cpu_nominal = backlog_seconds(task, tf, bw, cgf, tf > 0)
         v.backlog_gpu_s[node] += sum(tr.gpu_nominal)
         v.backlog_cpu_s[node] += sum(tr.cpu_nominal)
         v.tasks_on_node[node] += 1

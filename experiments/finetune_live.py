@@ -41,10 +41,11 @@ from rlsched.scenarios.spec import Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import NodeSelector, TwoStageScheduler
 from rlsched.scorer_io import scorer_from_checkpoint
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.gym_env import LiveSchedulingEnv
 from runtime.cluster.live import LiveOptions, run_live
-from runtime.cluster.local import ClusterBackend, LocalCluster
+from runtime.cluster.local import LocalCluster
 from runtime.cluster.workload import VIDEO_APPS, LiveWorkload, build_work
 from runtime.profiler import LiveProfiler
 
@@ -90,7 +91,7 @@ def _sim_profiler(spec: LiveClusterSpec) -> SimulatedProfiler:
     sc = Scenario(
         "live-twin", spec.to_cluster_spec(), WorkloadSpec(tasks=30, apps={a: 1.0 for a in VIDEO_APPS})
     )
-    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), make_placer("mlsm")))
+    return SimulatedProfiler(Simulator(sc, generate_tasks(sc, 0), make_placer("mlsm")).testbed())
 
 
 def transfer_interference(

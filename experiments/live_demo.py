@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from experiments.configs import DemoConfig, default
 from experiments.report_stats import mean_pm
-from rlsched.interference.instrument import CalibratingPlacer
+from rlsched.interference.calibration import CalibratingPlacer
 from rlsched.policies.registry import is_clairvoyant_spec, parse_scheduler
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.live import LiveOptions, LiveResult, device_table, run_live

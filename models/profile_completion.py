@@ -14,7 +14,7 @@ standardised scale — each returning the full dense prediction:
   the collaborative-filtering reconstruction of Paragon/Quasar: the baseline to beat.
 * :func:`fit_column_mean` — each column's observed mean.
 
-Only torch and numpy here (DESIGN.md section 2): the meaning of rows and columns lives in
+Only torch and numpy here (ARCHITECTURE.md section 2): the meaning of rows and columns lives in
 ``rlsched.interference.kind_profiles``.
 """
 

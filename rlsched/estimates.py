@@ -1,10 +1,16 @@
-"""Nominal cost estimates from public information only.
+"""Run-time estimates from public information and observed speeds: the one home of the roofline.
 
 A scheduler knows each subtask's declared work (GFLOP, bytes of memory traffic) and each device's
 datasheet figures. From these it can form a roofline estimate of run time. The estimate is
 deliberately naive — one efficiency for every kernel and architecture — because how well a kernel
 really uses a device, how it slows when co-located, and how devices drift, are exactly what a
 scheduler must *measure* (``ClusterView.speed_*``) or learn; the truth is in ``envs.ground_truth``.
+
+Two parts: nominal seconds of work on a device (:func:`gpu_seconds`, :func:`cpu_seconds` and
+their per-subtask and per-task forms, which both worlds use for a node's backlog), and per-node
+completion estimates of a task (:func:`node_estimates`: the paper's expected completion time,
+ETC, and its memory-aware variant), which stage-1 policies, the observation encoding and the
+environments' invalid-action fallback read.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlsched.tasks import Device, Subtask, Task
+from rlsched.view import ClusterView
 
 #: Fraction of peak FP32 that the nominal model assumes a kernel reaches.
 NOMINAL_COMPUTE_EFF = 0.5
@@ -45,15 +52,43 @@ def cpu_seconds(gflop: float, gbytes: float, core_gflops: float) -> float:
 
 
 def subtask_gpu_seconds(sub: Subtask, tflops: float, bw_gbs: float) -> float:
-    """Nominal time of ``sub`` on a GPU, scaled by the share of the GPU it asks for."""
-    c = sub.gflop / (tflops * 1e3 * NOMINAL_COMPUTE_EFF)
-    b = sub.gbytes / (bw_gbs * NOMINAL_BW_EFF)
-    return c if c > b else b
+    """Nominal time of ``sub`` alone on a GPU with these datasheet figures."""
+    return gpu_seconds(sub.gflop, sub.gbytes, tflops, bw_gbs)
 
 
 def subtask_cpu_seconds(sub: Subtask, core_gflops: float) -> float:
     """Nominal time of ``sub`` on one CPU core."""
-    return sub.gflop / core_gflops + sub.gbytes / CPU_CORE_BW_GBS
+    return cpu_seconds(sub.gflop, sub.gbytes, core_gflops)
+
+
+def backlog_seconds(
+    task: Task, tflops: float, bw_gbs: float, core_gflops: float, has_gpus: bool
+) -> tuple[list[float], list[float]]:
+    """Each subtask's nominal GPU seconds (GPU-capable subtasks, on a GPU with the node's mean
+    datasheet figures; 0 on a node without GPUs) and CPU seconds (CPU-only subtasks): what the task
+    adds to a node's backlog, the same in the simulator and in the live runtime.
+
+    :param task: the task.
+    :param tflops: the node's mean GPU peak TFLOP/s.
+    :param bw_gbs: the node's mean GPU bandwidth, GB/s.
+    :param core_gflops: the node's CPU core GFLOP/s.
+    :param has_gpus: whether the node has GPUs.
+    """
+    gpu, cpu = [], []
+    for s in task.graph.subtasks:
+        on_cpu = s.kind.device is Device.CPU
+        gpu.append(subtask_gpu_seconds(s, tflops, bw_gbs) if has_gpus and not on_cpu else 0.0)
+        cpu.append(subtask_cpu_seconds(s, core_gflops) if on_cpu else 0.0)
+    return gpu, cpu
+
+
+def node_backlog_seconds(
+    task: Task, view: ClusterView, node: int, has_gpus: bool
+) -> tuple[list[float], list[float]]:
+    """:func:`backlog_seconds` of ``task`` on ``node`` from the view's datasheet figures (the live
+    runtime's form; the simulator keeps the same figures in its own arrays)."""
+    tflops, bw = view.node_tflops_mean[node], view.node_bw_mean[node]
+    return backlog_seconds(task, tflops, bw, view.fast.cpu_gflops[node], has_gpus)
 
 
 def task_split_seconds(task: Task, tflops: float, bw_gbs: float, core_gflops: float) -> tuple[float, float]:
@@ -90,8 +125,85 @@ def task_work_vector(task: Task) -> tuple[float, float, float, float]:
     return gf, gb, cf, cb
 
 
-def gpu_seconds_array(gflop: float, gbytes: float, tflops: np.ndarray, bw_gbs: np.ndarray) -> np.ndarray:
-    """Vectorised :func:`gpu_seconds` over devices (NaN-free for zero padding: returns inf)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = np.maximum(gflop / (tflops * 1e3 * NOMINAL_COMPUTE_EFF), gbytes / (bw_gbs * NOMINAL_BW_EFF))
-    return np.where(tflops > 0, t, np.inf)
+def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
+    """Reciprocals of datasheet arrays used on every decision, computed once per view (the
+    roofline of :func:`gpu_seconds`, vectorised over nodes as rates)."""
+    st = view.extra.get("_estimate_static")
+    if st is None:
+        has_gpu = view.n_gpus > 0
+        with np.errstate(divide="ignore"):
+            inv_tf = np.where(has_gpu, 1.0 / (view.node_tflops_mean * (1e3 * NOMINAL_COMPUTE_EFF)), 0.0)
+            inv_bw = np.where(has_gpu, 1.0 / (view.node_bw_mean * NOMINAL_BW_EFF), 0.0)
+        st = view.extra["_estimate_static"] = {
+            "has_gpu": has_gpu,
+            "all_gpu": bool(has_gpu.all()),
+            "inv_tf": inv_tf,
+            "inv_bw": inv_bw,
+            "inv_ng": 1.0 / np.maximum(view.n_gpus, 1),
+            "inv_cores": 1.0 / np.maximum(view.cores, 1),
+            "inv_cgf": 1.0 / view.cpu_gflops,
+            "inv_net": 1.0 / view.net_mbps,
+        }
+    return st
+
+
+def node_estimates(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: the task's (GPU-side run time, CPU-side run time, expected completion time).
+
+    Run times come from datasheets corrected by measured speeds; GPU-capable work is costed on the
+    node's average GPU, and on a core where a node has no GPU. The expected completion time (ETC,
+    relative to now) adds the input transfer after what the NIC already has queued and the queued
+    work ahead of the task on the node's GPUs or cores, whichever is longer.
+    """
+    st = _static(view)
+    gf, gb, cf, cb = task_work_vector(task)
+    inv_sp = 1.0 / np.maximum(view.node_speed_gpu, 1e-3)
+    inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)  # seconds per GFLOP on a core
+    g_s = np.maximum(gf * st["inv_tf"], gb * st["inv_bw"]) * inv_sp
+    if not st["all_gpu"]:
+        # cpu_seconds(gflop, gbytes, 1.0) x (1 / rate) is exact for the flop term and slightly
+        # pessimistic for the bandwidth term on fast cores — the same for every node.
+        g_s = np.where(st["has_gpu"], g_s, cpu_seconds(gf, gb, 1.0) * inv_cpu)
+    c_s = cpu_seconds(cf, cb, 1.0) * inv_cpu
+    wait = np.maximum(
+        view.backlog_gpu_s * st["inv_ng"] * inv_sp, view.backlog_cpu_s * st["inv_cores"] * inv_cpu
+    )
+    etc = view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
+    return g_s, c_s, etc
+
+
+def host_memory_wait(task: Task, view: ClusterView) -> np.ndarray:
+    """Per node: estimated seconds before ``task``'s host memory is admitted (0 where it fits).
+
+    Admission is FIFO, so the task waits until the memory held and queued ahead of it, plus its
+    own, fits: until about ``excess / m`` of the tasks ahead have finished (``m``: their mean host
+    memory). Those admitted run side by side, ``used / m`` of them, each for about the node's
+    nominal backlog per assigned task (corrected by measured speeds), so tasks finish at
+    ``(used / m) / duration`` per second.
+    """
+    tasks = np.maximum(view.tasks_on_node, 1)
+    held = view.host_mem_used_mb + view.host_mem_queued_mb
+    excess = held + task.host_mem_mb - view.host_mem_mb
+    mean_mem = np.maximum(held / tasks, 1.0)
+    inv_sp = 1.0 / np.maximum(view.node_speed_gpu, 1e-3)
+    inv_cpu = 1.0 / np.maximum(view.speed_cpu, 1e-3)
+    duration = (view.backlog_gpu_s * inv_sp + view.backlog_cpu_s * inv_cpu) / tasks
+    side_by_side = np.maximum(view.host_mem_used_mb / mean_mem, 1.0)
+    wait = np.ceil(np.maximum(excess, 0.0) / mean_mem) * duration / side_by_side
+    return np.where(excess > 0, wait, 0.0)
+
+
+def memory_aware_estimates(
+    task: Task, view: ClusterView
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per node: the task's GPU and CPU seconds and ETC as :func:`node_estimates`, except that the ETC
+    counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits)."""
+    g_s, c_s, etc = node_estimates(task, view)
+    wait = host_memory_wait(task, view)
+    after_mem = wait + task.input_mb * _static(view)["inv_net"] + g_s + c_s
+    return g_s, c_s, np.maximum(etc, after_mem), wait
+
+
+def best_etc_node(task: Task, view: ClusterView, mask: np.ndarray) -> int:
+    """The feasible node with the smallest ETC (what ``mct`` picks)."""
+    return int(np.argmin(np.where(mask, node_estimates(task, view)[2], np.inf)))

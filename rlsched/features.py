@@ -15,8 +15,7 @@ import math
 import numpy as np
 from gymnasium import spaces
 
-from rlsched.completion_estimates import memory_aware_estimates
-from rlsched.estimates import task_split_seconds
+from rlsched.estimates import memory_aware_estimates, task_split_seconds
 from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.tasks import Task
 from rlsched.view import DYN_COLUMNS, ClusterView

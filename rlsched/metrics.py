@@ -5,18 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Protocol
 
 import numpy as np
 
-
-class _Record(Protocol):
-    arrival_s: float
-    first_start_s: float
-    done_s: float
-    deadline_s: float | None
-    requeues: int
-    completions: int
+from rlsched.records import TaskRecord
 
 
 @dataclass
@@ -73,7 +65,7 @@ def load_balance(util: dict[str, np.ndarray]) -> float:
 
 
 def summarise(
-    records: Sequence[_Record],
+    records: Sequence[TaskRecord],
     util: dict[str, np.ndarray],
     *,
     unschedulable: int,

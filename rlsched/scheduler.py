@@ -66,7 +66,7 @@ class SubtaskPlacer(Protocol):
 
 @runtime_checkable
 class Clairvoyant(Protocol):
-    """A reference policy that reads the simulator's ground truth (DESIGN.md section 4).
+    """A reference policy that reads the simulator's ground truth (ARCHITECTURE.md section 4).
 
     It declares so with the class attribute ``clairvoyant = True``; the simulator then hands it
     itself through :meth:`bind_simulator` before the run, and the run's metrics say

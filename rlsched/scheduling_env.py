@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from rlsched.completion_estimates import best_etc_node
+from rlsched.estimates import best_etc_node
 from rlsched.features import encode_observation, observation_space, terminal_observation
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task

@@ -55,6 +55,11 @@ _NODE_ARRAYS: tuple[str, ...] = (
 )
 
 
+#: Weight of a new sample in a measured-speed moving average (the simulator's EMA of nominal over
+#: measured run time; the live runtime's EMA of each unit's log speed per kind).
+SPEED_EMA = 0.2
+
+
 def _renumber(model: np.ndarray, old: list[str], new: list[str]) -> np.ndarray:
     """GPU model indices into ``old`` names as indices into ``new`` (padding stays -1)."""
     table = np.array([new.index(m) for m in old] + [-1], dtype=np.int64)

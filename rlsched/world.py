@@ -19,19 +19,14 @@ from typing import Protocol
 
 import numpy as np
 
-from rlsched.interference.instrument import (
-    CalibratingPlacer,
-    ObservingPlacer,
-    ProfilingInstrument,
-    Survey,
-    run_survey,
-)
+from rlsched.interference.calibration import CalibratingPlacer, ObservingPlacer, Survey, run_survey
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
 #: ``(device model, kind, co-runner kinds, measured speed[, shares])`` of a finished GPU subtask
-#: (:meth:`rlsched.interference.instrument.ObservingPlacer.observe`).
+#: (:meth:`rlsched.interference.calibration.ObservingPlacer.observe`).
 Observe = Callable[..., None]
 
 
@@ -108,7 +103,7 @@ def hand_over(placer: object, instrument: ProfilingInstrument | None) -> Observe
     finished GPU subtasks), if any.
 
     The placer never holds the instrument: what it is handed is the measurements of its one
-    budgeted survey (:class:`rlsched.interference.instrument.Survey`), so it can neither measure
+    budgeted survey (:class:`rlsched.interference.calibration.Survey`), so it can neither measure
     more than it asked for nor reach what the instrument measures (the simulator's ground truth).
 
     :param placer: the world's stage-2 policy.

@@ -1,5 +1,5 @@
 """Profiler: measures kernel pairs co-running on one device and writes the co-location CSV
-(DESIGN.md section 7), so IAWP can learn the real machine.
+(ARCHITECTURE.md section 7), so IAWP can learn the real machine.
 
 :class:`LiveProfiler` is the live runtime's :class:`rlsched.interference.instrument.ProfilingInstrument`, the
 twin of the simulator's ``envs.simulated_instrument.SimulatedProfiler``: placers calibrate from

@@ -9,7 +9,7 @@ import pytest
 from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
 from rlsched.interference.active import active_colocation, budget, pick
-from rlsched.interference.instrument import SurveyRequest, run_survey
+from rlsched.interference.calibration import SurveyRequest, run_survey
 from rlsched.interference.predictor import fit_interference
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.registry import parse_scheduler

@@ -7,8 +7,9 @@ from collections import Counter
 import numpy as np
 
 from envs.simulator import Simulator
+from rlsched.estimates import host_memory_wait
 from rlsched.policies.registry import parse_scheduler
-from rlsched.policies.selectors import MctMemSelector, MctSelector, host_memory_wait
+from rlsched.policies.selectors import MctMemSelector, MctSelector
 from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario

@@ -9,7 +9,8 @@ import pytest
 
 from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
-from rlsched.interference.instrument import ObservingPlacer, ProfilingInstrument
+from rlsched.interference.calibration import ObservingPlacer
+from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.interference.kind_profiles import METRICS
 from rlsched.interference.predictor import ColocationData, fit_interference
 from rlsched.policies.iawp import ONLINE_BATCH, ColocGreedyPlacer, IawpPlacer

@@ -14,6 +14,7 @@ import pytest
 from rlsched.hardware import gpu_model
 from rlsched.policies.registry import parse_scheduler
 from rlsched.view import ClusterView
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 from runtime.cluster.live import LiveOptions, LiveResult, run_live
 from runtime.cluster.workload import LiveWorkload, build_work
@@ -85,9 +86,12 @@ def test_tasks_run_on_both_ray_nodes(ray_cluster: tuple[Any, Any]) -> None:
     cluster, worker = ray_cluster
     ids = [cluster.head_node.node_id, worker.node_id]
     rc = RayCluster(two_nodes(), node_ids=ids, runtime_env=ACTOR_ENV)
+    assert isinstance(rc, ClusterBackend)
+    assert [rc.location(0), rc.location(1)] == ids
     res, data = run(rc, tasks=40, rate=15.0)
     check_all(res, data)
     assert rc.backend_name == "numpy"
+    assert rc.stats().subtasks_done > 0 and res.dispatch_us_per_subtask > 0  # reported by the actors
     assert {o.node for o in res.outcomes.values()} == {0, 1}
     assert res.metrics.tasks_requeued == 0
     assert [d.node for d in res.devices] == ["head", "worker"]

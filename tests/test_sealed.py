@@ -1,4 +1,4 @@
-"""Ground truth sealed by construction (DESIGN.md section 4): nothing handed to a policy or to a Gym
+"""Ground truth sealed by construction (ARCHITECTURE.md section 4): nothing handed to a policy or to a Gym
 agent reaches the simulator's ground truth.
 
 The walker (:func:`leaks`) follows ``gc.get_referents`` from every object a policy or an agent is
@@ -58,11 +58,12 @@ import pytest
 import envs
 from envs.env_worker import _portable
 from envs.ground_truth import GroundTruth
-from envs.gym_env import ClusterSchedulingEnv, SimulatedWorlds
+from envs.gym_env import ClusterSchedulingEnv
 from envs.simulated_instrument import SimulatedProfiler
+from envs.simulated_worlds import SimulatedWorlds
 from envs.simulator import Run, Simulator
 from experiments.simulate import compare, format_table
-from rlsched.interference.instrument import Survey
+from rlsched.interference.calibration import Survey
 from rlsched.policies.registry import (
     SELECTORS,
     is_clairvoyant_spec,

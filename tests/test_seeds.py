@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from envs.gym_env import ClusterSchedulingEnv, SimulatedWorlds
+from envs.gym_env import ClusterSchedulingEnv
+from envs.simulated_worlds import SimulatedWorlds
 from envs.simulator import Simulator
 from experiments.suites import TEST_SEED_BASE
 from experiments.train import TrainConfig, check_seed_sets, seed_sets

@@ -23,7 +23,7 @@ import pytest
 from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port
 from rlsched.hardware import gpu_model
 from runtime import failpoints
-from runtime.cluster.agent import TaskOutcome
+from runtime.cluster.backend import TaskOutcome
 from runtime.service.dblock import DatabaseInUse
 from runtime.service.store import NewTask, StorageError, TaskStore, exactly_once_violations
 from tests.test_service import TOKENS, _config, _h, _wait_done

@@ -19,7 +19,7 @@ import numpy as np
 from envs.simulator import Simulator
 from rlsched.cluster import ClusterSpec
 from rlsched.hardware import gpu_model
-from rlsched.interference.instrument import Survey, SurveyRequest
+from rlsched.interference.calibration import Survey, SurveyRequest
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.spec import Scenario

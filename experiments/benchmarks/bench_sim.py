@@ -23,7 +23,8 @@ import time
 import gymnasium as gym
 import numpy as np
 
-from envs.gym_env import ClusterSchedulingEnv, SimulatedWorlds
+from envs.gym_env import ClusterSchedulingEnv
+from envs.simulated_worlds import SimulatedWorlds
 from experiments.simulate import compare, format_table, simulate
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scheduling_env import SchedulingEnv

@@ -45,7 +45,7 @@ import numpy as np
 
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
-from rlsched.interference.instrument import SurveyRequest
+from rlsched.interference.calibration import SurveyRequest
 from rlsched.policies.iawp import IawpPlacer, slowdown
 from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
 from rlsched.policies.registry import make_placer, make_selector

@@ -8,7 +8,7 @@ has been measured and the next round measures the triples whose answer is worth 
 where the model's members disagree most about the slowdown a placement would read
 (:meth:`rlsched.interference.predictor.InterferencePredictor.predict_spread`).
 
-It runs on the world's side (:func:`rlsched.interference.instrument.run_survey`) with the world's
+It runs on the world's side (:func:`rlsched.interference.calibration.run_survey`) with the world's
 instrument, so the simulator, ``run_live`` and the service's calibration take it the same way.
 """
 

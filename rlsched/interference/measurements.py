@@ -1,4 +1,4 @@
-"""The co-location and solo measurement CSVs (DESIGN.md section 7): their one reader and writer.
+"""The co-location and solo measurement CSVs (ARCHITECTURE.md section 7): their one reader and writer.
 
 Co-location CSV, header ``device,kind,partner,norm_throughput``: the throughput of ``kind`` on
 ``device`` while ``partner`` runs beside it, over its throughput alone, in ``[0, 2]`` (0 = the two

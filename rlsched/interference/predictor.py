@@ -1,6 +1,6 @@
 """Learned co-location interference: what the IAWP placer asks before sharing a GPU.
 
-Measurements are rows of a co-location CSV (DESIGN.md section 7)::
+Measurements are rows of a co-location CSV (ARCHITECTURE.md section 7)::
 
     device,kind,partner,norm_throughput
     v100,ResNet-18 (batch size 32),A3C,0.80

@@ -19,7 +19,7 @@ from collections.abc import Hashable
 import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
-from rlsched.interference.instrument import Survey, SurveyRequest
+from rlsched.interference.calibration import Survey, SurveyRequest
 from rlsched.interference.predictor import ColocationData, InterferencePredictor, fit_interference
 from rlsched.policies.placers import MlsmPlacer, core_free, cpu_seconds, ever_fits, fitting_gpus
 from rlsched.scheduler import CPU

@@ -14,7 +14,7 @@ from collections.abc import Hashable
 
 import numpy as np
 
-from rlsched.interference.instrument import Survey, SurveyRequest
+from rlsched.interference.calibration import Survey, SurveyRequest
 from rlsched.interference.kind_profiles import METRICS, complete_profiles, cosine_similarity
 from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
 from rlsched.scheduler import CPU

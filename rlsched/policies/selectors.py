@@ -1,15 +1,14 @@
 """Stage-1 baselines: which node takes a task. All vectorised over nodes.
 
 The completion-time estimates they share with the observation encoding live in the core
-(:mod:`rlsched.completion_estimates`).
+(:mod:`rlsched.estimates`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rlsched.completion_estimates import estimates, host_memory_wait, memory_aware_estimates
-from rlsched.estimates import task_work_vector
+from rlsched.estimates import memory_aware_estimates, node_estimates, task_work_vector
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -96,7 +95,7 @@ class MctSelector(_Selector):
     @staticmethod
     def etc(task: Task, view: ClusterView) -> np.ndarray:
         """Estimated completion time (relative to now) of ``task`` on every node."""
-        return estimates(task, view)[2]
+        return node_estimates(task, view)[2]
 
 
 class MctMemSelector(_Selector):
@@ -169,8 +168,5 @@ __all__ = [
     "PatsSelector",
     "RandomSelector",
     "RoundRobinSelector",
-    "estimates",
-    "host_memory_wait",
     "masked_argmin",
-    "memory_aware_estimates",
 ]

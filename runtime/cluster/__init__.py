@@ -11,11 +11,13 @@ from __future__ import annotations
 from rlsched.lazy import lazy_exports
 
 _EXPORTS = {
-    "ClusterBackend": "runtime.cluster.local",
+    "ClusterBackend": "runtime.cluster.backend",
+    "ClusterStats": "runtime.cluster.backend",
+    "DeviceReport": "runtime.cluster.backend",
     "LocalCluster": "runtime.cluster.local",
     "RayCluster": "runtime.cluster.ray_cluster",
     "NodeAgent": "runtime.cluster.agent",
-    "TaskOutcome": "runtime.cluster.agent",
+    "TaskOutcome": "runtime.cluster.backend",
     "LiveOptions": "runtime.cluster.live",
     "LiveResult": "runtime.cluster.live",
     "LiveSession": "runtime.cluster.live",

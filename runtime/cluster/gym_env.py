@@ -20,9 +20,9 @@ from rlsched.policies.registry import make_placer, make_selector, placer_names
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.scheduling_env import INVALID_PENALTY, SchedulingEnv
 from rlsched.world import World
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec
 from runtime.cluster.live import LiveOptions, LiveResult, LiveSession
-from runtime.cluster.local import ClusterBackend
 from runtime.cluster.workload import LiveWorkload, build_work
 
 __all__ = ["INVALID_PENALTY", "LiveSchedulingEnv", "LiveWorlds"]

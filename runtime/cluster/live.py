@@ -20,29 +20,15 @@ from tqdm import tqdm
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.metrics import RunMetrics, summarise
+from rlsched.records import TaskRecord
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from rlsched.world import drive, hand_over, take_decision
-from runtime.cluster.agent import NODE_LOST, TaskOutcome
-from runtime.cluster.local import ClusterBackend, DeviceReport
+from runtime.cluster.backend import NODE_LOST, ClusterBackend, DeviceReport, TaskOutcome
 from runtime.kernels import TaskData
 
-__all__ = ["NODE_LOST", "LiveOptions", "LiveRecord", "LiveResult", "LiveSession", "device_table", "run_live"]
-
-
-@dataclass
-class LiveRecord:
-    """Per-task timing, in seconds since the run started (``rlsched.metrics`` record)."""
-
-    arrival_s: float
-    deadline_s: float | None = None
-    first_start_s: float = math.nan
-    done_s: float = math.nan
-    requeues: int = 0
-    completions: int = 0
-    node: int = -1
-    error: str | None = None
+__all__ = ["NODE_LOST", "LiveOptions", "LiveResult", "LiveSession", "device_table", "run_live"]
 
 
 @dataclass
@@ -57,7 +43,7 @@ class LiveResult:
     errors: dict[int, str]
     dispatch_us_per_subtask: float
     stream_moves: int
-    records: list[LiveRecord] = field(default_factory=list)
+    records: list[TaskRecord] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -79,7 +65,7 @@ class LiveOptions:
 class _Tracker:
     """Outcomes as they arrive from agent threads."""
 
-    def __init__(self, records: list[LiveRecord], bar: tqdm | None) -> None:
+    def __init__(self, records: list[TaskRecord], bar: tqdm | None) -> None:
         self.records = records
         self.outcomes: dict[int, TaskOutcome] = {}
         self.retry: list[int] = []
@@ -129,7 +115,7 @@ class LiveSession:
     ) -> None:
         self.cluster, self.scheduler, self.opts = cluster, scheduler, opts
         self.tasks = {t.id: (t, d) for t, d in work}
-        self.records = [LiveRecord(t.arrival_s, t.deadline_s) for t, _ in sorted(work, key=lambda w: w[0].id)]
+        self.records = [TaskRecord(t.arrival_s, t.deadline_s) for t, _ in sorted(work, key=lambda w: w[0].id)]
         self._order = sorted(self.tasks, key=lambda i: self.tasks[i][0].arrival_s)
         self._next = 0
         with cluster.lock:
@@ -252,8 +238,7 @@ class LiveSession:
             tr.bar.close()
         wall = self.now
         c = self.cluster
-        util, devices = c.utilisation(), c.device_reports()
-        moves, dispatch = _stream_moves(c), _dispatch_us(c)
+        util, devices, stats = c.utilisation(), c.device_reports(), c.stats()
         c.close()
         metrics = summarise(
             self.records,
@@ -271,8 +256,8 @@ class LiveSession:
             tr.outcomes,
             devices,
             errors,
-            dispatch,
-            moves,
+            stats.dispatch_us_per_subtask,
+            stats.stream_moves,
             self.records,
         )
         return metrics
@@ -303,17 +288,6 @@ def run_live(
 def _feedback(cluster: ClusterBackend, stop: threading.Event, interval: float) -> None:
     while not stop.wait(interval):
         cluster.tick()
-
-
-def _stream_moves(cluster: ClusterBackend) -> int:
-    agents = getattr(cluster, "agents", [])
-    return sum(len(a.feedback.moves) for a in agents)
-
-
-def _dispatch_us(cluster: ClusterBackend) -> float:
-    agents = getattr(cluster, "agents", [])
-    n = sum(a.subtasks_done for a in agents)
-    return 1e6 * sum(a.dispatch_s for a in agents) / n if n else float("nan")
 
 
 def device_table(devices: list[DeviceReport]) -> str:

@@ -1,9 +1,9 @@
-"""Cluster backends: where node agents live. ``LocalCluster`` keeps them in this process.
+"""``LocalCluster``: a cluster backend (:class:`~runtime.cluster.backend.ClusterBackend`) that
+keeps every node agent in this process.
 
-A cluster backend owns the :class:`~rlsched.view.ClusterView` the schedulers read and the lock
-that guards it, and runs each task on the node stage 1 chose. ``LocalCluster`` is the embedded
-default: every node agent runs in-process (emulated GPUs on the NumPy backend, or real GPUs of
-this machine on CuPy). ``runtime.cluster.ray_cluster.RayCluster`` puts one agent on each Ray node.
+It is the embedded default: every node agent runs in-process (emulated GPUs on the NumPy backend,
+or real GPUs of this machine on CuPy). ``runtime.cluster.ray_cluster.RayCluster`` puts one agent
+on each Ray node.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any
 
 import numpy as np
 
@@ -25,64 +25,12 @@ from rlsched.world import Observe
 from runtime import failpoints
 from runtime.backends.base import Backend
 from runtime.backends.select import choose_backend
-from runtime.cluster.agent import NODE_LOST, DeviceReport, NodeAgent, TaskOutcome
+from runtime.cluster.agent import NodeAgent
+from runtime.cluster.backend import NODE_LOST, ClusterStats, DeviceReport, TaskOutcome
 from runtime.cluster.config import LiveClusterSpec, LiveNode, fold_ordinals
 from runtime.cluster.monitor import NvmlMonitor, fill_view_from_samples
 from runtime.cluster.speed_reference import SpeedReference
 from runtime.kernels import TaskData
-
-
-class ClusterBackend(Protocol):
-    """What the live run loop needs from a cluster."""
-
-    spec: LiveClusterSpec
-    view: ClusterView
-    lock: threading.RLock
-    backend_name: str
-
-    def start(self, placer_spec: str | SubtaskPlacer, seed: int, observe: Observe | None) -> None:
-        """Create the node agents with a stage-2 placer (a registry spec or an object)."""
-        ...
-
-    def submit(self, node: int, task: Task, data: TaskData, on_done: Callable[[TaskOutcome], None]) -> None:
-        """Run a task on a node; ``on_done`` is called once with its outcome (any thread)."""
-        ...
-
-    def tick(self) -> None:
-        """One stream-feedback step on every node."""
-        ...
-
-    def utilisation(self) -> dict[str, np.ndarray]:
-        """Per-node utilisation integrals (``rlsched.metrics.summarise`` input)."""
-        ...
-
-    def device_reports(self) -> list[DeviceReport]:
-        """Per-GPU stream counts, utilisation and cache counters."""
-        ...
-
-    def close(self) -> None:
-        """Stop every agent."""
-        ...
-
-    def add_node(self, node: LiveNode, where: str | None = None) -> int:
-        """Start an agent for a node joining at run time; its index in the view (which grows).
-
-        :param node: the node's devices.
-        :param where: backend-specific location (a Ray node id); ``None`` lets the backend choose.
-        """
-        ...
-
-    def remove_node(self, node: int) -> int:
-        """Stop a node's agent; its unfinished tasks get :data:`NODE_LOST`. How many it held."""
-        ...
-
-    def withdraw(self, node: int, limit: int) -> int:
-        """Hand back up to ``limit`` not-yet-started tasks of a node (error ``MOVED``)."""
-        ...
-
-    def set_placer(self, placer_spec: str | SubtaskPlacer, observe: Observe | None = None) -> None:
-        """Give every agent a new stage-2 placer (a registry spec or an object), as ``start``."""
-        ...
 
 
 class LocalCluster:
@@ -193,7 +141,7 @@ class LocalCluster:
     def withdraw(self, node: int, limit: int) -> int:
         """Hand back up to ``limit`` tasks of ``node`` that have not started.
 
-        Their outcomes (error :data:`~runtime.cluster.agent.MOVED`) are given at once.
+        Their outcomes (error :data:`~runtime.cluster.backend.MOVED`) are given at once.
         """
         return self.agents[node].withdraw(limit) if self.agents[node].alive else 0
 
@@ -223,7 +171,18 @@ class LocalCluster:
         return merge_utilisation([a.util.summary() for a in self.agents], self.clock(), self.agents)
 
     def device_reports(self) -> list[DeviceReport]:
-        return [r for a in self.agents for r in a.device_reports()]
+        return [r for a in self.agents for r in a.reports.device_reports()]
+
+    def stats(self) -> ClusterStats:
+        return ClusterStats.total(a.reports.stats() for a in self.agents)
+
+    def location(self, node: int) -> str | None:
+        """``None``: every agent runs in this process."""
+        return None
+
+    def free_hosts(self) -> list[dict[str, Any]]:
+        """None: one machine holds every agent."""
+        return []
 
     def close(self) -> None:
         for a in self.agents:

@@ -27,7 +27,8 @@ from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from runtime.backends.select import choose_backend
-from runtime.cluster.agent import NodeAgent, TaskOutcome
+from runtime.cluster.agent import NodeAgent
+from runtime.cluster.backend import TaskOutcome
 from runtime.cluster.config import LiveClusterSpec
 from runtime.cluster.speed_reference import CPU_UNIT, SpeedReference
 from runtime.kernels import TaskData, output_digest
@@ -215,20 +216,14 @@ class NodeActor:
         return self.report()
 
     def report(self) -> dict[str, Any]:
-        """The node's snapshot, utilisation row, device reports and agent counters."""
+        """The node's snapshot, utilisation row, device reports and agent counters
+        (:class:`~runtime.cluster.backend.ClusterStats`)."""
         a, n = self.agent, self.node
         with self.lock:
             a.util.advance_node(n, self.clock())
             util = {k: v[n].item() for k, v in a.util.summary().items()}
-            devices = a.device_reports()
-            return {
-                "snapshot": self._snapshot(),
-                "util": util,
-                "devices": devices,
-                "moves": list(a.feedback.moves),
-                "subtasks_done": a.subtasks_done,
-                "dispatch_s": a.dispatch_s,
-            }
+            devices, stats = a.reports.device_reports(), a.reports.stats()
+            return {"snapshot": self._snapshot(), "util": util, "devices": devices, "stats": stats}
 
     def withdraw(self, limit: int) -> int:
         """Hand back up to ``limit`` tasks that have not started (their ``run`` calls answer

@@ -9,10 +9,9 @@ on the node's devices. The actor answers each task with its outcome and a snapsh
 row of the view, which the driver copies into its own view; stream-feedback ticks bring
 snapshots between completions too.
 
-This module holds the driver: :class:`RayCluster`, the waiter thread that hands finished calls
-back, the classification of Ray errors (node lost or task failed), and :class:`AgentSummary`,
-the driver's record of each remote agent. What runs on the nodes lives in
-:mod:`runtime.cluster.ray_actor`; its public names are importable from here too.
+This module holds the driver: :class:`RayCluster` and the waiter thread that hands finished
+calls back. What runs on the nodes lives in :mod:`runtime.cluster.ray_actor` (its public names are
+importable from here too); what a failed Ray call means, in :mod:`runtime.cluster.ray_errors`.
 
 A node that dies (its Ray node removed or crashed, its actor killed) fails the calls in flight on
 it: the driver marks the node dead in its view and hands each of those tasks back with
@@ -36,19 +35,20 @@ import math
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from rlsched.estimates import node_backlog_seconds
 from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.world import Observe
-from runtime.cluster.agent import NODE_LOST, TaskOutcome, nominal_seconds
+from runtime.cluster.backend import NODE_LOST, ClusterStats, DeviceReport, TaskOutcome
 from runtime.cluster.config import LiveClusterSpec, LiveNode
-from runtime.cluster.local import DeviceReport, join_node
+from runtime.cluster.local import join_node
 from runtime.cluster.ray_actor import (
     AGENT_SHUT_DOWN,
     CONTROL_GROUP,
@@ -58,6 +58,7 @@ from runtime.cluster.ray_actor import (
     apply_node_snapshot,
     node_snapshot,
 )
+from runtime.cluster.ray_errors import is_lost, node_gone
 from runtime.cluster.speed_reference import SpeedReference
 from runtime.kernels import TaskData
 
@@ -65,8 +66,6 @@ __all__ = [
     "AGENT_SHUT_DOWN",
     "CONTROL_GROUP",
     "MAX_IN_FLIGHT",
-    "AgentSummary",
-    "FeedbackSummary",
     "NodeActor",
     "RayCluster",
     "Snapshot",
@@ -81,27 +80,6 @@ MAX_SHARED_INPUTS = 64
 #: Default ``max_concurrency`` of a node actor: each task in flight on a node holds one actor
 #: thread while it waits for its outcome; calls beyond this wait in Ray's queue (not lost).
 MAX_IN_FLIGHT = 256
-
-
-@dataclass
-class FeedbackSummary:
-    """Stream moves of one node's feedback controller (``StreamFeedback.moves``)."""
-
-    moves: list[tuple[int, int]] = field(default_factory=list)
-
-
-@dataclass
-class AgentSummary:
-    """What the driver knows of a remote node agent: the attributes ``run_live`` reads from
-    ``cluster.agents`` (stream moves, subtasks done, dispatch time), as last reported.
-
-    :param node: the agent's node.
-    """
-
-    node: int
-    feedback: FeedbackSummary = field(default_factory=FeedbackSummary)
-    subtasks_done: int = 0
-    dispatch_s: float = 0.0
 
 
 @dataclass
@@ -170,7 +148,6 @@ class RayCluster:
         self.max_in_flight = max_in_flight
         self.start_timeout_s = start_timeout_s
         self.actors: list[Any] = []  # Ray actor handles, one per spec node, after start()
-        self.agents: list[AgentSummary] = []
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._waiter: threading.Thread | None = None
@@ -182,6 +159,8 @@ class RayCluster:
         self.actors = []
         self._util_rows: list[dict[str, Any] | None] = [None] * n
         self._devices: list[list[DeviceReport]] = [[] for _ in range(n)]
+        #: Each node's agent counters, as last reported.
+        self._stats = [ClusterStats()] * n
         self._seq = [0] * n
         self._in_flight = [0] * n
         self._dead = [False] * n
@@ -216,7 +195,6 @@ class RayCluster:
         self._create_actors(actor_cls, placer_spec, seed, observe is not None)
         answers = self._await_actors()
         self.backend_name = ",".join(sorted({name for name, _ in answers}))
-        self.agents = [AgentSummary(i) for i in range(len(self.actors))]
         # Time 0 is when the agents are up, as for LocalCluster: run_live starts its clock next.
         self._t0 = time.perf_counter()
         self._stop.clear()
@@ -295,7 +273,7 @@ class RayCluster:
                 # the same idle node.
                 self._in_flight[node] += 1
                 self.view.tasks_on_node[node] = self._in_flight[node]
-                gpu_s, cpu_s = nominal_seconds(task, self.view, node, self.view.n_gpus[node] > 0)
+                gpu_s, cpu_s = node_backlog_seconds(task, self.view, node, self.view.n_gpus[node] > 0)
                 self.view.backlog_gpu_s[node] += sum(gpu_s)
                 self.view.backlog_cpu_s[node] += sum(cpu_s)
         if dead:  # stage 1 chose it just before it was marked dead
@@ -379,7 +357,7 @@ class RayCluster:
                 self._ticking[call.node] = False
             if err is None:
                 self._take_report(call.node, value)
-            elif _is_lost(ray, err):
+            elif is_lost(ray, err):
                 self._lost(call.node, err)
             else:
                 log.warning("RayCluster: stream feedback on node %d failed: %s", call.node, err)
@@ -396,7 +374,7 @@ class RayCluster:
                 out.error = NODE_LOST  # removed while the task ran: it is placed again
             call.on_done(_driver_outcome(out, call, now))
             return
-        if _is_lost(ray, err):
+        if is_lost(ray, err):
             self._lost(call.node, err)
             call.on_done(TaskOutcome(call.task, call.node, call.submit_s, math.nan, now, {}, NODE_LOST))
             return
@@ -418,13 +396,11 @@ class RayCluster:
         with self.lock:
             self._util_rows[node] = rep["util"]
             self._devices[node] = rep["devices"]
-            a = self.agents[node]
-            a.feedback.moves = rep["moves"]
-            a.subtasks_done, a.dispatch_s = rep["subtasks_done"], rep["dispatch_s"]
+            self._stats[node] = rep["stats"]
 
     def _lost(self, node: int, err: BaseException) -> None:
         """The node's actor is gone (or its Ray node is): take the node out of the view."""
-        if not _actor_gone(self._r, err) and _ray_node_alive(self._r, self.node_ids[node]):
+        if not node_gone(self._r, err, self.node_ids[node]):
             return  # a lost object or an unreachable moment: retry the task, keep the node
         with self.lock:
             if self._dead[node]:
@@ -436,7 +412,11 @@ class RayCluster:
         self.speeds.forget(node)
 
     # ---- membership --------------------------------------------------------------------------
-    def new_ray_nodes(self) -> list[dict[str, Any]]:
+    def location(self, node: int) -> str | None:
+        """The Ray node id node ``node``'s agent runs on."""
+        return self.node_ids[node]
+
+    def free_hosts(self) -> list[dict[str, Any]]:
         """Alive Ray nodes that hold no agent of this cluster (``ray.nodes()`` entries)."""
         mine = set(self.node_ids)
         return [x for x in self._r.nodes() if x.get("Alive") and str(x["NodeID"]) not in mine]
@@ -449,7 +429,7 @@ class RayCluster:
         :raises ValueError: no such free Ray node, or a live node already has this name.
         :raises TimeoutError: the actor did not come up within ``start_timeout_s``.
         """
-        free = [str(x["NodeID"]) for x in self.new_ray_nodes()]
+        free = [str(x["NodeID"]) for x in self.free_hosts()]
         ray_id = where if where is not None else (free[0] if free else None)
         if ray_id is None or ray_id not in free:
             raise ValueError(f"Ray node {where or '(any)'}: not alive, or it already runs an agent")
@@ -458,12 +438,12 @@ class RayCluster:
             self.view.set_alive(i, False)  # not offered to stage 1 until the actor is up
             self._util_rows.append(None)
             self._devices.append([])
+            self._stats.append(ClusterStats())
             self._seq.append(0)
             self._in_flight.append(0)
             self._dead.append(True)
             self._ticking.append(False)
             self.node_ids.append(ray_id)
-            self.agents.append(AgentSummary(i))
             actor = self._new_actor(self._actor_cls, i, ray_id, *self._started_with)
             self.actors.append(actor)
         ready = actor.ready.options(concurrency_group=CONTROL_GROUP).remote()
@@ -501,14 +481,14 @@ class RayCluster:
 
     def withdraw(self, node: int, limit: int) -> int:
         """Hand back up to ``limit`` tasks of ``node`` that have not started (their outcomes,
-        error :data:`~runtime.cluster.agent.MOVED`, arrive on the waiter thread); how many."""
+        error :data:`~runtime.cluster.backend.MOVED`, arrive on the waiter thread); how many."""
         if self._dead[node]:
             return 0
         ref = self.actors[node].withdraw.options(concurrency_group=CONTROL_GROUP).remote(limit)
         try:
             return int(self._r.get(ref, timeout=10.0))
         except Exception as exc:  # the node died meanwhile: its tasks come back as lost
-            if _is_lost(self._r, exc):
+            if is_lost(self._r, exc):
                 self._lost(node, exc)
             return 0
 
@@ -533,7 +513,7 @@ class RayCluster:
             try:
                 self._take_report(i, ray.get(ref, timeout=0))
             except Exception as exc:  # dead node or timeout: keep its last report
-                if _is_lost(ray, exc):
+                if is_lost(ray, exc):
                     self._lost(i, exc)
 
     def utilisation(self) -> dict[str, np.ndarray]:
@@ -553,6 +533,12 @@ class RayCluster:
         self._gather()
         with self.lock:
             return [d for devs in self._devices for d in devs]
+
+    def stats(self) -> ClusterStats:
+        """The agents' counters as last reported (every tick; :meth:`utilisation` and
+        :meth:`device_reports` gather fresh reports first)."""
+        with self.lock:
+            return ClusterStats.total(self._stats)
 
     # ---- teardown ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -601,36 +587,6 @@ def _map_nodes(ray: Any, n: int, node_ids: Sequence[str] | None, share: bool = F
     if missing:
         raise ValueError(f"Ray node(s) not alive or unknown: {', '.join(missing)}")
     return ids
-
-
-def _ray_node_alive(ray: Any, node_id: str) -> bool:
-    try:
-        return any(str(x["NodeID"]) == node_id and x.get("Alive") for x in ray.nodes())
-    except Exception:  # cannot ask the GCS: assume the worst, the task is retried either way
-        return False
-
-
-def _actor_gone(ray: Any, err: BaseException) -> bool:
-    """Whether ``err`` says the actor itself is dead for good (``max_restarts=0``)."""
-    ex = ray.exceptions
-    if isinstance(err, ex.ActorUnavailableError):
-        return False  # Ray's word for "may come back": the node is checked instead
-    return isinstance(
-        err, ex.RayActorError | ex.NodeDiedError | ex.LocalRayletDiedError | ex.WorkerCrashedError
-    )
-
-
-def _is_lost(ray: Any, err: BaseException) -> bool:
-    """Whether ``err`` means the call died with its actor or node (not a failure of the task)."""
-    ex = ray.exceptions
-    return isinstance(
-        err,
-        ex.RayActorError
-        | ex.NodeDiedError
-        | ex.ObjectLostError
-        | ex.LocalRayletDiedError
-        | ex.WorkerCrashedError,
-    )
 
 
 def _driver_outcome(out: TaskOutcome, call: _Call, now: float) -> TaskOutcome:

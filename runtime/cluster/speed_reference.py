@@ -28,8 +28,8 @@ import math
 import threading
 from collections.abc import Mapping
 
-#: EMA weight of one log-speed sample of a (unit, kind).
-LOG_EMA = 0.2
+from rlsched.view import SPEED_EMA
+
 #: Samples of a (unit, kind) after which its weight in the unit's mean stops growing: a kind a unit
 #: ran once does not count as much as one it runs all the time.
 FULL_WEIGHT_SAMPLES = 8
@@ -66,7 +66,7 @@ class SpeedReference:
         with self._lock:
             kinds = self._ema.setdefault((node, unit), {})
             old = kinds.get(kind)
-            new = (x, 1) if old is None else (old[0] + LOG_EMA * (x - old[0]), old[1] + 1)
+            new = (x, 1) if old is None else (old[0] + SPEED_EMA * (x - old[0]), old[1] + 1)
             kinds[kind] = new
             self._peers.setdefault((unit == CPU_UNIT, kind), {})[(node, unit)] = new
             self._refs.pop((unit == CPU_UNIT, kind), None)

@@ -40,7 +40,7 @@ from pydantic import BaseModel, Field
 
 from rlsched.errors import InputError
 from rlsched.hardware import gpu_model
-from rlsched.scenarios.loader import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
+from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS

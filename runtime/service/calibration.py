@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from rlsched.interference.instrument import CalibratingPlacer, Survey, SurveyRequest, run_survey
+from rlsched.interference.calibration import CalibratingPlacer, Survey, SurveyRequest, run_survey
 from rlsched.world import Observe
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec
-from runtime.cluster.local import ClusterBackend
 
 log = logging.getLogger(__name__)
 

@@ -41,8 +41,7 @@ from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from rlsched.world import drive
-from runtime.cluster.agent import MOVED, NODE_LOST, TaskOutcome
-from runtime.cluster.local import ClusterBackend
+from runtime.cluster.backend import MOVED, NODE_LOST, ClusterBackend, TaskOutcome
 from runtime.kernels import TaskData, output_digest
 from runtime.service.canary import Canary
 from runtime.service.config import Tenant

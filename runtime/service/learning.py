@@ -22,8 +22,8 @@ from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec
-from runtime.cluster.local import ClusterBackend
 from runtime.service.calibration import FALLBACK_PLACER, Calibrator
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState

@@ -22,8 +22,8 @@ import threading
 from typing import Any
 
 from rlsched.hardware import gpu_model
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveGpu, LiveNode
-from runtime.cluster.local import ClusterBackend
 from runtime.service.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
@@ -119,11 +119,8 @@ class NodeAdmin:
 
     def discover(self, default_model: str) -> list[int]:
         """Ray: give every alive Ray node without an agent one; the rows added."""
-        find = getattr(self.cluster, "new_ray_nodes", None)
-        if find is None:
-            return []
         added = []
-        for entry in find():
+        for entry in self.cluster.free_hosts():
             node = ray_node_spec(entry, default_model)
             if node is None:
                 continue

@@ -3,9 +3,9 @@
 ``rlsched.world.drive`` decides for the simulator, for ``run_live`` and, through this class, for
 ``rlsched serve``: the same mask, lock and ``select`` call, so a policy cannot behave differently
 in the service than where it was evaluated. What differs is where tasks come from: the queue's
-fair-share head (:meth:`Dispatcher.next_row`) instead of a workload's arrival times, and a
-stream that never ends (:meth:`QueueWorld.next_decision` returns ``None`` only when the service
-stops).
+fair-share head (the dispatcher's :meth:`QueueOwner.next_row`) instead of a workload's arrival
+times, and a stream that never ends (:meth:`QueueWorld.next_decision` returns ``None`` only when
+the service stops).
 """
 
 from __future__ import annotations
@@ -16,24 +16,52 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from rlsched.feasibility import feasible_nodes, task_needs
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.workload import live_task
 from runtime.kernels import TaskData, make_task_data
 from runtime.service.store import TaskRow
-
-if TYPE_CHECKING:
-    from runtime.service.dispatcher import Dispatcher
 
 log = logging.getLogger(__name__)
 
 #: Seconds to wait when no queued task may start now.
 IDLE_S = 0.01
+
+
+class QueueOwner(Protocol):
+    """What a :class:`QueueWorld` needs of the service's dispatcher
+    (:class:`runtime.service.dispatcher.Dispatcher`): fair share, starts and outcomes."""
+
+    #: The started cluster (its view and the lock that guards it).
+    cluster: ClusterBackend
+    #: ``time.perf_counter()`` when the service started: the zero of the view's clock.
+    t0: float
+    #: Nodes that take no new tasks (being drained), by index.
+    closed: set[int]
+    #: Tasks moved off a node, and that node (stage 1 places them elsewhere).
+    avoid: dict[int, int]
+
+    def record_pending(self) -> None:
+        """Record the outcomes the store refused earlier."""
+        ...
+
+    def next_row(self) -> TaskRow | None:
+        """The queued task that goes next by fair share, if any may start now."""
+        ...
+
+    def unschedulable(self, row: TaskRow, task: Task, now: float) -> None:
+        """Fail a task no node could ever run."""
+        ...
+
+    def start_task(self, row: TaskRow, task: Task, data: TaskData, node: int) -> None:
+        """Start a task on a node."""
+        ...
 
 
 class QueueWorld:
@@ -47,7 +75,7 @@ class QueueWorld:
     :param stop: set when the service stops; :meth:`next_decision` then returns ``None``.
     """
 
-    def __init__(self, dispatcher: Dispatcher, stop: threading.Event) -> None:
+    def __init__(self, dispatcher: QueueOwner, stop: threading.Event) -> None:
         self.d, self._stop = dispatcher, stop
         self._current: tuple[TaskRow, Task, TaskData] | None = None
         self._mask: np.ndarray | None = None  # what the policy was shown

@@ -8,13 +8,8 @@ leaves the task queued or running in the database, and the next process runs it.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import logging
-import signal
-import socket
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import (
@@ -26,12 +21,13 @@ from prometheus_client import (
     generate_latest,
 )
 
-from rlsched.errors import InputError, Unavailable
+from rlsched.errors import InputError
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
+from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
-from runtime.cluster.local import ClusterBackend, DeviceReport, LocalCluster
+from runtime.cluster.local import LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
@@ -184,7 +180,7 @@ class Service:
         store: TaskStore | None = None,
     ) -> None:
         self.config = config
-        self.store = store or TaskStore(config.db, _owner(config))
+        self.store = store or TaskStore(config.db, store_owner(config))
         spec: LiveClusterSpec = (
             default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
         )
@@ -342,7 +338,6 @@ class Service:
         """Nodes, their GPUs (model, streams, memory), and the queue depth per node."""
         c = self.cluster
         closed = self.dispatcher.closed if self.dispatcher is not None else set()
-        ray_ids = getattr(c, "node_ids", None)  # Ray: where each agent runs
         # Cache counters and utilisation per GPU, by node name (a name reused after a removal:
         # the later, live node's figures).
         reports = {(d.node, d.gpu): d for d in c.device_reports()} if self.ready.is_set() else {}
@@ -354,7 +349,7 @@ class Service:
                     "index": i,
                     "alive": bool(v.alive[i]),
                     "draining": i in closed,
-                    "ray_node_id": ray_ids[i] if ray_ids is not None else None,
+                    "ray_node_id": c.location(i),  # Ray: where the agent runs
                     "cpu_cores": n.cpu_cores,
                     "tasks": int(v.tasks_on_node[i]),
                     "ready_waiting": int(v.ready_waiting[i]),
@@ -406,99 +401,6 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
     return RayCluster(spec, share_nodes=started_here, outputs="digest")
 
 
-class AddressInUse(Unavailable):
-    """Another process listens on the service's address (``rlsched serve`` exits 4)."""
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` and listening, before anything else starts.
-
-    :raises AddressInUse: the port is taken.
-    :raises OSError: the address cannot be used otherwise (no such interface, no permission).
-    """
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as e:
-        sock.close()
-        if e.errno == errno.EADDRINUSE:
-            raise AddressInUse(f"{host}:{port}", "in use by another process") from None
-        raise
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock
-
-
-#: glibc's ``mallopt`` parameter of the number of heap arenas.
-_M_ARENA_MAX = -8
-#: Heap arenas the service's threads share (glibc's default: 8 per core).
-ARENAS = 2
-
-
-def share_heap_arenas() -> bool:
-    """Make the service's threads share :data:`ARENAS` glibc heap arenas (True if this is glibc
-    and it took the setting).
-
-    A dozen lane threads make and drop task arrays of 0.1-16 MB; with an arena per thread each
-    keeps its own free, fragmented heap. A 10-minute soak at 0.8 of capacity saw the service's
-    RSS climb from 498 to 735 MB that way while what Python and NumPy held (tracemalloc) stayed
-    within the tasks in flight. With two arenas, a 600-task backlog in-process ran at 370-400 MB
-    against 480-520 MB, at the same throughput or better (pinning glibc's mmap threshold instead
-    halved throughput: every array became fresh zeroed pages). BENCHMARKS "Soak".
-    """
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return False  # not glibc (musl, macOS): nothing to set
-    return bool(libc.mallopt(_M_ARENA_MAX, ARENAS))
-
-
-def _owner(config: ServiceConfig) -> str:
+def store_owner(config: ServiceConfig) -> str:
+    """Who holds the queue file while ``config``'s service runs (shown to a second one)."""
     return f"serving {config.host}:{config.port}"
-
-
-def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> None:
-    """Run the service in this process until interrupted (uvicorn on ``config.host:port``).
-
-    In this order, so that a service that cannot run changes nothing: take the queue file's lock,
-    bind the address, then recover the queue and start the cluster.
-
-    :param config: the service.
-    :param announce: called once the service listens and its queue is recovered.
-    :raises DatabaseInUse: another service holds the queue file.
-    :raises AddressInUse: the port is taken.
-    """
-    import uvicorn
-
-    from runtime.service.app import create_app
-
-    share_heap_arenas()
-    store = TaskStore(config.db, _owner(config))
-    try:
-        sock = listen(config.host, config.port)
-    except BaseException:
-        store.close()
-        raise
-    service = Service(config, store=store)
-    service.start()
-    if announce is not None:
-        announce()
-    # uvicorn shuts down on SIGTERM, then raises the signal again once it has; with the default
-    # action that kills the process before the service stops (its last checkpoint unwritten).
-    # Raised here instead, it ends the run through the finally below, and the process exits 0.
-    previous = signal.signal(signal.SIGTERM, _terminated)
-    try:
-        server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
-        server.run(sockets=[sock])
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-        log.info("rlsched serve: stopping (queue %s)", config.db)
-        service.stop()
-        sock.close()
-        log.info("rlsched serve: stopped; learned state checkpointed, queue closed")
-
-
-def _terminated(signum: int, frame: object) -> None:
-    raise SystemExit(0)
