@@ -7,15 +7,13 @@ Seeds (``rlsched.seeds``): training episodes use the training set (0-9,999), mod
 
 from __future__ import annotations
 
-import argparse
-import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rlsched.seeds import TEST
 
 if TYPE_CHECKING:
-    from experiments.evaluate import EvalConfig
+    pass
 
 #: First test seed: evaluations report these, never training or validation seeds.
 TEST_SEED_BASE = TEST.start
@@ -61,7 +59,7 @@ def available_scenarios() -> list[str]:
     return out
 
 
-def _suite(name: str) -> tuple[list[str], list[str], int, str]:
+def suite(name: str) -> tuple[list[str], list[str], int, str]:
     """(scenarios, schedulers, seeds, title) of a suite."""
     if name == "paper":
         return (
@@ -77,63 +75,6 @@ def _suite(name: str) -> tuple[list[str], list[str], int, str]:
         return available_scenarios(), scheds, 5, "Full evaluation"
     capped = [f"{n}#{DEFAULT_TASK_CAP[n]}" if n in DEFAULT_TASK_CAP else n for n in available_scenarios()]
     return capped, list(MAIN_SCHEDULERS), 3, "Default evaluation: every built-in scenario"
-
-
-def _split(text: str | None) -> list[str]:
-    return [x.strip() for x in (text or "").split(",") if x.strip()]
-
-
-def build_config(args: argparse.Namespace, argv: Sequence[str]) -> EvalConfig:
-    """The evaluation an ``rlsched evaluate`` command line asks for (flags override the suite)."""
-    from experiments.evaluate import EvalConfig, EvaluateError
-    from experiments.evaluation import default_jobs
-
-    scenarios, schedulers, seeds, title = (
-        _suite(args.suite) if args.suite else ([], [], 3, "rlsched evaluation")
-    )
-    if args.scenarios is not None:
-        scenarios = _split(args.scenarios)
-    if args.schedulers is not None:
-        schedulers = _split(args.schedulers)
-    if not args.suite and (args.scenarios is None or args.schedulers is None):
-        missing = "--scenarios" if args.scenarios is None else "--schedulers"
-        raise EvaluateError(missing, "value", "a value: give --suite, or both --scenarios and --schedulers")
-    n = seeds if args.seeds is None else args.seeds
-    first = TEST_SEED_BASE if args.first_seed is None else args.first_seed
-    runs = {}
-    for spec in args.runs:
-        name, eq, d = spec.partition("=")
-        if not eq or not name or not d:
-            raise EvaluateError("--runs", "value", "NAME=DIR", spec)
-        runs[name] = d
-    loads: tuple[float, ...] = ()
-    if args.loads is not None:
-        from experiments.load_curves import parse_loads
-
-        loads = parse_loads(args.loads)
-        if args.rate is not None:
-            raise EvaluateError(
-                "--rate", "value", "no --rate with --loads (the loads set the rate)", args.rate
-            )
-    elif args.load_of != "bound":
-        raise EvaluateError("--load-of", "value", "--loads beside it", args.load_of)
-    return EvalConfig(
-        scenarios=scenarios,
-        schedulers=schedulers,
-        seeds=list(range(first, first + n)),
-        rate=args.rate,
-        model=args.model,
-        placer_model=args.placer_model,
-        jobs=args.jobs or default_jobs(),
-        timeout_s=args.timeout,
-        runs=runs,
-        title=title,
-        command=shlex.join(["rlsched", *argv]),
-        suite=args.suite,
-        convergence_steps=args.convergence_steps,
-        loads=loads,
-        load_of=args.load_of,
-    )
 
 
 def scenario_table(names: Sequence[str]) -> str:

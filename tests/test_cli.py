@@ -255,11 +255,11 @@ def test_a_backend_that_cannot_run_here_exits_4(tmp_path: Path) -> None:
 
 
 def test_the_readme_lists_every_exit_code() -> None:
-    """The README's exit-code table is the CLI's (``experiments.cli._EXIT_MEANING``), no more, no less."""
+    """The README's exit-code table is the CLI's (``exit_codes.EXIT_MEANING``), no more, no less."""
     import re
 
-    from experiments import cli
+    from experiments.commands.exit_codes import EXIT_MEANING
 
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("- Exit codes", 1)[1].split("\n\n", 2)[1]
-    assert {int(c) for c in re.findall(r"^  \| (\d+) \|", section, re.MULTILINE)} == set(cli._EXIT_MEANING)
+    assert {int(c) for c in re.findall(r"^  \| (\d+) \|", section, re.MULTILINE)} == set(EXIT_MEANING)

@@ -1,13 +1,23 @@
-"""Each default is written once: the CLI's flags read theirs off the config dataclasses."""
+"""Each flag is written once: a field of its command's options, its default read off the config
+dataclasses, its help from the field's docstring line."""
 
 from __future__ import annotations
 
-from experiments.cli import _parser
+import argparse
+import dataclasses
+from dataclasses import dataclass
+
+import pytest
+
+from experiments.commands import COMMANDS, parse, parser
+from experiments.commands.flags import add_flags, field_help, flag, pick
+from experiments.commands.train import _stage2_config
 from experiments.configs import (
     DemoConfig,
     EvalConfig,
     FinetuneConfig,
     LiveFinetuneConfig,
+    PlacerTrainConfig,
     TrainConfig,
     default,
 )
@@ -16,9 +26,9 @@ from runtime.cluster.workload import LiveWorkload
 
 
 def test_train_flags_default_to_the_train_config() -> None:
-    a = _parser().parse_args(["train", "--out", "x"])
+    _, a = parse(["train", "--out", "x"])
     cfg = TrainConfig()
-    assert (a.steps, a.seed, a.pretrain, a.half_life, a.n_steps, a.double_q, a.learning_rate) == (
+    assert (a.steps, a.seed, a.pretrain, a.half_life_s, a.n_steps, a.double_q, a.learning_rate) == (
         cfg.steps,
         cfg.seed,
         cfg.pretrain,
@@ -27,10 +37,13 @@ def test_train_flags_default_to_the_train_config() -> None:
         cfg.double_q,
         cfg.learning_rate,
     )
+    # The options become the config by field name; nothing is re-assembled by hand.
+    assert TrainConfig(**pick(TrainConfig, a, scenario="paper")) == TrainConfig()
+    assert _stage2_config(a, "mct", None) == PlacerTrainConfig()
 
 
 def test_finetune_and_evaluate_flags_default_to_their_configs() -> None:
-    f = _parser().parse_args(["finetune", "--from", "m", "--out", "x"])
+    _, f = parse(["finetune", "--from", "m", "--out", "x"])
     live = LiveFinetuneConfig()
     assert f.seed == FinetuneConfig().seed
     assert (f.backend, f.tasks, f.eval_tasks) == (
@@ -38,15 +51,15 @@ def test_finetune_and_evaluate_flags_default_to_their_configs() -> None:
         live.tasks_per_episode,
         live.eval_tasks,
     )
-    e = _parser().parse_args(["evaluate", "--out", "x"])
-    assert (e.timeout, e.convergence_steps) == (
+    _, e = parse(["evaluate", "--out", "x"])
+    assert (e.timeout_s, e.convergence_steps) == (
         default(EvalConfig, "timeout_s"),
         EvalConfig([], [], []).convergence_steps,
     )
 
 
 def test_live_demo_defaults_are_the_live_workload_and_the_demo_config() -> None:
-    d = _parser().parse_args(["demo", "--live"])
+    _, d = parse(["demo", "--live"])
     w = LiveWorkload()
     assert (d.tasks, d.streams) == (w.tasks, w.streams)
     assert DemoConfig().live_rate_per_min == 60.0 * w.rate_per_s
@@ -54,9 +67,54 @@ def test_live_demo_defaults_are_the_live_workload_and_the_demo_config() -> None:
 
 
 def test_default_names_a_missing_field() -> None:
-    import pytest
-
     with pytest.raises(KeyError, match="no field 'nope'"):
         default(TrainConfig, "nope")
     with pytest.raises(KeyError, match="has no default"):
         default(EvalConfig, "scenarios")
+
+
+def _all(commands: tuple = COMMANDS) -> list:
+    out = []
+    for c in commands:
+        out += _all(c.actions) if c.actions else [c]
+    return out
+
+
+def test_every_flag_has_its_help_from_the_docstring_and_every_command_runs_from_the_table() -> None:
+    p = parser()
+    for cmd in _all():
+        helps = field_help(cmd.options)
+        for f in dataclasses.fields(cmd.options):
+            assert helps.get(f.name), (cmd.name, f.name)
+        assert callable(cmd.run)
+    text = p.format_help()
+    for cmd in COMMANDS:
+        assert cmd.name in text
+
+
+def test_an_undocumented_field_is_refused() -> None:
+    @dataclass(kw_only=True)
+    class Opts:
+        """Options.
+
+        :param documented: it says what it is
+            over two lines
+        """
+
+        documented: int = 3
+        silent: str = flag("x", name="--quiet-one")
+
+    assert field_help(Opts) == {"documented": "it says what it is over two lines"}
+    with pytest.raises(TypeError, match=r"Opts.silent: no ':param silent:'"):
+        add_flags(argparse.ArgumentParser(), Opts)
+
+
+def test_flags_parse_into_the_options_with_their_spelling() -> None:
+    _, a = parse(["train", "--out", "o", "--rate", "30", "--half-life", "0", "--no-double-q", "--stage", "2"])
+    assert (a.rate_per_min, a.half_life_s, a.double_q, a.stage) == (30.0, 0.0, False, "2")
+    _, i = parse(["interference", "fit", "--data", "a.csv", "--data", "b.csv", "--out", "m"])
+    assert i.data == ["a.csv", "b.csv"] and i.method == "ncf"
+    _, s = parse(["status", "17", "--json"])
+    assert (s.id, s.json, s.url) == (17, True, "http://127.0.0.1:8470")
+    with pytest.raises(SystemExit):
+        parse(["train", "--out", "o", "--steps", "-1"])

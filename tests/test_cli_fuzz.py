@@ -334,9 +334,10 @@ def test_a_value_error_inside_the_run_is_an_internal_error_not_bad_input(
     registry hands it — ends in exit 1 "internal error" (a bug), not exit 2 (bad input); with
     ``--debug`` the ValueError itself propagates, traceback and all.
 
-    Mutation check, done by hand once: with the old broad catch restored in ``experiments.commands.simulate.run``
-    (``try: m = simulate(...) except ValueError as e: print(f"rlsched: error: {e}"); return 2``),
-    both cases of this test fail (exit 2, "rlsched: error: planted: ..."); without it they pass.
+    Mutation check, done by hand once: with the old broad catch restored in
+    ``experiments.commands.simulate.run`` (``try: m = simulate(...) except ValueError as e:
+    print(f"rlsched: error: {e}"); return 2``), both cases of this test fail (exit 2,
+    "rlsched: error: planted: ..."); without it they pass.
     """
     scheduler = _simulator_raises_mid_run(monkeypatch) if where == "simulator" else raising_selector
     scenario = tmp_path / "s.toml"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from experiments.cli import _parser
+from experiments.commands import COMMANDS
 from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
 from rlsched.scenarios.loader import list_scenarios
 
@@ -20,7 +20,7 @@ def status_paragraph(text: str) -> str:
 
 def unknown_names(paragraph: str) -> list[str]:
     """Backquoted names in ``paragraph`` that are no command, policy, scheduler or scenario."""
-    commands = set(_parser()._subparsers._group_actions[0].choices)  # type: ignore[union-attr]
+    commands = {c.name for c in COMMANDS}
     scenarios = set(list_scenarios())
     bad = []
     for name in re.findall(r"`([^`]+)`", paragraph):

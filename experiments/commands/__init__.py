@@ -1,0 +1,81 @@
+"""The commands of ``rlsched``, one module each, and the parser generated from them.
+
+Each command module holds the dataclass of its options (every flag written once, as a field with
+its help in the docstring: :mod:`experiments.commands.flags`) and the function that runs it;
+:data:`COMMANDS` is the dispatch table. The modules import nothing heavy at start-up: a command's
+work is imported when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from experiments.commands import (
+    client,
+    demo,
+    evaluate,
+    finetune,
+    interference,
+    profile,
+    scenarios,
+    serve,
+    simulate,
+    train,
+)
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import BACKEND, EXIT_MEANING, EXIT_UNAVAILABLE, exit_help
+from experiments.commands.flags import add_flags, to_args
+
+#: Every command, in the order ``rlsched --help`` lists them.
+COMMANDS: tuple[Command, ...] = (
+    simulate.COMMAND,
+    train.COMMAND,
+    demo.COMMAND,
+    finetune.COMMAND,
+    scenarios.COMMAND,
+    serve.COMMAND,
+    *client.COMMANDS,
+    evaluate.COMMAND,
+    interference.COMMAND,
+    profile.COMMAND,
+)
+
+__all__ = ["BACKEND", "COMMANDS", "Command", "parse", "parser"]
+
+
+def _add(sub: Any, cmd: Command, path: tuple[str, ...]) -> None:
+    p = sub.add_parser(cmd.name, help=cmd.help, epilog=cmd.epilog)
+    if cmd.actions:
+        actions = p.add_subparsers(dest="_" + "_".join((*path, cmd.name)), required=True)
+        for action in cmd.actions:
+            _add(actions, action, (*path, cmd.name))
+        return
+    assert cmd.options is not None
+    add_flags(p, cmd.options)
+    p.set_defaults(_command=cmd)
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``rlsched`` parser: one sub-parser per command, its flags generated from its options."""
+    p = argparse.ArgumentParser(
+        prog="rlsched",
+        description="Learning scheduler for heterogeneous GPU clusters.",
+        epilog=exit_help(strict=True, unavailable=EXIT_MEANING[EXIT_UNAVAILABLE]),
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    for cmd in COMMANDS:
+        _add(sub, cmd, ())
+    return p
+
+
+def parse(argv: Sequence[str]) -> tuple[Command, Any]:
+    """The command ``argv`` names and its options (argparse exits 2 with usage on a bad line).
+
+    :param argv: the arguments after ``rlsched``.
+    """
+    ns = parser().parse_args(argv)
+    cmd: Command = ns._command
+    assert cmd.options is not None
+    return cmd, to_args(cmd.options, ns)

@@ -1,0 +1,234 @@
+"""The service's client commands: ``rlsched submit | status | cancel | top`` and ``rlsched token``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import EXIT_OK, exit_help
+from experiments.commands.flags import flag
+from rlsched.errors import Unavailable
+
+if TYPE_CHECKING:
+    from runtime.service.client import Client
+
+
+@dataclass(kw_only=True)
+class ClientArgs:
+    """Options every client command has.
+
+    :param url: service URL
+    :param token_env: environment variable holding the bearer token (not a flag, so it stays out
+        of the process list)
+    """
+
+    url: str = "http://127.0.0.1:8470"
+    token_env: str = "RLSCHED_TOKEN"
+
+
+@dataclass(kw_only=True)
+class SubmitArgs(ClientArgs):
+    """Options of ``rlsched submit``.
+
+    :param app: app of the tasks
+    :param stream: stream id
+    :param chunks: chunks 0..N-1 of the stream
+    :param priority: priority of the tasks (higher first)
+    :param wait: wait until every task has finished
+    :param json: print the full task records as JSON
+    """
+
+    app: str = flag()
+    stream: int = flag(0, parse=values.SEED)
+    chunks: int = flag(1, parse=values.COUNT)
+    priority: int = 0
+    wait: bool = False
+    json: bool = False
+
+
+@dataclass(kw_only=True)
+class TaskArgs(ClientArgs):
+    """Options of ``rlsched status`` and ``rlsched cancel``.
+
+    :param id: the task's id (as submit printed it)
+    :param json: print the full task record as JSON
+    """
+
+    id: int = flag(positional=True)
+    json: bool = False
+
+
+@dataclass(kw_only=True)
+class TopArgs(ClientArgs):
+    """Options of ``rlsched top``.
+
+    :param once: print one frame and exit
+    :param interval: seconds between frames
+    """
+
+    once: bool = False
+    interval: float = flag(1.0, parse=values.positive_float)
+
+
+@dataclass(kw_only=True)
+class TokenArgs:
+    """Options of ``rlsched token`` (none)."""
+
+
+def _with_client(url: str, token_env: str, act: Callable[[Client], None]) -> int:
+    """Run ``act`` against the service; its refusal or absence is exit 4."""
+    from runtime.service.extra import CLIENT_MODULES, require_serve_extra
+
+    require_serve_extra("the rlsched client commands", CLIENT_MODULES)
+    import httpx
+
+    from experiments import inputs
+    from runtime.service.client import Client, ServiceError
+
+    token = inputs.token(token_env)
+    try:
+        with Client(url, token) as c:
+            act(c)
+    # The service is another program: its refusal (a 4xx naming the field, a 5xx) or its absence
+    # is the environment's answer, not a bug here and not a file or flag of ours (exit 4).
+    except ServiceError as e:
+        raise Unavailable(url, f"the service answered {e}") from None
+    except httpx.HTTPError as e:  # the service is not there, or the connection broke
+        raise Unavailable(url, f"cannot reach the service ({type(e).__name__}: {e})") from None
+    return EXIT_OK
+
+
+def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
+    """Submit chunks 0..N-1 of one stream; print their records (after they finished with ``--wait``)."""
+
+    def act(c: Client) -> None:
+        body = [
+            {"app": args.app, "stream": args.stream, "chunk": k, "priority": args.priority}
+            for k in range(args.chunks)
+        ]
+        rows = c.submit(body)
+        if args.wait:
+            rows = c.wait([r["id"] for r in rows])
+        print(json.dumps(rows) if args.json else task_table(rows))
+
+    return _with_client(args.url, args.token_env, act)
+
+
+def status(args: TaskArgs, argv: Sequence[str]) -> int:
+    """Print one task's record."""
+
+    def act(c: Client) -> None:
+        row = c.get(args.id)
+        print(json.dumps(row) if args.json else task_table([row]))
+
+    return _with_client(args.url, args.token_env, act)
+
+
+def cancel(args: TaskArgs, argv: Sequence[str]) -> int:
+    """Cancel one queued task; print its record."""
+
+    def act(c: Client) -> None:
+        row = c.cancel(args.id)
+        print(json.dumps(row) if args.json else task_table([row]))
+
+    return _with_client(args.url, args.token_env, act)
+
+
+def top(args: TopArgs, argv: Sequence[str]) -> int:
+    """Frames of the service's state until interrupted (one with ``--once``)."""
+    return _with_client(args.url, args.token_env, lambda c: _top(c, args.once, args.interval))
+
+
+def task_table(rows: list[dict[str, Any]]) -> str:
+    """Task records as a table (one line each) and, for several, a summary line; ``--json`` gives
+    the full records (outputs included)."""
+    lines = [
+        f"{'id':>8}  {'app':<20} {'stream':>6} {'chunk':>6}  {'state':<9} {'node':<12} "
+        f"{'wait s':>7} {'run s':>7}"
+    ]
+    spans = []
+    for r in rows:
+        wait = run = ""
+        if r.get("started_at") is not None:
+            wait = f"{r['started_at'] - r['submitted_at']:.2f}"
+            if r.get("finished_at") is not None:
+                run = f"{r['finished_at'] - r['started_at']:.2f}"
+                spans.append(r["finished_at"] - r["submitted_at"])
+        node = r.get("node") or "-"
+        lines.append(
+            f"{r['id']:>8}  {r['app']:<20} {r['stream']:>6} {r['chunk']:>6}  {r['state']:<9} {node:<12} "
+            f"{wait:>7} {run:>7}" + (f"  {r['error']}" if r.get("error") else "")
+        )
+    if len(rows) > 1:
+        states: dict[str, int] = {}
+        for r in rows:
+            states[r["state"]] = states.get(r["state"], 0) + 1
+        summary = f"{len(rows)} tasks: " + ", ".join(f"{n} {k}" for k, n in sorted(states.items()))
+        if spans:
+            summary += f"; latency mean {sum(spans) / len(spans):.2f} s, max {max(spans):.2f} s"
+        lines.append(summary)
+    return "\n".join(lines)
+
+
+def _top(client: Client, once: bool, interval: float) -> None:
+    """Frames of queue depth, running tasks, per-GPU streams and memory, and completions/s (with
+    ``once``, measured over one ``interval`` before the frame)."""
+    last: tuple[float, int] | None = None
+    if once:
+        last = (time.monotonic(), client.cluster()["done"])
+        time.sleep(interval)
+    while True:
+        state = client.cluster()
+        done = state["done"]
+        now = time.monotonic()
+        rate = (done - last[1]) / (now - last[0]) if last else 0.0
+        last = (now, done)
+        lines = [
+            f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
+            f"{state['running']} running, {done} done, {rate:.1f}/s",
+            "node        gpu model      streams running mem MiB",
+        ]
+        for n in state["nodes"]:
+            for j, g in enumerate(n["gpus"]):
+                lines.append(
+                    f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
+                    f"{g['mem_used_mib']:>7.0f}/{g['mem_mib']:.0f}"
+                )
+        print("\n".join(lines), flush=True)
+        if once:
+            return
+        time.sleep(interval)
+        print("\x1b[2J\x1b[H", end="")  # clear the terminal for the next frame
+
+
+def token(args: TokenArgs, argv: Sequence[str]) -> int:
+    """A new bearer token (256 random bits) and the digest the config keeps instead of it."""
+    import secrets
+
+    from runtime.service.config import hash_token
+
+    new = secrets.token_urlsafe(32)
+    print(f"token        {new}")
+    print(f'token_sha256 = "{hash_token(new)}"   # for the tenant\'s table in the service config')
+    return EXIT_OK
+
+
+_CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered with an error")
+COMMANDS = (
+    Command("submit", "submit tasks to a running service", SubmitArgs, submit, _CLIENT_EXITS),
+    Command("status", "a task's state on a running service", TaskArgs, status, _CLIENT_EXITS),
+    Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, _CLIENT_EXITS),
+    Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, _CLIENT_EXITS),
+    Command(
+        "token",
+        "print a new bearer token and the token_sha256 line a service config stores for it",
+        TokenArgs,
+        token,
+        exit_help(),
+    ),
+)

@@ -1,0 +1,132 @@
+"""``rlsched evaluate``: schedulers over scenarios and seeds against the capacity bound; a report."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import EXIT_OK, exit_help
+from experiments.commands.flags import flag
+from experiments.configs import EvalConfig, default
+from experiments.suites import SUITE_NAMES, TEST_SEED_BASE, suite
+
+
+@dataclass(kw_only=True)
+class EvaluateArgs:
+    """Options of ``rlsched evaluate`` (flags override the suite's).
+
+    :param suite: a prepared evaluation (see README)
+    :param scenarios: comma-separated built-in names or scenario files
+    :param schedulers: comma-separated SELECTOR[+PLACER] specs
+    :param seeds: number of seeds (default 3)
+    :param first_seed: first seed (default: the test set, disjoint from training and validation)
+    :param rate: arrival rate override, tasks/min
+    :param loads: offered loads, e.g. 0.5,0.7,0.8,0.9,0.95: each scenario runs at the rates that
+        give them, and the report plots latency against load
+    :param load_of: what --loads are relative to: 'bound' (the LP capacity bound) or
+        SELECTOR+PLACER (its saturated throughput on each seed)
+    :param model: LDWP checkpoint for ldwp (default: shipped)
+    :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
+    :param jobs: worker processes (default: the cores)
+    :param timeout_s: seconds one run may take
+    :param runs: NAME=DIR of a training run whose curves to plot (repeatable)
+    :param convergence_steps: --suite paper without --runs: DQN steps of each convergence run (0
+        skips)
+    :param out: output folder (report.md, report.html, results.*, img/)
+    """
+
+    suite: str | None = flag(None, choices=SUITE_NAMES)
+    scenarios: str | None = None
+    schedulers: str | None = None
+    seeds: int | None = flag(None, parse=values.COUNT)
+    first_seed: int | None = flag(None, parse=values.SEED, shown=str(TEST_SEED_BASE))
+    rate: float | None = flag(None, parse=values.positive_float)
+    loads: str | None = None
+    load_of: str = default(EvalConfig, "load_of")
+    model: str | None = flag(None, path=True)
+    placer_model: str | None = flag(None, path=True)
+    jobs: int | None = flag(None, parse=values.COUNT)
+    timeout_s: float = flag(default(EvalConfig, "timeout_s"), name="--timeout", parse=values.positive_float)
+    runs: list[str] = flag([], repeat=True)  # noqa: RUF009 (flag() copies the list per instance)
+    convergence_steps: int = flag(default(EvalConfig, "convergence_steps"), parse=values.STEPS)
+    out: str = flag(path=True)
+
+
+def run(args: EvaluateArgs, argv: Sequence[str]) -> int:
+    """Run the evaluation; write the report; print its summary."""
+    from experiments.evaluate import evaluate
+
+    # build_config and evaluate's own validate() read every input before the first run.
+    cfg = build_config(args, argv)
+    print(json.dumps(evaluate(cfg, args.out, progress=True)))
+    return EXIT_OK
+
+
+def _split(text: str | None) -> list[str]:
+    return [x.strip() for x in (text or "").split(",") if x.strip()]
+
+
+def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
+    """The evaluation an ``rlsched evaluate`` command line asks for (flags override the suite)."""
+    from experiments.evaluate import EvaluateError
+    from experiments.evaluation import default_jobs
+
+    scenarios, schedulers, seeds, title = (
+        suite(args.suite) if args.suite else ([], [], 3, "rlsched evaluation")
+    )
+    if args.scenarios is not None:
+        scenarios = _split(args.scenarios)
+    if args.schedulers is not None:
+        schedulers = _split(args.schedulers)
+    if not args.suite and (args.scenarios is None or args.schedulers is None):
+        missing = "--scenarios" if args.scenarios is None else "--schedulers"
+        raise EvaluateError(missing, "value", "a value: give --suite, or both --scenarios and --schedulers")
+    n = seeds if args.seeds is None else args.seeds
+    first = TEST_SEED_BASE if args.first_seed is None else args.first_seed
+    runs = {}
+    for spec in args.runs:
+        name, eq, d = spec.partition("=")
+        if not eq or not name or not d:
+            raise EvaluateError("--runs", "value", "NAME=DIR", spec)
+        runs[name] = d
+    loads: tuple[float, ...] = ()
+    if args.loads is not None:
+        from experiments.load_curves import parse_loads
+
+        loads = parse_loads(args.loads)
+        if args.rate is not None:
+            raise EvaluateError(
+                "--rate", "value", "no --rate with --loads (the loads set the rate)", args.rate
+            )
+    elif args.load_of != "bound":
+        raise EvaluateError("--load-of", "value", "--loads beside it", args.load_of)
+    return EvalConfig(
+        scenarios=scenarios,
+        schedulers=schedulers,
+        seeds=list(range(first, first + n)),
+        rate=args.rate,
+        model=args.model,
+        placer_model=args.placer_model,
+        jobs=args.jobs or default_jobs(),
+        timeout_s=args.timeout_s,
+        runs=runs,
+        title=title,
+        command=shlex.join(["rlsched", *argv]),
+        suite=args.suite,
+        convergence_steps=args.convergence_steps,
+        loads=loads,
+        load_of=args.load_of,
+    )
+
+
+COMMAND = Command(
+    "evaluate",
+    "compare schedulers over scenarios and seeds against the capacity bound; write a report",
+    EvaluateArgs,
+    run,
+    exit_help(),
+)

@@ -1,0 +1,118 @@
+"""``rlsched finetune``: a trained LDWP network on another cluster, zero-shot, then fine-tuned."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import BACKEND, EXIT_OK, exit_help
+from experiments.commands.flags import flag
+from experiments.configs import FinetuneConfig, LiveFinetuneConfig, default
+from rlsched.errors import InputError
+
+
+@dataclass(kw_only=True)
+class FinetuneArgs:
+    """Options of ``rlsched finetune``.
+
+    :param source: checkpoint directory of the trained network
+    :param scenario: target scenario (built-in name or path); not with --live
+    :param rate: arrival rate override, tasks/min
+    :param steps: DQN steps on the target
+    :param seed: training seed
+    :param out: output directory (checkpoints, transfer.json)
+    :param live: fine-tune on real executions of the live runtime
+    :param backend: live cluster backend
+    :param device_backend: live device backend (default: automatic)
+    :param tasks: live: tasks per training episode
+    :param eval_tasks: live: tasks per evaluation run
+    :param cluster: live: cluster file (TOML; default: the embedded cluster)
+    """
+
+    source: str = flag(name="--from", path=True)
+    scenario: str | None = flag(None, path=True)
+    rate: float | None = flag(None, parse=values.positive_float)
+    steps: int | None = flag(
+        None,
+        parse=values.STEPS,
+        shown=f"{default(FinetuneConfig, 'steps')} simulated, {default(LiveFinetuneConfig, 'steps')} live",
+    )
+    seed: int = flag(default(FinetuneConfig, "seed"), parse=values.SEED)
+    out: str = flag(path=True)
+    live: bool = False
+    backend: str = flag(default(LiveFinetuneConfig, "cluster_backend"), choices=("local", "ray"))
+    device_backend: str | None = flag(None, choices=("numpy", "cupy"))
+    tasks: int = flag(default(LiveFinetuneConfig, "tasks_per_episode"), parse=values.COUNT)
+    eval_tasks: int = flag(default(LiveFinetuneConfig, "eval_tasks"), parse=values.COUNT)
+    cluster: str | None = flag(None, path=True)
+
+
+def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
+    """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
+    from experiments import inputs
+    from experiments.finetune import finetune
+
+    if args.live:
+        if args.scenario is not None:
+            raise InputError(
+                "--scenario",
+                "value",
+                "none with --live (the live cluster comes from --cluster)",
+                args.scenario,
+            )
+        return _live(args)
+    if args.scenario is None:
+        raise InputError("--scenario", "value", "a target scenario, built-in name or file (or --live)")
+    inputs.ldwp_model(args.source, "--from")
+    inputs.scenario(args.scenario, args.rate)
+    steps = default(FinetuneConfig, "steps") if args.steps is None else args.steps
+    r = finetune(args.source, args.scenario, args.out, steps, args.seed, args.rate)
+    keys = ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")
+    print(json.dumps({k: r[k] for k in keys}))
+    return EXIT_OK
+
+
+def _live(args: FinetuneArgs) -> int:
+    from experiments import inputs
+    from experiments.finetune_live import finetune_live
+
+    inputs.ldwp_model(args.source, "--from")
+    cluster = inputs.live_cluster(args.cluster)
+    inputs.cluster_backend(args.backend)
+    inputs.device_backend(args.device_backend, "--device-backend")
+    cfg = LiveFinetuneConfig(
+        steps=default(LiveFinetuneConfig, "steps") if args.steps is None else args.steps,
+        seed=args.seed,
+        cluster_backend=args.backend,
+        device_backend=args.device_backend,
+        tasks_per_episode=args.tasks,
+        eval_tasks=args.eval_tasks,
+        progress=sys.stderr.isatty(),
+    )
+    r = finetune_live(args.source, args.out, cfg, cluster)
+    ix = r["interference"]
+    print(
+        json.dumps(
+            {
+                "zero_shot": r["zero_shot"],
+                "mct": r["mct"],
+                "fine_tuned": r["fine_tuned"],
+                "interference_mae_sim": ix["sim_pretrained"]["mae"],
+                "interference_mae_after_live_update": ix["sim_pretrained_then_live_update"]["mae"],
+            }
+        )
+    )
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "finetune",
+    "run a trained LDWP network on another cluster, then fine-tune it",
+    FinetuneArgs,
+    run,
+    exit_help(unavailable=f"{BACKEND} (--live)"),
+)

@@ -1,0 +1,70 @@
+"""``rlsched profile``: kernel pairs co-running on the live cluster's GPUs, measured into CSVs."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import BACKEND, EXIT_OK, exit_help
+from experiments.commands.flags import flag
+from rlsched.errors import InputError
+
+
+@dataclass(kw_only=True)
+class ProfileArgs:
+    """Options of ``rlsched profile``.
+
+    :param backend: device backend (default: automatic)
+    :param apps: comma-separated apps whose GPU kinds are measured (default: the two video apps)
+    :param fraction: share of (device, kind, partner) triples
+    :param seed: seed choosing the measured triples
+    :param cluster: live cluster file (TOML; default: the embedded cluster)
+    :param out: output directory (colocation.csv, solo.csv)
+    """
+
+    backend: str | None = flag(None, choices=("numpy", "cupy"))
+    apps: str = "intrusion_detection,video_synopsis"
+    fraction: float = flag(1.0, parse=values.fraction)
+    seed: int = flag(0, parse=values.SEED)
+    cluster: str | None = flag(None, path=True)
+    out: str = flag(path=True)
+
+
+def run(args: ProfileArgs, argv: Sequence[str]) -> int:
+    """Measure; write the CSVs; print where they are and what was measured."""
+    from experiments import inputs
+    from runtime.profiler import LiveProfiler, profile_to_csv
+
+    apps = inputs.live_apps(args.apps)
+    cluster = inputs.live_cluster(args.cluster)
+    if not any(n.gpus for n in cluster.nodes):
+        raise InputError(args.cluster or "--cluster", "nodes", "a cluster with at least one GPU to profile")
+    inputs.device_backend(args.backend)
+    t0 = time.perf_counter()
+    with LiveProfiler(cluster, args.backend, apps) as prof:
+        colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
+        out = {
+            "colocation": str(colo),
+            "solo": str(solo),
+            "backend": prof.backend.name,
+            "devices": prof.devices(),
+            "kinds": [k.name for k in prof.kinds()],
+            "rows": prof.measured_pairs,
+            "solo_rows": len(prof.solo_table()),
+        }
+    print(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 2)}))
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "profile",
+    "measure kernel pairs co-running on the default live cluster's GPUs; write CSVs",
+    ProfileArgs,
+    run,
+    exit_help(unavailable=BACKEND),
+)

@@ -1,0 +1,103 @@
+"""``rlsched serve``: the live scheduling service."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import exit_help
+from experiments.commands.flags import flag
+from rlsched.errors import InputError
+
+
+@dataclass(kw_only=True)
+class ServeArgs:
+    """Options of ``rlsched serve``; each one given overrides the config file's key of its name.
+
+    :param config: service config file (TOML: tenants, scheduler, queue)
+    :param host: address to bind (default: the config's, else 127.0.0.1)
+    :param port: TCP port (default: the config's, else 8470)
+    :param db: SQLite queue file (default: the config's)
+    :param scheduler: SELECTOR+PLACER (default: the config's, else ldwp+iawp)
+    :param backend: cluster backend: node agents in this process, or one per Ray node (default: the
+        config's, else local)
+    :param ray_address: Ray cluster to join with --backend ray (default: the config's; none: start
+        a local Ray)
+    :param selector_model: LDWP checkpoint folder (default: the config's, else shipped)
+    :param placer_model: iawp-rl checkpoint folder (default: the config's, else shipped)
+    :param log_level: service log level (default: the config's, else info: a line per request,
+        recovery, shutdown)
+    :param interference_model: interference model: a folder of 'interference fit' or a co-location
+        CSV of 'profile' (default: the config's, else surveyed on the cluster at start)
+    """
+
+    config: str = flag(path=True)
+    host: str | None = None
+    port: int | None = None
+    db: str | None = flag(None, path=True)
+    scheduler: str | None = None
+    backend: str | None = flag(None, choices=("local", "ray"))
+    ray_address: str | None = None
+    selector_model: str | None = flag(None, path=True)
+    placer_model: str | None = flag(None, path=True)
+    log_level: str | None = flag(None, choices=("debug", "info", "warning", "error"))
+    interference_model: str | None = flag(None, path=True)
+
+
+def run(args: ServeArgs, argv: Sequence[str]) -> int:
+    """Read the config, apply the flags, serve until stopped."""
+    from runtime.service.extra import require_serve_extra
+
+    require_serve_extra("rlsched serve")
+    from experiments import inputs
+    from runtime.service.config import load_service_config
+    from runtime.service.server import serve
+
+    cfg = load_service_config(args.config)
+    keys = {f.name for f in dataclasses.fields(cfg)}
+    over = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(args)
+        if f.name in keys and f.name != "config" and getattr(args, f.name) is not None
+    }
+    cfg = dataclasses.replace(cfg, **over)
+    if args.ray_address is not None and cfg.backend != "ray":
+        raise InputError("--ray-address", "value", "a flag of --backend ray only", args.ray_address)
+    inputs.live_schedulers(
+        cfg.scheduler, [], "--scheduler" if args.scheduler else f"{args.config}: scheduler"
+    )
+
+    def announce() -> None:  # only once it listens: a service that could not start says only why
+        print(
+            f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} "
+            f"({cfg.backend} cluster, queue {cfg.db})",
+            file=sys.stderr,
+        )
+
+    _service_log(cfg.log_level)
+    serve(cfg, announce)  # a queue another service holds: exit 2; a port in use: exit 4
+    return 0
+
+
+def _service_log(level: str) -> None:
+    """The service's own loggers (``runtime.*``) to stderr with a timestamp, at ``level``; other
+    libraries' loggers keep their defaults."""
+    logger = logging.getLogger("runtime")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    logger.handlers = [handler]
+    logger.setLevel(level.upper())
+    logger.propagate = False
+
+
+COMMAND = Command(
+    "serve",
+    "run the live scheduling service (HTTP API, tenants, durable queue)",
+    ServeArgs,
+    run,
+    exit_help(unavailable="the port is in use by another process"),
+)

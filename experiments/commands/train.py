@@ -1,0 +1,186 @@
+"""``rlsched train``: LDWP (stage 1), the learned placer ``iawp-rl`` (stage 2), or both."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import EXIT_OK, exit_help
+from experiments.commands.flags import flag, flag_name, pick, spelling
+from experiments.configs import PlacerTrainConfig, TrainConfig, default
+from rlsched.errors import InputError
+
+
+@dataclass(kw_only=True)
+class TrainArgs:
+    """Options of ``rlsched train``.
+
+    :param stage: 1: the LDWP network; 2: the placer iawp-rl (random search); both: stage 1, then
+        stage 2 with the new network as selector, into OUT/stage1 and OUT/stage2
+    :param scenario: built-in name or path, or several comma-separated NAME[@RATE][#TASKS] entries
+        to train on all of them
+    :param iterations: stage 2: random-search iterations
+    :param selector: stage 2: node selector while the placer trains
+    :param jobs: stage 2: worker processes
+    :param rate_per_min: arrival rate override, tasks/min (default: the scenario's)
+    :param steps: stage 1: DQN environment steps
+    :param seed: seeds torch, numpy and the training episodes
+    :param pretrain: stage 1: teacher selector for behaviour cloning, or 'none'
+    :param out: output directory (best/, last/, history.json, summary.json)
+    :param resume: checkpoint directory to start from (stage 1: skips cloning; stage 2: the
+        placer's parameters)
+    :param half_life_s: semi-MDP discount: simulated seconds after which a reward counts half; 0 =
+        discount per decision (by gamma)
+    :param objective: what best/ is chosen on, on the validation seeds: throughput relative to the
+        teacher or mean latency relative to it (with a throughput guard); train at high but
+        sustainable load for latency, e.g. --scenario interference-saturated~0.9
+    :param n_steps: decisions per return (n-step targets, discounted by elapsed time)
+    :param double_q: double DQN targets
+    :param learning_rate: DQN learning rate
+    """
+
+    stage: str = flag("1", choices=("1", "2", "both"))
+    scenario: str | None = flag(
+        None,
+        path=True,
+        shown=f"{default(TrainConfig, 'scenario')} for stage 1; "
+        f"{default(PlacerTrainConfig, 'scenarios')} for stage 2",
+    )
+    iterations: int | None = flag(
+        None, parse=values.COUNT, shown=str(default(PlacerTrainConfig, "iterations"))
+    )
+    selector: str | None = flag(
+        None, shown=f"{default(PlacerTrainConfig, 'selector')}; with --stage both: the new LDWP"
+    )
+    jobs: int | None = flag(None, parse=values.COUNT, shown=str(default(PlacerTrainConfig, "jobs")))
+    rate_per_min: float | None = flag(None, name="--rate", parse=values.positive_float)
+    steps: int = flag(default(TrainConfig, "steps"), parse=values.STEPS)
+    seed: int = flag(default(TrainConfig, "seed"), parse=values.SEED)
+    pretrain: str | None = default(TrainConfig, "pretrain")
+    out: str = flag(path=True)
+    resume: str | None = flag(None, path=True)
+    half_life_s: float | None = flag(
+        default(TrainConfig, "half_life_s"), name="--half-life", parse=values.nonneg_float
+    )
+    objective: str = flag(default(TrainConfig, "objective"), choices=("throughput", "latency"))
+    n_steps: int = flag(default(TrainConfig, "n_steps"), parse=values.COUNT)
+    double_q: bool = flag(default(TrainConfig, "double_q"), negatable=True)
+    learning_rate: float = flag(default(TrainConfig, "learning_rate"), parse=values.positive_float)
+
+
+#: Options that only one stage reads (a silent no-op misleads, so they are named when ignored).
+_STAGE1 = ("steps", "pretrain", "half_life_s", "n_steps", "double_q", "learning_rate")
+_STAGE2 = ("iterations", "selector", "jobs")
+
+
+def _warn_unused(argv: Sequence[str], names: Sequence[str], stage: str) -> None:
+    fields = [f for f in dataclasses.fields(TrainArgs) if f.name in names]
+    flags = [flag_name(f) for f in fields]
+    flags += ["--no-" + flag_name(f)[2:] for f in fields if spelling(f).negatable]
+    given = [f for f in flags if any(a == f or a.startswith(f + "=") for a in argv)]
+    if given:
+        print(f"rlsched: warning: {', '.join(given)} ignored with --stage {stage}", file=sys.stderr)
+
+
+def run(args: TrainArgs, argv: Sequence[str]) -> int:
+    """Train the stage(s) asked for; print the summary's headline figures."""
+    if args.stage == "1":
+        _warn_unused(argv, _STAGE2, "1")
+    elif args.stage == "2":
+        _warn_unused(argv, _STAGE1, "2")
+    if args.stage == "2":
+        return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
+    if args.stage == "both":  # stage 2's inputs are checked before stage 1 spends its hours
+        _check_stage2(args, args.selector or "ldwp")
+    out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)
+    rc = _train_stage1(args, out)
+    if rc != 0 or args.stage == "1":
+        return rc
+    # --resume was stage 1's; the placer starts from iawp-pass's rule.
+    return _train_stage2(
+        args, Path(args.out) / "stage2", args.selector or "ldwp", str(out / "best"), init=None
+    )
+
+
+def _train_stage1(args: TrainArgs, out: Path) -> int:
+    from experiments import inputs
+    from experiments.train import train
+
+    if args.n_steps > 1 and not args.half_life_s:
+        raise InputError(
+            "--n-steps", "value", "1 without --half-life (n-step returns need --half-life > 0)", args.n_steps
+        )
+    cfg = TrainConfig(
+        **pick(
+            TrainConfig,
+            args,
+            scenario=args.scenario or TrainConfig.scenario,
+            pretrain=None if args.pretrain == "none" else args.pretrain,
+            half_life_s=args.half_life_s or None,
+        )
+    )
+    # Every input is read now: hours of training must not end on a typo.
+    inputs.scenario_entries(cfg.scenario, args.rate_per_min, "--scenario")
+    if cfg.pretrain is not None:
+        inputs.selector(cfg.pretrain, "--pretrain")
+    if args.resume is not None:
+        inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
+    summary = train(cfg, out, resume=args.resume)
+    keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
+    print(json.dumps({k: summary[k] for k in keys}))
+    return EXIT_OK
+
+
+def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -> PlacerTrainConfig:
+    defaults = PlacerTrainConfig()
+    return PlacerTrainConfig(
+        **pick(
+            PlacerTrainConfig,
+            args,
+            scenarios=args.scenario or defaults.scenarios,
+            selector=selector,
+            selector_model=selector_model,
+            iterations=args.iterations or defaults.iterations,
+            jobs=args.jobs or defaults.jobs,
+        )
+    )
+
+
+def _check_stage2(args: TrainArgs, selector: str) -> None:
+    """Read stage 2's inputs: its selector, its scenarios (each run held ``--jobs`` times)."""
+    from experiments import inputs
+
+    inputs.selector(selector, "--selector")
+    cfg = _stage2_config(args, selector, None)
+    inputs.scenario_entries(cfg.scenarios, args.rate_per_min, "--scenario", cfg.jobs)
+
+
+def _train_stage2(
+    args: TrainArgs, out: str | Path, selector: str, selector_model: str | None, init: str | None
+) -> int:
+    """Train the placer ``iawp-rl`` behind ``selector``, from the parameters in ``init`` (a
+    placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
+    from experiments import inputs
+    from experiments.train_placer import train_placer
+
+    _check_stage2(args, selector)
+    if init is not None:
+        inputs.placer_model(init, "--resume")
+    summary = train_placer(_stage2_config(args, selector, selector_model), out, init=init)
+    print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "train",
+    "train LDWP (stage 1: cloning, then masked DQN) and/or the learned placer iawp-rl (stage 2)",
+    TrainArgs,
+    run,
+    exit_help(),
+)

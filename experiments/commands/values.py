@@ -1,0 +1,54 @@
+"""Parsers of flag values that argparse cannot express by type alone (it names the flag in the
+error it prints)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """A parser of integers >= ``low``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def nonneg_float(text: str) -> float:
+    """A finite number >= 0."""
+    if text.strip() in ("0", "0.0"):
+        return 0.0
+    return positive_float(text)
+
+
+def fraction(text: str) -> float:
+    """A share in (0, 1]."""
+    value = positive_float(text)
+    if value > 1.0:
+        raise argparse.ArgumentTypeError(f"expected a share in (0, 1], got {text}")
+    return value
+
+
+SEED = int_at_least(0)
+COUNT = int_at_least(1)
+STEPS = int_at_least(0)
