@@ -27,13 +27,19 @@ class TrainConfig:
         scenario's own).
     :param steps: DQN environment steps.
     :param seed: seeds torch, numpy and the training episodes.
-    :param pretrain: teacher selector for behaviour cloning, or ``None`` to skip.
+    :param pretrain: teacher selector for behaviour cloning, ``"best"`` (on each scenario the
+        heuristic of ``experiments.train.TEACHERS`` with the highest throughput on training seeds
+        teaches, and on each validation scenario the best of them on the validation seeds is the
+        reference ``best/`` is measured against), or ``None`` to skip.
     :param pretrain_episodes: teacher episodes collected for cloning.
     :param bc_epochs: passes over the cloning data.
     :param net_arch: hidden sizes of the node scorer (the paper's 256, 128).
     :param placer: stage-2 policy inside the environment.
     :param eval_seeds: validation seeds: every evaluation during training, and so the choice of
         ``best/``, uses these (never trained on, never reported as test figures; ``rlsched.seeds``).
+    :param validation_scenario: entries (as ``scenario``) whose runs on ``eval_seeds`` choose
+        ``best/``; ``None``: the training entries. Cases training never sees choose a network for
+        cases it has not seen.
     :param eval_every: DQN steps between evaluations.
     :param half_life_s: semi-MDP discounting: a reward ``dt`` simulated seconds later counts
         ``0.5 ** (dt / half_life_s)`` (:mod:`models.time_discount`); ``None`` = the per-decision
@@ -58,6 +64,7 @@ class TrainConfig:
     net_arch: tuple[int, ...] = (256, 128)
     placer: str = "speedup"
     eval_seeds: tuple[int, ...] = DEFAULT_VALIDATION
+    validation_scenario: str | None = None
     eval_every: int = 5_000
     # With the dueling Q-network (models.qnet) the long-horizon value sits in V and TD learning
     # leaves the cloned ranking alone at an ordinary rate: on alibaba-dense (validation seeds)

@@ -44,6 +44,13 @@ def dims() -> tuple[int, int, int]:
     return len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES)
 
 
+#: Heuristic selectors a per-scenario teacher (``pretrain = "best"``) is chosen from: the
+#: selectors that are the best heuristic somewhere in BENCHMARKS and ../shared/HELD-OUT.md.
+TEACHERS = ("mct", "mct-mem", "least-loaded", "mlsm")
+#: Training episodes each candidate teacher runs on a scenario before the best is chosen.
+TEACHER_TRIALS = 2
+
+
 def training_scenarios(cfg: TrainConfig) -> list[Scenario]:
     """The scenarios of ``cfg.scenario`` (one entry, or several comma-separated).
 
@@ -55,26 +62,63 @@ def training_scenarios(cfg: TrainConfig) -> list[Scenario]:
     return [load_entry(e, cfg.rate_per_min) for e in scenario_entries(cfg)]
 
 
+def validation_scenarios(cfg: TrainConfig) -> list[Scenario]:
+    """The scenarios whose validation runs choose ``best/``: ``cfg.validation_scenario``'s, or the
+    training scenarios when it is ``None``."""
+    from experiments.evaluation import load_entry
+
+    if cfg.validation_scenario is None:
+        return training_scenarios(cfg)
+    return [load_entry(e, cfg.rate_per_min) for e in validation_entries(cfg)]
+
+
 def scenario_entries(cfg: TrainConfig) -> list[str]:
     """The entries of ``cfg.scenario``, as written (the keys of per-scenario figures).
 
     :raises ValueError: naming ``scenario`` when it lists none.
     """
-    entries = [e.strip() for e in cfg.scenario.split(",") if e.strip()]
+    return _entries(cfg.scenario, "scenario")
+
+
+def validation_entries(cfg: TrainConfig) -> list[str]:
+    """The entries of the validation scenarios, as written (the keys of evaluation figures)."""
+    if cfg.validation_scenario is None:
+        return scenario_entries(cfg)
+    return _entries(cfg.validation_scenario, "validation_scenario")
+
+
+def _entries(text: str, field: str) -> list[str]:
+    entries = [e.strip() for e in text.split(",") if e.strip()]
     if not entries:
-        raise ValueError(f"scenario: expected one or more scenario entries, got {cfg.scenario!r}")
+        raise ValueError(f"{field}: expected one or more scenario entries, got {text!r}")
     return entries
 
 
+def pick_teacher(scenario: Scenario, cfg: TrainConfig, seeds: list[int]) -> str:
+    """The selector that teaches (or is the reference) on ``scenario``: ``cfg.pretrain``, or with
+    ``"best"`` the selector of :data:`TEACHERS` with the highest mean throughput on ``seeds``
+    behind ``cfg.placer`` (ties: the first in :data:`TEACHERS`)."""
+    if cfg.pretrain != "best":
+        return cfg.pretrain or "mct-mem"
+    thr = {
+        name: evaluate_selector(make_selector(name), scenario, cfg, seeds)["throughput_per_min"]
+        for name in TEACHERS
+    }
+    return max(TEACHERS, key=lambda n: (thr[n], -TEACHERS.index(n)))
+
+
 # ---- behaviour cloning -------------------------------------------------------------------------
-def collect_teacher(cfg: TrainConfig, scenarios: list[Scenario]) -> dict[str, np.ndarray]:
-    """Observations and the teacher's choices over ``pretrain_episodes`` training episodes of
-    each scenario (observations padded to the largest cluster)."""
+def collect_teacher(
+    cfg: TrainConfig, scenarios: list[Scenario], teachers: list[str]
+) -> dict[str, np.ndarray]:
+    """Observations and the teachers' choices over ``pretrain_episodes`` training episodes of
+    each scenario, each taught by its own teacher (observations padded to the largest cluster)."""
     env = ClusterSchedulingEnv(scenarios, placer=cfg.placer)
-    teacher = make_selector(cfg.pretrain or "mct-mem")
     buf: dict[str, list[np.ndarray]] = {"nodes": [], "task": [], "cluster": [], "mask": [], "action": []}
     n = cfg.pretrain_episodes
-    for ep in tqdm(range(n * len(scenarios)), desc=f"teacher {teacher.name}", unit="episode", disable=None):
+    shown = teachers[0] if len(set(teachers)) == 1 else "per scenario"
+    for ep in tqdm(range(n * len(scenarios)), desc=f"teacher {shown}", unit="episode", disable=None):
+        teacher = make_selector(teachers[ep // n])
         obs, _ = env.reset(seed=training_seed(cfg.seed, ep), options={"scenario": ep // n})
         teacher.reset(env.view, training_seed(cfg.seed, ep))
         done = False
@@ -129,10 +173,13 @@ class GreedySelector:
         return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
 
 
-def evaluate_selector(selector: NodeSelector, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
-    """Mean throughput (tasks/min) and p95 latency of a selector on the validation seeds."""
+def evaluate_selector(
+    selector: NodeSelector, scenario: Scenario, cfg: TrainConfig, seeds: list[int] | None = None
+) -> dict[str, float]:
+    """Mean throughput (tasks/min) and p95 latency of a selector on ``seeds`` (default: the
+    validation seeds)."""
     thr, p95, mean = [], [], []
-    for seed in cfg.eval_seeds:
+    for seed in cfg.eval_seeds if seeds is None else seeds:
         sc = scenario_for_seed(scenario, seed)
         placer = make_placer(cfg.placer)
         sim = Simulator(sc, generate_tasks(sc, seed), placer, seed)
@@ -159,8 +206,8 @@ def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str,
 def evaluate_all(
     net: NodeScorer, scenarios: list[Scenario], cfg: TrainConfig, refs: list[dict[str, float]]
 ) -> dict[str, Any]:
-    """:func:`evaluate` on every training scenario: the means over scenarios, and throughput and
-    p95 relative to ``refs`` (the reference selector's figures on the same validation seeds)."""
+    """:func:`evaluate` on every validation scenario: the means over scenarios, and throughput and
+    p95 relative to ``refs`` (each scenario's reference selector on the same validation seeds)."""
     each = [evaluate(net, sc, cfg) for sc in scenarios]
 
     def mean(key: str, relative: bool = False) -> float:
@@ -177,7 +224,7 @@ def evaluate_all(
         ev["latency_mean_s"] = mean("latency_mean_s")
         ev["relative_latency"] = mean("latency_mean_s", relative=True)
     if len(scenarios) > 1:
-        ev["scenarios"] = dict(zip(scenario_entries(cfg), each, strict=True))
+        ev["scenarios"] = dict(zip(validation_entries(cfg), each, strict=True))
     return ev
 
 
@@ -421,12 +468,17 @@ def train(
         load_weights(scorer, state, start_weights)
         bc_acc = source.get("bc_accuracy")
     elif cfg.pretrain:
-        data = collect_teacher(cfg, scenarios)
+        trials = [
+            training_seed(cfg.seed, cfg.pretrain_episodes * len(scenarios) + i) for i in range(TEACHER_TRIALS)
+        ]
+        teachers = [pick_teacher(sc, cfg, trials) for sc in scenarios]
+        data = collect_teacher(cfg, scenarios, teachers)
         bc_acc = behaviour_clone(scorer, data, cfg)
     model.q_net_target.scorer.load_state_dict(scorer.state_dict())  # type: ignore[union-attr]
-    reference = make_selector(cfg.pretrain or "mct-mem")
-    refs = [evaluate_selector(reference, sc, cfg) for sc in scenarios]
-    cb = _Progress(cfg, scenarios, refs, out, bc_acc)
+    checks = validation_scenarios(cfg)
+    references = [pick_teacher(sc, cfg, list(cfg.eval_seeds)) for sc in checks]
+    refs = [evaluate_selector(make_selector(r), sc, cfg) for r, sc in zip(references, checks, strict=True)]
+    cb = _Progress(cfg, checks, refs, out, bc_acc)
     cb.model = model  # lets evaluate_and_save run before learn()
     cb.resume_from(done, history)
     # The cloned (or resumed) network competes for best/; resumed weights that were evaluated when
@@ -449,8 +501,11 @@ def train(
     summary = {
         "seed_sets": seed_sets(cfg),
         "reference": {
-            "selector": reference.name,
-            **dict(zip(scenario_entries(cfg), refs, strict=True)),
+            "selector": references[0] if len(set(references)) == 1 else "per scenario",
+            **{
+                e: {"selector": r, **figures}
+                for e, r, figures in zip(validation_entries(cfg), references, refs, strict=True)
+            },
         },
         "before_dqn": start,
         "after_dqn": final,

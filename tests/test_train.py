@@ -14,10 +14,20 @@ import pytest
 import torch
 
 from experiments.cli import main
-from experiments.train import TrainConfig, behaviour_clone, collect_teacher, score, train
+from experiments.train import (
+    TEACHERS,
+    TrainConfig,
+    behaviour_clone,
+    collect_teacher,
+    evaluate_selector,
+    pick_teacher,
+    score,
+    train,
+)
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION
+from rlsched.policies.registry import make_selector
 from rlsched.scenarios.loader import load_scenario
 from tests.conftest import interrupt_rlsched
 
@@ -65,7 +75,7 @@ def test_behaviour_cloning_learns_the_teacher(tiny: Path) -> None:
     cfg = TrainConfig(
         scenario=str(tiny), rate_per_min=None, pretrain="mct", pretrain_episodes=2, bc_epochs=30
     )
-    data = collect_teacher(cfg, [load_scenario(cfg.scenario)])
+    data = collect_teacher(cfg, [load_scenario(cfg.scenario)], ["mct"])
     assert set(data) == {"nodes", "task", "cluster", "mask", "action"} and len(data["action"]) == 160
     assert data["mask"][range(160), data["action"]].all()  # the teacher only picks feasible nodes
     torch.manual_seed(0)
@@ -295,3 +305,28 @@ def test_train_with_the_latency_objective_records_relative_latency(tiny: Path, t
     meta = json.loads((tmp_path / "run" / "best" / "meta.json").read_text())
     assert meta["config"]["objective"] == "latency"
     assert meta["evaluation"]["step"] == best["step"]  # best/ is the latency-best evaluation
+
+
+def test_the_best_teacher_is_the_heuristic_with_the_most_throughput_on_the_scenario(tiny: Path) -> None:
+    """``pretrain = "best"``: each scenario is taught by (and measured against) the heuristic
+    selector that completes the most there, not one fixed heuristic."""
+    sc = load_scenario(str(tiny))
+    cfg = quick(str(tiny), pretrain="best")
+    seeds = [3, 4]
+    thr = {n: evaluate_selector(make_selector(n), sc, cfg, seeds)["throughput_per_min"] for n in TEACHERS}
+    assert thr[pick_teacher(sc, cfg, seeds)] == max(thr.values())
+    assert pick_teacher(sc, quick(str(tiny), pretrain="mct"), seeds) == "mct"
+
+
+def test_validation_scenarios_choose_best_and_training_never_sees_them(tiny: Path, tmp_path: Path) -> None:
+    """With ``validation_scenario`` the evaluations that choose ``best/`` (and the reference they
+    are measured against) run on those cases only; the training cases are not evaluated."""
+    other = tmp_path / "other.toml"
+    other.write_text(SMALL.replace('name = "tiny"', 'name = "other"').replace("count = 2", "count = 4"))
+    cfg = quick(str(tiny), validation_scenario=str(other), pretrain="best", steps=100)
+    summary = train(cfg, tmp_path / "run")
+    assert set(summary["reference"]) == {"selector", str(other)}
+    assert summary["reference"][str(other)]["selector"] in TEACHERS
+    first = summary["best"][0]
+    ref = summary["reference"][str(other)]["throughput_per_min"]
+    assert first["relative_throughput"] == pytest.approx(first["throughput_per_min"] / ref)

@@ -31,7 +31,11 @@ class TrainArgs:
     :param rate_per_min: arrival rate override, tasks/min (default: the scenario's)
     :param steps: stage 1: DQN environment steps
     :param seed: seeds torch, numpy and the training episodes
-    :param pretrain: stage 1: teacher selector for behaviour cloning, or 'none'
+    :param pretrain: stage 1: teacher selector for behaviour cloning, 'best' (on each scenario the
+        heuristic selector that completes most there; best/ is then measured against the best
+        heuristic of each validation scenario), or 'none'
+    :param validation_scenario: stage 1: entries (as --scenario) whose validation-seed runs choose
+        best/ (default: the training entries)
     :param out: output directory (best/, last/, history.json, summary.json)
     :param resume: checkpoint directory to start from (stage 1: skips cloning; stage 2: the
         placer's parameters)
@@ -63,6 +67,7 @@ class TrainArgs:
     steps: int = flag(default(TrainConfig, "steps"), parse=values.STEPS)
     seed: int = flag(default(TrainConfig, "seed"), parse=values.SEED)
     pretrain: str | None = default(TrainConfig, "pretrain")
+    validation_scenario: str | None = flag(None, path=True)
     out: str = flag(path=True)
     resume: str | None = flag(None, path=True)
     half_life_s: float | None = flag(
@@ -75,7 +80,7 @@ class TrainArgs:
 
 
 #: Options that only one stage reads (a silent no-op misleads, so they are named when ignored).
-_STAGE1 = ("steps", "pretrain", "half_life_s", "n_steps", "double_q", "learning_rate")
+_STAGE1 = ("steps", "pretrain", "validation_scenario", "half_life_s", "n_steps", "double_q", "learning_rate")
 _STAGE2 = ("iterations", "selector", "jobs")
 
 
@@ -127,7 +132,9 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     )
     # Every input is read now: hours of training must not end on a typo.
     inputs.scenario_entries(cfg.scenario, args.rate_per_min, "--scenario")
-    if cfg.pretrain is not None:
+    if cfg.validation_scenario is not None:
+        inputs.scenario_entries(cfg.validation_scenario, args.rate_per_min, "--validation-scenario")
+    if cfg.pretrain not in (None, "best"):
         inputs.selector(cfg.pretrain, "--pretrain")
     if args.resume is not None:
         inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
