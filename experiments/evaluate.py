@@ -15,14 +15,17 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from experiments import report_plots as plots
+from experiments.case_folders import case_info, expand_folders
 from experiments.configs import EvalConfig
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
 from experiments.paper_suite import convergence_note, paper_blocks
+from experiments.report_generalisation import CaseRatio, case_ratios, generalisation_blocks
 from experiments.report_stats import Summary, summarise, summarise_key
 from experiments.report_writer import (
     RUN_HEAD,
@@ -118,11 +121,13 @@ def _slug(text: str) -> str:
 
 
 def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
-    """Run the evaluation and write its report into ``out``; returns a short summary.
+    """Run the evaluation and write its report into ``out``; returns a short summary. A folder
+    among the scenarios stands for its scenario files (:func:`~experiments.case_folders.expand_folders`).
 
     :raises EvaluateError: bad input, before any run.
     """
     out = Path(out)
+    cfg = replace(cfg, scenarios=expand_folders(cfg.scenarios))
     validate(cfg, out)
     t0 = time.perf_counter()
     # (scenario, seed, rate) of every run: each scenario at its own rate, or at each offered load.
@@ -159,8 +164,10 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         machine=_machine(),
         wall_s=time.perf_counter() - t0,
     )
-    write_results(rows, meta, out)
-    write_report(rows, results, cfg, meta, out)
+    ratios = case_ratios(rows, case_info(cfg.scenarios))
+    extra = {"against_best_heuristic": [asdict(c) for c in ratios]} if ratios else None
+    write_results(rows, meta, out, extra)
+    write_report(rows, results, cfg, meta, out, ratios)
     failed = sum(r["status"] != "ok" for r in rows)
     over = sum(r["within_bound"] is False for r in rows)
     return {
@@ -199,21 +206,32 @@ def train_convergence_runs(steps: int, folder: Path) -> dict[str, str]:
     return runs
 
 
-def write_report(rows: list[dict], results: list[CaseResult], cfg: EvalConfig, meta: Meta, out: Path) -> None:
-    """Figures, ``report.md`` and ``report.html`` from the rows and the runs' details."""
+def write_report(
+    rows: list[dict],
+    results: list[CaseResult],
+    cfg: EvalConfig,
+    meta: Meta,
+    out: Path,
+    ratios: Sequence[CaseRatio] = (),
+) -> None:
+    """Figures, ``report.md`` and ``report.html`` from the rows and the runs' details.
+
+    :param ratios: learned pairs against the best heuristic pair, by case (empty: no section).
+    """
     from experiments.report_writer import _group
 
     img = out / "img"
     img.mkdir(exist_ok=True)
+    against = generalisation_blocks(ratios, meta.seeds, out)
     if cfg.loads:
         from experiments.report_loads import load_blocks
 
-        blocks = meta_blocks(meta, cfg.title) + load_blocks(rows, cfg.load_of, out)
+        blocks = meta_blocks(meta, cfg.title) + against + load_blocks(rows, cfg.load_of, out)
         (out / "report.md").write_text(render_md(blocks))
         (out / "report.html").write_text(render_html(blocks, out))
         return
     grouped = _group(rows)
-    blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped)
+    blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped) + against
     for sc, runs in grouped.items():
         blocks += scenario_blocks(sc, runs, _scenario_figures(sc, runs, results, cfg, out))
     blocks += paper_blocks(rows, out)

@@ -221,3 +221,39 @@ def latency_vs_load(
         ax.legend(fontsize=7)
     fig.suptitle(f"{title}  (x: stops keeping up)", fontsize=11)
     return _save(fig, path)
+
+
+def ratio_ecdf(
+    path: Path,
+    title: str,
+    panels: Sequence[tuple[str, Mapping[str, tuple[Sequence[float], int]], Sequence[float]]],
+) -> Path:
+    """One panel per ratio: each pair's ratios over cases, sorted, as an empirical CDF, with
+    reference lines. A pair's curve ends below 1 by the share of its cases that have no ratio.
+
+    :param panels: (x label, pair -> (its ratios, its cases), reference ratios: the first dashed,
+        the rest dotted) per panel.
+    """
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.2 * len(panels), 4.4), squeeze=False)
+    # One colour per pair in every panel.
+    colour = {name: f"C{i}" for i, name in enumerate(dict.fromkeys(n for _, by, _ in panels for n in by))}
+    for ax, (label, by_pair, refs) in zip(axes[0], panels, strict=True):
+        drawn = False
+        for name, (ratios, cases) in by_pair.items():
+            if len(ratios) and cases:
+                x = np.sort(np.asarray(ratios, dtype=float))
+                y = np.arange(1, len(x) + 1) / cases
+                ax.step(x, y, where="post", marker=".", color=colour[name], label=name)
+                drawn = True
+        if not drawn:
+            ax.text(0.5, 0.5, "no cases", transform=ax.transAxes, ha="center", color="grey")
+        for i, ref in enumerate(refs):
+            style = "--" if i == 0 else ":"
+            ax.axvline(ref, color="#c03030", linestyle=style, linewidth=1, label=f"{ref:g}×")
+        ax.set_xlabel(label)
+        ax.set_ylabel("share of cases at or below")
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=11)
+    return _save(fig, path)

@@ -27,7 +27,7 @@ from experiments.report_stats import (
     summarise_key,
 )
 from rlsched.metrics import RunMetrics
-from rlsched.policies.registry import is_clairvoyant_spec
+from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
 from rlsched.seeds import describe
 
 METRICS = [f.name for f in fields(RunMetrics)]
@@ -82,12 +82,6 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
     return rows
 
 
-def is_learned(spec: str) -> bool:
-    """A pair with a learned stage (the LDWP network or the learned placer)."""
-    sel, _, placer = spec.partition("+")
-    return sel == "ldwp" or placer == "iawp-rl"
-
-
 #: Where the best heuristic is this close to the bound, no gap is left to share.
 GAP_FLOOR = 1e-3
 
@@ -103,7 +97,7 @@ def _ratios(rows: list[dict]) -> None:
         key = (r["scenario"], r["seed"], r.get("arrival_scale", 1.0))
         if r["scheduler"].split("+")[0] == "oracle":
             oracle[key[:2]] = max(oracle.get(key[:2], 0.0), r["throughput"])
-        elif not r["clairvoyant"] and not is_learned(r["scheduler"]) and r["not_completed"] == 0:
+        elif not r["clairvoyant"] and not is_learned_spec(r["scheduler"]) and r["not_completed"] == 0:
             heuristic[key] = max(heuristic.get(key, 0.0), r["throughput"])
     for r in rows:
         thr, ub = r["throughput"], r["bound_throughput_ub"]
@@ -122,9 +116,15 @@ def _ratios(rows: list[dict]) -> None:
         )
 
 
-def write_results(rows: list[dict], meta: Meta, out: Path) -> None:
-    """``results.json`` (rows and how they were made) and ``results.csv`` (the rows)."""
+def write_results(
+    rows: list[dict], meta: Meta, out: Path, extra: dict[str, list[dict]] | None = None
+) -> None:
+    """``results.json`` (rows and how they were made) and ``results.csv`` (the rows).
+
+    :param extra: more lists of records for ``results.json``, by key (e.g. per-case ratios).
+    """
     doc = {"meta": meta.__dict__, "rows": [_json_safe(r) for r in rows]}
+    doc |= {k: [_json_safe(r) for r in v] for k, v in (extra or {}).items()}
     (out / "results.json").write_text(json.dumps(doc, indent=1))
     with open(out / "results.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["scenario"])

@@ -7,7 +7,8 @@ Seeds (``rlsched.seeds``): training episodes use the training set (0-9,999), mod
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlsched.seeds import TEST
@@ -77,24 +78,32 @@ def suite(name: str) -> tuple[list[str], list[str], int, str]:
     return capped, list(MAIN_SCHEDULERS), 3, "Default evaluation: every built-in scenario"
 
 
-def scenario_table(names: Sequence[str]) -> str:
-    """Each built-in scenario with its size, arrival rate, capacity bound and offered load."""
+def scenario_table(names: Sequence[str], extra: Sequence[tuple[str, Mapping[str, str]]] = ()) -> str:
+    """Each scenario with its size, arrival rate, capacity bound and offered load.
+
+    :param names: built-in names or scenario files (shown by their stem).
+    :param extra: more columns after the name: (header, value by entry of ``names``).
+    """
     from experiments.bound_cache import own_bound
     from rlsched.scenarios.loader import ScenarioError, load_scenario
 
+    widths = [max([len(h), *(len(v) for v in col.values())]) for h, col in extra]
+    tags = [(h, col, w) for (h, col), w in zip(extra, widths, strict=True)]
     cols = f"{'nodes':>5} {'tasks':>6} {'arrivals/min':>12} {'capacity/min':>12} {'load':>6}"
-    head = f"{'scenario':<24} {cols}  regime"
+    head = f"{'scenario':<24} {''.join(f'{h:<{w}} ' for h, _, w in tags)}{cols}  regime"
     lines = [head]
     for name in names:
+        shown = Path(name).stem if name.endswith(".toml") else name
+        shown = f"{shown:<24} " + "".join(f"{col.get(name, ''):<{w}} " for _, col, w in tags)
         try:
             sc = load_scenario(name)
         except ScenarioError as e:
-            lines.append(f"{name:<24} (cannot load: {e})")
+            lines.append(f"{shown}(cannot load: {e})")
             continue
         b = own_bound(sc)
         regime = "arrival-bound" if b["arrival_bound"] else "has headroom"
         lines.append(
-            f"{name:<24} {len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} "
+            f"{shown}{len(sc.cluster.nodes):>5} {sc.workload.tasks:>6} "
             f"{b['arrival_rate_per_min']:>12.1f} {b['capacity_per_min']:>12.1f} {b['offered_load']:>6.2f}  "
             f"{regime}  {sc.description}"
         )

@@ -76,7 +76,7 @@ def test_default_names_a_missing_field() -> None:
 def _all(commands: tuple = COMMANDS) -> list:
     out = []
     for c in commands:
-        out += _all(c.actions) if c.actions else [c]
+        out += ([c] if c.run else []) + _all(c.actions)
     return out
 
 

@@ -9,6 +9,7 @@ work is imported when it runs.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,7 +27,7 @@ from experiments.commands import (
 )
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import BACKEND, EXIT_MEANING, EXIT_UNAVAILABLE, exit_help
-from experiments.commands.flags import add_flags, to_args
+from experiments.commands.flags import add_flags, flag_name, to_args
 
 #: Every command, in the order ``rlsched --help`` lists them.
 COMMANDS: tuple[Command, ...] = (
@@ -45,16 +46,20 @@ COMMANDS: tuple[Command, ...] = (
 __all__ = ["BACKEND", "COMMANDS", "Command", "parse", "parser"]
 
 
-def _add(sub: Any, cmd: Command, path: tuple[str, ...]) -> None:
+def _add(sub: Any, cmd: Command, path: tuple[str, ...], within: Command | None = None) -> None:
     p = sub.add_parser(cmd.name, help=cmd.help, epilog=cmd.epilog)
+    if cmd.options is not None:
+        if within is not None and within.options is not None:
+            shared = _names(within.options) & _names(cmd.options)
+            assert not shared, f"{within.name} {cmd.name}: options named as its command's: {shared}"
+        add_flags(p, cmd.options)
+        # An action's parser sets these after its command's, so the action wins.
+        p.set_defaults(_command=cmd, _within=within)
     if cmd.actions:
-        actions = p.add_subparsers(dest="_" + "_".join((*path, cmd.name)), required=True)
+        dest = "_" + "_".join((*path, cmd.name))
+        actions = p.add_subparsers(dest=dest, required=cmd.run is None)
         for action in cmd.actions:
-            _add(actions, action, (*path, cmd.name))
-        return
-    assert cmd.options is not None
-    add_flags(p, cmd.options)
-    p.set_defaults(_command=cmd)
+            _add(actions, action, (*path, cmd.name), cmd if cmd.options is not None else None)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -75,7 +80,24 @@ def parse(argv: Sequence[str]) -> tuple[Command, Any]:
 
     :param argv: the arguments after ``rlsched``.
     """
-    ns = parser().parse_args(argv)
+    p = parser()
+    ns = p.parse_args(argv)
     cmd: Command = ns._command
     assert cmd.options is not None
+    within: Command | None = ns._within
+    if within is not None and within.options is not None:
+        # The command's own flags mean nothing to its action: refused, not silently dropped.
+        given = [
+            flag_name(f) for f in dataclasses.fields(within.options) if getattr(ns, f.name) != _default(f)
+        ]
+        if given:
+            p.error(f"{given[0]} is an option of '{within.name}', not of '{within.name} {cmd.name}'")
     return cmd, to_args(cmd.options, ns)
+
+
+def _names(options: type) -> set[str]:
+    return {f.name for f in dataclasses.fields(options)}
+
+
+def _default(f: dataclasses.Field[Any]) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default

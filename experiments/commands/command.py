@@ -17,7 +17,10 @@ class Command:
     :param run: runs it with the parsed options and the command line (reports print it); returns
         the exit code.
     :param epilog: the last line of its ``--help`` (the exit codes it may end with).
-    :param actions: sub-commands; a command with actions has no ``options`` or ``run`` of its own.
+    :param actions: sub-commands. A command with actions may also have ``options`` and ``run`` of
+        its own (``rlsched scenarios`` and ``rlsched scenarios generate``): it runs when no action
+        is named, and its flags, which come before an action, are refused with one. Without
+        ``run`` an action is required.
     """
 
     name: str

@@ -20,7 +20,9 @@ class EvaluateArgs:
     """Options of ``rlsched evaluate`` (flags override the suite's).
 
     :param suite: a prepared evaluation (see README)
-    :param scenarios: comma-separated built-in names or scenario files
+    :param scenarios: comma-separated built-in names, scenario files or folders of them (every
+        *.toml, sorted; a folder of `rlsched scenarios generate` brings its index); a suffix goes
+        on every file of a folder (DIR#200)
     :param schedulers: comma-separated SELECTOR[+PLACER] specs
     :param seeds: number of seeds (default 3)
     :param first_seed: first seed (default: the test set, disjoint from training and validation)
@@ -79,7 +81,7 @@ def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
         suite(args.suite) if args.suite else ([], [], 3, "rlsched evaluation")
     )
     if args.scenarios is not None:
-        scenarios = _split(args.scenarios)
+        scenarios = _split(args.scenarios)  # folders: evaluate() expands them
     if args.schedulers is not None:
         schedulers = _split(args.schedulers)
     if not args.suite and (args.scenarios is None or args.schedulers is None):

@@ -239,6 +239,21 @@ def is_clairvoyant_spec(spec: str) -> bool:
     return sel in _CLAIRVOYANT["selector"] or plc in _CLAIRVOYANT["placer"]
 
 
+#: Policies that run a trained network: the LDWP selector and the learned placer.
+LEARNED_SELECTORS = frozenset({"ldwp"})
+LEARNED_PLACERS = frozenset({"iawp-rl"})
+
+
+def is_learned_spec(spec: str) -> bool:
+    """Whether the scheduler ``SELECTOR[+PLACER]`` has a learned part (:data:`LEARNED_SELECTORS`,
+    :data:`LEARNED_PLACERS`); a pair that is neither learned nor clairvoyant is a heuristic.
+
+    :param spec: e.g. ``"ldwp+speedup"`` (learned) or ``"mct+iawp"`` (not).
+    """
+    sel, _, plc = spec.partition("+")
+    return sel in LEARNED_SELECTORS or plc in LEARNED_PLACERS
+
+
 def make_selector(name: str, options: PolicyOptions = SHIPPED) -> NodeSelector:
     """A stage-1 policy by name.
 
