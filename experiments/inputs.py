@@ -61,7 +61,8 @@ def scenario(value: str, rate: float | None, flag: str = "--scenario", processes
 
 
 def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 1) -> list[Scenario]:
-    """The scenarios of a comma-separated ``NAME[@RATE][#TASKS]`` list, each checked to fit.
+    """The scenarios of a comma-separated ``NAME[@RATE][#TASKS]`` list (a folder of cases stands
+    for its scenario files), each checked to fit.
 
     :param text: the flag's value.
     :param rate: ``--rate``.
@@ -69,10 +70,11 @@ def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 
     :param processes: runs held in memory at once.
     :raises InputError: an empty list, a bad entry, a bad scenario, or one that does not fit.
     """
+    from experiments.case_folders import expand_folders
     from experiments.evaluation import load_entry
     from rlsched.footprint import check_fits
 
-    entries = split_list(text)
+    entries = expand_folders(split_list(text), flag)
     if not entries:
         raise InputError(flag, "value", "one or more comma-separated scenario entries", text)
     out = []

@@ -330,3 +330,34 @@ def test_validation_scenarios_choose_best_and_training_never_sees_them(tiny: Pat
     first = summary["best"][0]
     ref = summary["reference"][str(other)]["throughput_per_min"]
     assert first["relative_throughput"] == pytest.approx(first["throughput_per_min"] / ref)
+
+
+def test_train_on_generated_cases_obeys_the_seed_and_family_rules(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """``--scenario DIR`` trains on a generated training set and ``--validation-scenario DIR``
+    chooses best/ on a validation set; a test set (or test seeds) in either place is refused
+    before anything runs, naming the flag."""
+    from experiments.scenario_gen.generate import generate_set
+
+    train_dir, val_dir, test_dir = tmp_path / "tr", tmp_path / "va", tmp_path / "te"
+    generate_set(train_dir, 1, 5, "generations", "test")
+    generate_set(val_dir, 1, 10_005, "generations", "test")
+    generate_set(test_dir, 1, 20_005, "generations", "test")
+    common = ["train", "--steps", "0", "--pretrain", "none", "--seed", "1"]
+    bad = main([*common, "--scenario", f"{test_dir}#30", "--out", str(tmp_path / "x")])
+    assert bad == 2 and "--scenario" in capsys.readouterr().err
+    bad = main(
+        [
+            *common,
+            "--scenario",
+            f"{train_dir}#30",
+            "--validation-scenario",
+            f"{train_dir}#30",
+            "--out",
+            str(tmp_path / "y"),
+        ]
+    )
+    assert bad == 2 and "--validation-scenario" in capsys.readouterr().err
+    cfg = quick(f"{train_dir}#30", validation_scenario=f"{val_dir}#30", steps=0)
+    summary = train(cfg, tmp_path / "run")
+    (val_case,) = [k for k in summary["reference"] if k != "selector"]
+    assert val_case.startswith(str(val_dir))

@@ -130,7 +130,12 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
             half_life_s=args.half_life_s or None,
         )
     )
-    # Every input is read now: hours of training must not end on a typo.
+    # Every input is read now: hours of training must not end on a typo. Folders of generated
+    # cases are checked against the seed and family rules first.
+    from experiments.train import scenario_entries, validation_entries
+
+    scenario_entries(cfg)
+    validation_entries(cfg)
     inputs.scenario_entries(cfg.scenario, args.rate_per_min, "--scenario")
     if cfg.validation_scenario is not None:
         inputs.scenario_entries(cfg.validation_scenario, args.rate_per_min, "--validation-scenario")
