@@ -28,7 +28,7 @@ class TrainConfig:
     :param steps: DQN environment steps.
     :param seed: seeds torch, numpy and the training episodes.
     :param pretrain: teacher selector for behaviour cloning, ``"best"`` (on each scenario the
-        heuristic of ``experiments.train.TEACHERS`` with the highest throughput on training seeds
+        heuristic of ``experiments.train_evaluation.TEACHERS`` with the highest throughput on training seeds
         teaches, and on each validation scenario the best of them on the validation seeds is the
         reference ``best/`` is measured against), or ``None`` to skip.
     :param pretrain_episodes: teacher episodes collected for cloning.

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from experiments.configs import FinetuneConfig
-from experiments.train import TrainConfig, evaluate, evaluate_selector, train
+from experiments.train import TrainConfig, train
+from experiments.train_evaluation import evaluate, evaluate_selector
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scorer_io import scorer_from_checkpoint

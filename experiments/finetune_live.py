@@ -31,7 +31,8 @@ from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
 from experiments.configs import LiveFinetuneConfig, TrainConfig
 from experiments.report_stats import sample_std
-from experiments.train import GreedySelector, build_dqn
+from experiments.train import build_dqn
+from experiments.train_evaluation import GreedySelector
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.interference.predictor import ColocationData, evaluate, fit_interference

@@ -22,33 +22,27 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
 from envs.gym_env import ClusterSchedulingEnv
-from envs.simulator import Simulator
 from experiments.configs import TrainConfig
+from experiments.train_evaluation import (
+    TEACHER_TRIALS,
+    evaluate_all,
+    evaluate_selector,
+    pick_teacher,
+    score,
+)
 from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from models.time_discount import TimeDiscountReplayBuffer
 from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
-from rlsched.policies.ldwp import encode_batch
-from rlsched.policies.registry import make_placer, make_selector
+from rlsched.policies.registry import make_selector
 from rlsched.scenarios.spec import Scenario
-from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
-from rlsched.scheduler import NodeSelector, TwoStageScheduler
 from rlsched.seeds import VALIDATION, describe, training_seed
-from rlsched.tasks import Task
-from rlsched.view import ClusterView
 
 
 def dims() -> tuple[int, int, int]:
     """Feature sizes of this build: node, task, cluster."""
     return len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES)
-
-
-#: Heuristic selectors a per-scenario teacher (``pretrain = "best"``) is chosen from: the
-#: selectors that are the best heuristic somewhere in BENCHMARKS and ../shared/HELD-OUT.md.
-TEACHERS = ("mct", "mct-mem", "least-loaded", "mlsm")
-#: Training episodes each candidate teacher runs on a scenario before the best is chosen.
-TEACHER_TRIALS = 2
 
 
 def training_scenarios(cfg: TrainConfig) -> list[Scenario]:
@@ -105,19 +99,6 @@ def _entries(text: str, field: str, use: str) -> list[str]:
     return expand_folders(entries, flag)
 
 
-def pick_teacher(scenario: Scenario, cfg: TrainConfig, seeds: list[int]) -> str:
-    """The selector that teaches (or is the reference) on ``scenario``: ``cfg.pretrain``, or with
-    ``"best"`` the selector of :data:`TEACHERS` with the highest mean throughput on ``seeds``
-    behind ``cfg.placer`` (ties: the first in :data:`TEACHERS`)."""
-    if cfg.pretrain != "best":
-        return cfg.pretrain or "mct-mem"
-    thr = {
-        name: evaluate_selector(make_selector(name), scenario, cfg, seeds)["throughput_per_min"]
-        for name in TEACHERS
-    }
-    return max(TEACHERS, key=lambda n: (thr[n], -TEACHERS.index(n)))
-
-
 # ---- behaviour cloning -------------------------------------------------------------------------
 def collect_teacher(
     cfg: TrainConfig, scenarios: list[Scenario], teachers: list[str]
@@ -164,97 +145,6 @@ def behaviour_clone(net: NodeScorer, data: dict[str, np.ndarray], cfg: TrainConf
             hits += int((q.argmax(dim=1) == t["action"][idx]).sum())
         acc = hits / n
     return acc
-
-
-# ---- evaluation --------------------------------------------------------------------------------
-class GreedySelector:
-    """The network being trained, as a stage-1 selector (for evaluation runs)."""
-
-    name = "ldwp"
-
-    def __init__(self, net: NodeScorer) -> None:
-        self.net = net
-
-    def reset(self, view: ClusterView, seed: int) -> None:
-        """Stateless."""
-
-    @torch.no_grad()
-    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        b = encode_batch(view, task, mask)
-        return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
-
-
-def evaluate_selector(
-    selector: NodeSelector, scenario: Scenario, cfg: TrainConfig, seeds: list[int] | None = None
-) -> dict[str, float]:
-    """Mean throughput (tasks/min) and p95 latency of a selector on ``seeds`` (default: the
-    validation seeds)."""
-    thr, p95, mean = [], [], []
-    for seed in cfg.eval_seeds if seeds is None else seeds:
-        sc = scenario_for_seed(scenario, seed)
-        placer = make_placer(cfg.placer)
-        sim = Simulator(sc, generate_tasks(sc, seed), placer, seed)
-        m = sim.run(TwoStageScheduler(selector, placer))
-        thr.append(m.throughput * 60.0)
-        p95.append(m.latency_p95_s)
-        mean.append(m.latency_mean_s)
-    return {
-        "throughput_per_min": float(np.mean(thr)),
-        "latency_p95_s": float(np.mean(p95)),
-        "latency_mean_s": float(np.mean(mean)),
-    }
-
-
-def evaluate(net: NodeScorer, scenario: Scenario, cfg: TrainConfig) -> dict[str, float]:
-    """:func:`evaluate_selector` of the greedy network."""
-    was_training = net.training
-    net.eval()
-    ev = evaluate_selector(GreedySelector(net), scenario, cfg)
-    net.train(was_training)
-    return ev
-
-
-def evaluate_all(
-    net: NodeScorer, scenarios: list[Scenario], cfg: TrainConfig, refs: list[dict[str, float]]
-) -> dict[str, Any]:
-    """:func:`evaluate` on every validation scenario: the means over scenarios, and throughput and
-    p95 relative to ``refs`` (each scenario's reference selector on the same validation seeds)."""
-    each = [evaluate(net, sc, cfg) for sc in scenarios]
-
-    def mean(key: str, relative: bool = False) -> float:
-        vals = [e[key] / (max(r[key], 1e-9) if relative else 1.0) for e, r in zip(each, refs, strict=True)]
-        return float(np.mean(vals))
-
-    ev: dict[str, Any] = {
-        "throughput_per_min": mean("throughput_per_min"),
-        "latency_p95_s": mean("latency_p95_s"),
-        "relative_throughput": mean("throughput_per_min", relative=True),
-        "relative_p95": mean("latency_p95_s", relative=True),
-    }
-    if all("latency_mean_s" in r for r in refs):  # references of runs before it was recorded lack it
-        ev["latency_mean_s"] = mean("latency_mean_s")
-        ev["relative_latency"] = mean("latency_mean_s", relative=True)
-    if len(scenarios) > 1:
-        ev["scenarios"] = dict(zip(validation_entries(cfg), each, strict=True))
-    return ev
-
-
-#: ``objective = "latency"``: relative throughput below this costs ten times its shortfall, so a
-#: network that is fast only because it completes less never wins.
-THROUGHPUT_GUARD = 0.99
-
-
-def score(ev: dict[str, Any], objective: str = "throughput") -> float:
-    """Higher is better. ``throughput``: throughput relative to the reference first (the mean over
-    scenarios, so each counts alike whatever its scale), relative p95 latency as a tie-breaker.
-    ``latency``: minus mean latency relative to the reference (p95 as tie-breaker), less ten times
-    any relative throughput under :data:`THROUGHPUT_GUARD`."""
-    if objective == "latency" and "relative_latency" in ev:
-        shortfall = max(THROUGHPUT_GUARD - ev["relative_throughput"], 0.0)
-        return -ev["relative_latency"] - 1e-3 * ev["relative_p95"] - 10.0 * shortfall
-    if "relative_throughput" in ev:
-        return ev["relative_throughput"] - 1e-3 * ev["relative_p95"]
-    return ev["throughput_per_min"] - 1e-3 * ev["latency_p95_s"]
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
@@ -323,7 +213,7 @@ class _Progress(BaseCallback):
 
     def evaluate_and_save(self) -> dict[str, Any]:
         scorer = self.model.q_net.scorer  # type: ignore[attr-defined]
-        ev = evaluate_all(scorer, self.scenarios, self.cfg, self.refs)
+        ev = evaluate_all(scorer, self.scenarios, self.cfg, self.refs, validation_entries(self.cfg))
         ev["step"] = float(self.steps)
         self.history.append(ev)
         if self.num_timesteps > 0:  # the logger exists once learn() has started

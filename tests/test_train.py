@@ -14,16 +14,8 @@ import pytest
 import torch
 
 from experiments.cli import main
-from experiments.train import (
-    TEACHERS,
-    TrainConfig,
-    behaviour_clone,
-    collect_teacher,
-    evaluate_selector,
-    pick_teacher,
-    score,
-    train,
-)
+from experiments.train import TrainConfig, behaviour_clone, collect_teacher, train
+from experiments.train_evaluation import TEACHERS, evaluate_selector, pick_teacher, score
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION
