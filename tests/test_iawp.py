@@ -260,3 +260,37 @@ def test_a_cluster_without_gpus_needs_no_interference_model(placer: str) -> None
     sched = parse_scheduler(f"mct+{placer}")
     m = Simulator(sc, generate_tasks(sc, 0), sched.placer).run(sched)
     assert m.tasks_completed == 6 and m.tasks_lost == 0
+
+
+def test_a_gpu_model_whose_predictions_prove_wrong_is_placed_by_speedup(fitted: IawpPlacer) -> None:
+    """Both GPUs run fft, which matmul is predicted to suffer with: ``iawp`` holds matmul back.
+    Once the co-runs it sees on that GPU model run far from its predictions (judged after
+    ``ERROR_MIN_RUNS``), the placer falls back to ``speedup``'s rule there, which holds nothing
+    back; when its predictions come right again, it trusts them again. Without ``fallback`` the
+    same observations change nothing."""
+    from rlsched.policies.iawp import ERROR_MIN_RUNS
+    from rlsched.policies.placers import SpeedupPlacer
+
+    v = _view_two_gpus((["fft"], ["fft"]), busy_cores=2)
+    task, sub = _ready("matmul", "matmul")
+    for fallback in (0.0, 0.2):
+        placer = IawpPlacer(
+            predictor=fitted.predictor, online=False, min_gain=0.3, hold="line", fallback=fallback
+        )
+        placer._fill(["matmul", "fft", "kmeans_assign"], ["V100M16"])
+        assert placer.place(task, sub, 0, v) is None
+        right = 1.0 / (1.0 + placer._pair_slowdown("V100M16", "fft", "matmul"))
+        for _ in range(ERROR_MIN_RUNS - 1):  # measured at a third of the predicted speed
+            placer.observe("V100M16", "fft", ("matmul",), right / 3.0)
+        assert placer.place(task, sub, 0, v) is None, "judged before ERROR_MIN_RUNS co-runs"
+        placer.observe("V100M16", "fft", ("matmul",), right / 3.0)
+        report = placer.prediction_error()["V100M16"]
+        assert report["co_runs"] == ERROR_MIN_RUNS and report["error"] > 1.0
+        expected = SpeedupPlacer().place(task, sub, 0, v) if fallback else None
+        assert expected is not None or not fallback
+        assert placer.place(task, sub, 0, v) == expected, fallback
+        assert report["fallback"] is bool(fallback)
+        for _ in range(100):  # predictions right again: the EMA falls under the line
+            placer.observe("V100M16", "fft", ("matmul",), right)
+        assert placer.place(task, sub, 0, v) is None, fallback
+        assert placer.prediction_error()["V100M16"]["fallback"] is False

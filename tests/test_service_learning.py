@@ -104,6 +104,7 @@ def _check_calibrated(m: dict[str, Any]) -> None:
     assert m["models"]["selector"] == {"name": "ldwp", "source": "shipped", "sha256": _shipped()}
     assert re.fullmatch(r"[0-9a-f]{64}", m["models"]["interference"]["sha256"])
     assert m["placer"] == "iawp"
+    assert set(m["prediction_error"]) <= _gpu_models(), m["prediction_error"]
 
 
 def _shipped() -> str:

@@ -23,8 +23,9 @@ first variant. Variants:
 Observable variants (``iawp-*``, ``clairvoyant-ncf``) take options after the gain:
 ``+active`` calibrates from an active survey of the same budget, ``+doubt=Z`` holds back only
 when the gain stays below the threshold with the predicted slowdowns lowered by ``Z`` times the
-model's spread (``iawp-pass@0.4+active+doubt=1``). Each run of an observable variant draws its
-own survey, seeded by the run's seed.
+model's spread (``iawp-pass@0.4+active+doubt=1``); ``+fallback=E`` places by ``speedup``'s rule
+on nodes whose GPU model's observed prediction error is over ``E`` (:class:`IawpPlacer`). Each
+run of an observable variant draws its own survey, seeded by the run's seed.
 
 Use validation seeds to choose a constant, test seeds to report:
 
@@ -170,8 +171,10 @@ def _options(parts: list[str]) -> dict[str, Any]:
             out["active"] = True
         elif key == "doubt":
             out["doubt"] = float(value)
+        elif key == "fallback":
+            out["fallback"] = float(value)
         else:
-            raise ValueError(f"unknown variant option {word!r} (active, doubt=Z)")
+            raise ValueError(f"unknown variant option {word!r} (active, doubt=Z, fallback=E)")
     return out
 
 
@@ -209,6 +212,30 @@ def run_one(scenario: str, selector: str, variant: str, seed: int) -> tuple[floa
     return m.throughput * 60.0, m.latency_p95_s
 
 
+def _summary(
+    scenarios: list[str],
+    variants: list[str],
+    seeds: list[int],
+    res: dict[tuple[str, str, int], tuple[float, float]],
+) -> None:
+    """Each variant's throughput over the first's, across scenarios: geometric mean, min, and
+    the share of scenarios at >= 0.99x."""
+    print(f"\nover {len(scenarios)} scenarios (throughput over {variants[0]}, mean over seeds)")
+    print("| placer | geometric mean | min | >= 0.99x | worst |\n|---|---|---|---|---|")
+    for v in variants:
+        r = np.array(
+            [
+                np.mean([res[(s, v, d)][0] for d in seeds])
+                / np.mean([res[(s, variants[0], d)][0] for d in seeds])
+                for s in scenarios
+            ]
+        )
+        worst = scenarios[int(r.argmin())]
+        print(
+            f"| {v} | {np.exp(np.log(r).mean()):.3f} | {r.min():.3f} | {(r >= 0.99).mean():.0%} | {worst} |"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--scenarios", default="interference-saturated#3000,hetero-saturated#3000")
@@ -218,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=3)
     p.add_argument("--jobs", type=int, default=2)
     args = p.parse_args(argv)
-    scenarios, variants = args.scenarios.split(","), args.variants.split(",")
+    from experiments.case_folders import expand_folders
+
+    scenarios = expand_folders(args.scenarios.split(","), "--scenarios")
+    variants = args.variants.split(",")
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
     shown = shlex.join(sys.argv[1:] if argv is None else argv)
     print(f"$ python -m experiments.benchmarks.stage2_headroom {shown}")
@@ -240,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"| {v} | {thr.mean():,.1f} ± {sd(thr):,.1f} | {p95.mean():.2f} ± {sd(p95):.2f} "
                 f"| {thr.mean() / ref:.3f} |"
             )
+    if len(scenarios) > 1:
+        _summary(scenarios, variants, seeds, res)
     print(f"\n{len(grid)} runs in {time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -281,7 +281,12 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/v1/models")
     def models(who: Caller) -> dict[str, Any]:
-        return {**service.learning.describe(), "predictions": service.learning.predictions()}
+        learning = service.learning
+        return {
+            **learning.describe(),
+            "predictions": learning.predictions(),
+            "prediction_error": learning.prediction_error(),
+        }
 
     @app.exception_handler(NodeError)
     async def node_error(request: Request, e: NodeError) -> JSONResponse:

@@ -233,3 +233,12 @@ class Learning:
             return {}
         with self.cluster.lock:
             return table()
+
+    def prediction_error(self) -> dict[str, Any]:
+        """Per GPU model, how far the placer's predictions were from the co-runs it saw finish,
+        and whether it has fallen back to a rule without predictions there (``/v1/models``)."""
+        report = getattr(self.placer, "prediction_error", None)
+        if report is None:
+            return {}
+        with self.cluster.lock:
+            return report()
