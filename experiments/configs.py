@@ -25,7 +25,7 @@ class TrainConfig:
         ``best/`` is chosen on the mean, over scenarios, of throughput relative to the teacher).
     :param rate_per_min: arrival-rate override for entries without ``@RATE`` (``None`` = each
         scenario's own).
-    :param steps: DQN environment steps.
+    :param steps: DQN environment steps in all (a resumed checkpoint's own DQN steps count).
     :param seed: seeds torch, numpy and the training episodes.
     :param pretrain: teacher selector for behaviour cloning, ``"best"`` (on each scenario the
         heuristic of ``experiments.train_evaluation.TEACHERS`` with the highest throughput on training seeds

@@ -29,7 +29,8 @@ class TrainArgs:
     :param selector: stage 2: node selector while the placer trains
     :param jobs: stage 2: worker processes
     :param rate_per_min: arrival rate override, tasks/min (default: the scenario's)
-    :param steps: stage 1: DQN environment steps
+    :param steps: stage 1: DQN environment steps in all (with --resume, the checkpoint's own DQN steps
+        count: resuming a 15,000-step network with --steps 20000 runs 5,000 more)
     :param seed: seeds torch, numpy and the training episodes
     :param pretrain: stage 1: teacher selector for behaviour cloning, 'best' (on each scenario the
         heuristic selector that completes most there; best/ is then measured against the best

@@ -101,7 +101,9 @@ class IawpPlacer(MlsmPlacer):
         over one plus the predicted slowdowns; an EMA over about the last 20 co-runs of that GPU
         model, judged after :data:`ERROR_MIN_RUNS`); on a node with a GPU
         model over the line it places by ``speedup``'s rule, which needs no prediction, until the
-        error (the model keeps learning) falls back under it. 0 = always trust the model.
+        error (the model keeps learning) falls back under it. 0 = always trust the model, the
+        default: on the generated validation cases no threshold of 0.1-0.5 beat it (geometric
+        mean 0.979-0.994; BENCHMARKS.md, "Generated cases: training on them").
     """
 
     name = "iawp"
