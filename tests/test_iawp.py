@@ -268,7 +268,7 @@ def test_a_gpu_model_whose_predictions_prove_wrong_is_placed_by_speedup(fitted: 
     ``ERROR_MIN_RUNS``), the placer falls back to ``speedup``'s rule there, which holds nothing
     back; when its predictions come right again, it trusts them again. Without ``fallback`` the
     same observations change nothing."""
-    from rlsched.policies.iawp import ERROR_MIN_RUNS
+    from rlsched.interference.prediction_error import ERROR_MIN_RUNS
     from rlsched.policies.placers import SpeedupPlacer
 
     v = _view_two_gpus((["fft"], ["fft"]), busy_cores=2)

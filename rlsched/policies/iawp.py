@@ -20,6 +20,7 @@ import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
 from rlsched.interference.calibration import Survey, SurveyRequest
+from rlsched.interference.prediction_error import PredictionErrors
 from rlsched.interference.predictor import ColocationData, InterferencePredictor, fit_interference
 from rlsched.policies.placers import (
     MlsmPlacer,
@@ -58,10 +59,6 @@ MIN_TOGETHER = 0.25
 SOLO_EMA = 0.2
 #: How far ``iawp`` doubts its model by default (see :class:`IawpPlacer`'s ``doubt``).
 DOUBT = 0.0
-#: EMA weight of one co-run's prediction error (per GPU model): about the last 20 co-runs count.
-ERROR_EMA = 0.05
-#: Co-runs of a GPU model observed before its prediction error is judged.
-ERROR_MIN_RUNS = 20
 
 # Fitted models by (survey key, method, fraction, seed): profiling a cluster is a one-off
 # calibration, so runs over many seeds of one scenario share it (each run gets its own copy).
@@ -95,15 +92,11 @@ class IawpPlacer(MlsmPlacer):
         prediction. 0 = trust the predictions as they are.
     :param active: calibrate from an active survey of the same budget
         (:mod:`rlsched.interference.active`) rather than a random one.
-    :param fallback: distrust a GPU model's predictions once their observed error exceeds this:
-        for every co-run it sees finish, the placer compares the measured speed with the one it
-        predicted (``|log(measured / predicted)|``: solo speed, as measured or else the roofline's,
-        over one plus the predicted slowdowns; an EMA over about the last 20 co-runs of that GPU
-        model, judged after :data:`ERROR_MIN_RUNS`); on a node with a GPU
-        model over the line it places by ``speedup``'s rule, which needs no prediction, until the
-        error (the model keeps learning) falls back under it. 0 = always trust the model, the
-        default: on the generated validation cases no threshold of 0.1-0.5 beat it (geometric
-        mean 0.979-0.994; BENCHMARKS.md, "Generated cases: training on them").
+    :param fallback: on a node with a GPU model whose predicted speeds were off by more than this
+        (:mod:`rlsched.interference.prediction_error`; solo speed as measured, else the
+        roofline's) place by ``speedup``'s rule, which needs no prediction, until they come
+        right again. 0 (default) = always trust the model: on generated validation cases no line
+        of 0.1-0.5 beat it (BENCHMARKS.md, "Generated cases: training on them").
     """
 
     name = "iawp"
@@ -136,9 +129,7 @@ class IawpPlacer(MlsmPlacer):
         self.fallback = fallback
         self._plain = SpeedupPlacer()
         #: Per GPU model: EMA of the co-runs' prediction error, and how many co-runs it has seen.
-        self._error: dict[str, float] = {}
-        self._error_runs: dict[str, int] = {}
-        self._distrusted: set[str] = set()
+        self._errors = PredictionErrors(fallback)
         #: Seed of the survey asked for (which triples; the fit): one calibration per seed.
         self.survey_seed = 0
         self._held: dict[int, tuple[int, int, int]] = {}  # node -> (task id, subtask index, priority)
@@ -223,9 +214,7 @@ class IawpPlacer(MlsmPlacer):
         self._solo.clear()
         self._held.clear()
         self._batch.clear()
-        self._error.clear()
-        self._error_runs.clear()
-        self._distrusted.clear()
+        self._errors.clear()
         self._plain.reset(view, seed)
 
     def observe(
@@ -263,7 +252,7 @@ class IawpPlacer(MlsmPlacer):
         predicted = sum(w * s for w, s in zip(weights, pred, strict=True))
         # The error of the speed the placer predicted, from the solo speed it assumed (the
         # roofline's when it has seen no solo run: see _solo_seconds).
-        self._track_error(device, speed * (1.0 + predicted) / (solo if solo is not None else 1.0))
+        self._errors.track(device, speed * (1.0 + predicted) / (solo if solo is not None else 1.0))
         if not self.online or solo is None:
             return
         measured = max(solo / max(speed, 1e-9) - 1.0, 0.0)
@@ -273,33 +262,14 @@ class IawpPlacer(MlsmPlacer):
         if len(self._batch) >= self.online_batch:
             self._learn()
 
-    def _track_error(self, device: str, ratio: float) -> None:
-        """Fold one co-run's prediction error (``ratio``: measured over predicted speed) into its
-        GPU model's EMA."""
-        err = abs(float(np.log(max(ratio, 1e-9))))
-        old = self._error.get(device)
-        self._error[device] = err if old is None else old + ERROR_EMA * (err - old)
-        self._error_runs[device] = self._error_runs.get(device, 0) + 1
-        if self.distrusted(device):
-            self._distrusted.add(device)
-        else:
-            self._distrusted.discard(device)
-
     def distrusted(self, device: str) -> bool:
         """Whether ``device``'s predictions are over the ``fallback`` line (never when it is 0)."""
-        return (
-            self.fallback > 0.0
-            and self._error_runs.get(device, 0) >= ERROR_MIN_RUNS
-            and self._error[device] > self.fallback
-        )
+        return self._errors.distrusted(device)
 
     def prediction_error(self) -> dict[str, dict[str, float | int | bool]]:
         """Per GPU model: the co-runs' prediction error (EMA), how many were seen, and whether the
         placer has fallen back to ``speedup``'s rule there (``/v1/models`` shows these)."""
-        return {
-            d: {"error": round(e, 4), "co_runs": self._error_runs[d], "fallback": self.distrusted(d)}
-            for d, e in sorted(self._error.items())
-        }
+        return self._errors.report()
 
     def _learn(self) -> None:
         assert self.predictor is not None
@@ -376,10 +346,11 @@ class IawpPlacer(MlsmPlacer):
 
     def _node_distrusted(self, node: int, view: ClusterView) -> bool:
         """Whether one of the node's GPU models is over the ``fallback`` line."""
-        if not self._distrusted:
+        out = self._errors.distrusted_models
+        if not out:
             return False
         names = view.model_names
-        return any(m >= 0 and names[m] in self._distrusted for m in view.fast.gpu_model[node])
+        return any(m >= 0 and names[m] in out for m in view.fast.gpu_model[node])
 
     def _when_streams_full(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         """A core, or ``None`` to wait for a stream, for a subtask that may run on either side.
