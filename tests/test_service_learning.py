@@ -238,6 +238,26 @@ def test_active_profiling_reaches_the_placer_and_needs_one_that_calibrates(tmp_p
     assert r.returncode == 2 and len(lines) == 1 and "active_profiling" in lines[0], r.stderr
 
 
+def test_prediction_fallback_reaches_the_placer_and_needs_one_that_predicts(tmp_path: Path) -> None:
+    """``prediction_fallback`` sets the placer's fallback line (``ldwp+iawp`` and the learned
+    ``iawp-rl`` alike); a placer without predictions, or a negative line, exits 2 naming the key."""
+    for spec in ("ldwp+iawp", "mct+iawp-rl"):
+        (tmp_path / spec).mkdir()
+        config = write_config(tmp_path / spec, free_port(), TOKENS, None, "prediction_fallback = 0.5\n", spec)
+        cfg = load_service_config(config)
+        args = (cfg.source, cfg.active_profiling, cfg.prediction_fallback)
+        scheduler, _ = build_scheduler(cfg.scheduler, None, None, *args)
+        assert scheduler.placer.fallback == 0.5, spec
+    for spec, line in (("mct+mlsm", "0.5"), ("ldwp+iawp", "-1")):
+        (tmp_path / line).mkdir(exist_ok=True)
+        bad = write_config(
+            tmp_path / line, free_port(), TOKENS, None, f"prediction_fallback = {line}\n", spec
+        )
+        r = _serve_exit(bad)
+        lines = [x for x in r.stderr.splitlines() if x.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and "prediction_fallback" in lines[0], r.stderr
+
+
 def test_a_corrupt_checkpoint_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
     run = tmp_path / "run"
     run.mkdir()

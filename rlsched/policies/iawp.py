@@ -126,7 +126,6 @@ class IawpPlacer(MlsmPlacer):
         self.hold = hold
         self.doubt = doubt
         self.active = active
-        self.fallback = fallback
         self._plain = SpeedupPlacer()
         #: Per GPU model: EMA of the co-runs' prediction error, and how many co-runs it has seen.
         self._errors = PredictionErrors(fallback)
@@ -144,6 +143,15 @@ class IawpPlacer(MlsmPlacer):
         #: Observed GPU runs: alone, with co-runners, with co-runners but no solo reference for
         #: their (GPU model, kind) yet, and with too little overlap to learn from.
         self.seen = {"solo": 0, "co_run": 0, "no_reference": 0, "brief": 0}
+
+    @property
+    def fallback(self) -> float:
+        """The ``fallback`` line (settable: the service sets it from its config)."""
+        return self._errors.line
+
+    @fallback.setter
+    def fallback(self, line: float) -> None:
+        self._errors.line = line
 
     # ---- calibration and learning ------------------------------------------------------------
     def survey_request(self) -> SurveyRequest:
@@ -332,8 +340,7 @@ class IawpPlacer(MlsmPlacer):
         dev = sub.kind.device
         if dev is Device.CPU:
             return CPU if core_free(node, view) else None
-        if self.fallback > 0.0 and self._node_distrusted(node, view):
-            self._held.pop(node, None)  # the rule that needs no prediction holds nothing back
+        if self._falls_back(node, view):
             return self._plain.place(task, sub, node, view)
         gpus = fitting_gpus(task, sub, node, view)
         cpu_ok = dev is Device.BOTH and core_free(node, view)
@@ -344,13 +351,15 @@ class IawpPlacer(MlsmPlacer):
             return g if self.min_gain <= 0 else self._admit(task, sub, node, g, view)
         return self._when_streams_full(task, sub, node, view) if cpu_ok else None
 
-    def _node_distrusted(self, node: int, view: ClusterView) -> bool:
-        """Whether one of the node's GPU models is over the ``fallback`` line."""
+    def _falls_back(self, node: int, view: ClusterView) -> bool:
+        """Whether the node has a GPU model over the ``fallback`` line, so ``speedup``'s rule
+        places there (it holds nothing back, so the node's held subtask is let go)."""
         out = self._errors.distrusted_models
-        if not out:
-            return False
         names = view.model_names
-        return any(m >= 0 and names[m] in out for m in view.fast.gpu_model[node])
+        if not out or not any(m >= 0 and names[m] in out for m in view.fast.gpu_model[node]):
+            return False
+        self._held.pop(node, None)
+        return True
 
     def _when_streams_full(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         """A core, or ``None`` to wait for a stream, for a subtask that may run on either side.

@@ -125,6 +125,8 @@ class LearnedIawpPlacer(IawpPlacer):
         dev = sub.kind.device
         if dev is Device.CPU:
             return CPU if core_free(node, view) else None
+        if self._falls_back(node, view):
+            return self._plain.place(task, sub, node, view)
         cpu_ok = dev is Device.BOTH and core_free(node, view)
         gpus = fitting_gpus(task, sub, node, view)
         if not gpus:

@@ -20,6 +20,7 @@ checkpoint_interval_s = 60            # at most this much learning is lost to a 
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
 active_profiling = false              # choose the surveyed pairs by value (same budget)
+prediction_fallback = 0               # > 0: place by speedup's rule on GPU models predicted this far off
 online_batch = 256                    # observed co-run samples per online update of the model
 selector_learning = false             # fine-tune the LDWP selector from live decisions (background)
 selector_candidate_updates = 2000     # its gradient steps between two candidates for the canary
@@ -78,6 +79,7 @@ _TOP = (
     "calibration_budget_s",
     "calibration_apps",
     "active_profiling",
+    "prediction_fallback",
     "log_level",
     "online_batch",
     "selector_learning",
@@ -158,6 +160,9 @@ class ServiceConfig:
         ``info``, one line per request, the queue's recovery at start and the shutdown.
     :param active_profiling: the survey picks its co-runs by the value of their answer
         (:mod:`rlsched.interference.active`) instead of at random, within the same budget.
+    :param prediction_fallback: where the placer's predicted speeds on a GPU model were off by
+        more than this (an EMA of ``|log(measured / predicted)|``, ``/v1/models`` shows it), it
+        places there by ``speedup``'s rule until they come right again; 0 (default) = off.
     :param online_batch: observed co-run samples per online update of the interference model.
     :param selector_learning: fine-tune an LDWP incumbent from the service's own decisions in a
         background learner (:mod:`runtime.service.selector_learning`); off by default.
@@ -187,6 +192,7 @@ class ServiceConfig:
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
     active_profiling: bool = False
+    prediction_fallback: float = 0.0
     log_level: str = "info"
     online_batch: int = 256
     selector_learning: bool = False
@@ -254,6 +260,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         calibration_apps=_apps(r, doc),
         log_level=r.choice(doc, "", "log_level", LOG_LEVELS, _d("log_level")),
         active_profiling=r.boolean(doc, "", "active_profiling", _d("active_profiling")),
+        prediction_fallback=r.number(doc, "", "prediction_fallback", _d("prediction_fallback"), ge=0, le=10),
         online_batch=r.integer(doc, "", "online_batch", _d("online_batch"), ge=1, le=1_000_000),
         selector_learning=r.boolean(doc, "", "selector_learning", _d("selector_learning")),
         selector_candidate_updates=r.integer(

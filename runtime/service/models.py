@@ -62,6 +62,7 @@ def build_scheduler(
     placer_model: str | None,
     where: str,
     active_profiling: bool = False,
+    prediction_fallback: float = 0.0,
 ) -> tuple[TwoStageScheduler, list[ModelVersion]]:
     """The scheduler ``spec`` with the configured checkpoints, and the versions of its learned
     parts.
@@ -72,7 +73,9 @@ def build_scheduler(
     :param where: the config file (named in errors).
     :param active_profiling: the placer calibrates from an active survey
         (:mod:`rlsched.interference.active`) instead of a random one.
-    :raises InputError: naming ``selector_model``, ``placer_model`` or ``active_profiling``.
+    :param prediction_fallback: the placer's ``fallback`` line (``IawpPlacer``); 0 = off.
+    :raises InputError: naming ``selector_model``, ``placer_model``, ``active_profiling`` or
+        ``prediction_fallback``.
     """
     sel, _, plc = spec.partition("+")
     if selector_model is not None and sel != "ldwp":
@@ -94,6 +97,15 @@ def build_scheduler(
                 where, "active_profiling", "a scheduler whose placer calibrates from a survey", spec
             )
         placer.active = True
+    if prediction_fallback > 0:
+        if not hasattr(placer, "fallback"):
+            raise InputError(
+                where,
+                "prediction_fallback",
+                "a scheduler whose placer predicts interference (iawp, ...)",
+                spec,
+            )
+        placer.fallback = prediction_fallback
     versions = []
     folder = getattr(selector, "model_dir", None)
     if folder is not None:

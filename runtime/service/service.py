@@ -192,6 +192,7 @@ class Service:
                 config.placer_model,
                 config.source,
                 config.active_profiling,
+                config.prediction_fallback,
             )
         self.scheduler = scheduler
         self.cluster = cluster or make_cluster(config, spec)
