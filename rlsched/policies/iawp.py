@@ -127,7 +127,6 @@ class IawpPlacer(MlsmPlacer):
         self.doubt = doubt
         self.active = active
         self._plain = SpeedupPlacer()
-        #: Per GPU model: EMA of the co-runs' prediction error, and how many co-runs it has seen.
         self._errors = PredictionErrors(fallback)
         #: Seed of the survey asked for (which triples; the fit): one calibration per seed.
         self.survey_seed = 0
@@ -269,10 +268,6 @@ class IawpPlacer(MlsmPlacer):
             self._batch.append((device, kind, p, 1.0 / (1.0 + s * scale)))
         if len(self._batch) >= self.online_batch:
             self._learn()
-
-    def distrusted(self, device: str) -> bool:
-        """Whether ``device``'s predictions are over the ``fallback`` line (never when it is 0)."""
-        return self._errors.distrusted(device)
 
     def prediction_error(self) -> dict[str, dict[str, float | int | bool]]:
         """Per GPU model: the co-runs' prediction error (EMA), how many were seen, and whether the
