@@ -222,6 +222,7 @@ class EvalConfig:
     :param rate: arrival-rate override, tasks/min (``None``: each scenario's own).
     :param model: LDWP checkpoint for ``ldwp`` (``None``: shipped weights).
     :param placer_model: placer checkpoint for ``iawp-rl`` (``None``: shipped parameters).
+    :param recogniser: the ``auto`` scheduler's recogniser folder (``None``: shipped).
     :param jobs: worker processes.
     :param timeout_s: wall-time limit of one run.
     :param runs: training or fine-tuning run folders (``history.json``) whose curves to plot.
@@ -241,6 +242,7 @@ class EvalConfig:
     rate: float | None = None
     model: str | None = None
     placer_model: str | None = None
+    recogniser: str | None = None
     jobs: int = 1
     timeout_s: float = 600.0
     runs: dict[str, str] = field(default_factory=dict)

@@ -67,7 +67,7 @@ def validate(cfg: EvalConfig, out: Path) -> None:
     inputs.scenario_entries(",".join(cfg.scenarios), cfg.rate, "--scenarios")
     for s in cfg.schedulers:
         inputs.scheduler(s, "--schedulers")
-    inputs.policy_options(cfg.schedulers, cfg.model, cfg.placer_model)
+    inputs.policy_options(cfg.schedulers, cfg.model, cfg.placer_model, cfg.recogniser)
     if cfg.loads:
         from experiments.load_curves import check_entries
 
@@ -136,7 +136,17 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         (sc, seed, 1.0) for sc in cfg.scenarios for seed in cfg.seeds
     ]
     cases = [
-        Case(sc, s, seed, cfg.rate, cfg.model, cfg.timeout_s, placer_model=cfg.placer_model, arrival_scale=k)
+        Case(
+            sc,
+            s,
+            seed,
+            cfg.rate,
+            cfg.model,
+            cfg.timeout_s,
+            placer_model=cfg.placer_model,
+            arrival_scale=k,
+            recogniser=cfg.recogniser,
+        )
         for sc, seed, k in grid
         for s in cfg.schedulers
     ]

@@ -40,6 +40,7 @@ class Case:
     :param timeout_s: wall-time limit of the run.
     :param detail: keep per-task latencies and per-device busy samples.
     :param arrival_scale: arrivals come this many times faster (:func:`scale_arrivals`).
+    :param recogniser: the ``auto`` scheduler's recogniser folder (``None``: shipped).
     """
 
     scenario: str
@@ -51,6 +52,7 @@ class Case:
     detail: bool = True
     placer_model: str | None = None
     arrival_scale: float = 1.0
+    recogniser: str | None = None
 
 
 @dataclass
@@ -201,7 +203,7 @@ def _run(case: Case) -> CaseResult:
         load_entry(case.scenario, case.rate, arrival_scale=case.arrival_scale), case.seed
     )
     tasks = generate_tasks(scenario, case.seed)
-    sched = parse_scheduler(case.scheduler, PolicyOptions(case.model, case.placer_model))
+    sched = parse_scheduler(case.scheduler, PolicyOptions(case.model, case.placer_model, case.recogniser))
     sim = Simulator(scenario, tasks, sched.placer, seed=case.seed)
     devices = [(n, g) for n, node in enumerate(scenario.cluster.nodes) for g in range(len(node.gpus))]
     valid = sim.view.gpu_valid

@@ -96,7 +96,7 @@ def selector(name: str, flag: str) -> str:
 
     names = selector_names()
     if name not in names:
-        raise InputError(flag, "selector", f"a known selector ({_known(names)})", name)
+        raise InputError(flag, "selector", f"a known selector ({_known(names)}) or 'auto'", name)
     return name
 
 
@@ -108,9 +108,13 @@ def scheduler(spec: str, flag: str) -> str:
     :param flag: the flag that gave it.
     :raises InputError: naming the flag, the part at fault and the known names.
     """
-    from rlsched.policies.registry import placer_names
+    from rlsched.policies.registry import AUTO, placer_names
 
+    if spec == AUTO:
+        return spec
     sel, plus, plc = spec.partition("+")
+    if sel == AUTO:
+        raise InputError(flag, "placer", "'auto' alone (it chooses its own pair)", spec)
     selector(sel, flag)
     names = placer_names()
     if plus and plc not in names:
@@ -209,18 +213,41 @@ def placer_model(path: str, flag: str = "--placer-model") -> None:
         raise InputError.from_checkpoint(e, flag) from None
 
 
-def policy_options(specs: Sequence[str], model: str | None, placer: str | None) -> PolicyOptions:
+def recogniser(path: str | None, flag: str = "--recogniser") -> None:
+    """Load the ``auto`` scheduler's recogniser at ``path`` (``None``: the shipped one) as it will be.
+
+    :raises InputError: naming the recogniser's file and what is wrong with it.
+    """
+    from models.checkpoint import CheckpointError
+    from rlsched.policies.recogniser import load_recogniser
+
+    try:
+        load_recogniser(path)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, flag) from None
+
+
+def policy_options(
+    specs: Sequence[str], model: str | None, placer: str | None, recogniser_dir: str | None = None
+) -> PolicyOptions:
     """The checkpoints the learned policies of ``specs`` read, each loaded and checked now.
 
     :param specs: the checked scheduler specs of the run.
     :param model: ``--model`` (LDWP; ``None``: shipped); checked when given or when a spec uses
-        ``ldwp``.
+        ``ldwp`` (``auto`` may).
     :param placer: ``--placer-model`` (``iawp-rl``; ``None``: shipped); checked when given.
+    :param recogniser_dir: ``--recogniser`` (``auto``; ``None``: shipped); checked when ``auto``
+        runs.
     :raises InputError: for a checkpoint that does not load, or one that no spec would use.
     """
-    from rlsched.policies.registry import PolicyOptions
+    from rlsched.policies.registry import AUTO, PolicyOptions
 
-    if model is not None and not any(s.partition("+")[0] == "ldwp" for s in specs):
+    auto = AUTO in specs
+    if recogniser_dir is not None and not auto:
+        raise InputError("--recogniser", "value", "a run of the auto scheduler", recogniser_dir)
+    if auto:
+        recogniser(recogniser_dir)
+    if model is not None and not auto and not any(s.partition("+")[0] == "ldwp" for s in specs):
         raise InputError("--model", "value", "a run with an ldwp selector (--model is its checkpoint)", model)
     if placer is not None and not any(s.partition("+")[2] == "iawp-rl" for s in specs):
         raise InputError(
@@ -233,7 +260,7 @@ def policy_options(specs: Sequence[str], model: str | None, placer: str | None) 
         ldwp_model(model)
     if placer is not None:
         placer_model(placer)
-    return PolicyOptions(model, placer)
+    return PolicyOptions(model, placer, recogniser_dir)
 
 
 def live_cluster(path: str | None) -> LiveClusterSpec:

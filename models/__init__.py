@@ -5,3 +5,5 @@ from pathlib import Path
 #: Where the shipped pretrained LDWP model lives (see models/pretrained/README.md). Defined here,
 #: free of torch, so that the CLI can tell whether a model ships without importing it.
 PRETRAINED_LDWP = Path(__file__).resolve().parent / "pretrained" / "ldwp"
+#: Where the shipped case recogniser of the ``auto`` scheduler lives (plain JSON, no torch).
+PRETRAINED_RECOGNISER = Path(__file__).resolve().parent / "pretrained" / "recogniser"

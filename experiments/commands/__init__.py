@@ -18,6 +18,7 @@ from experiments.commands import (
     demo,
     evaluate,
     finetune,
+    fit_recogniser,
     interference,
     profile,
     scenarios,
@@ -33,6 +34,7 @@ from experiments.commands.flags import add_flags, flag_name, to_args
 COMMANDS: tuple[Command, ...] = (
     simulate.COMMAND,
     train.COMMAND,
+    fit_recogniser.COMMAND,
     demo.COMMAND,
     finetune.COMMAND,
     scenarios.COMMAND,

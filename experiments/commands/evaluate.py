@@ -33,6 +33,7 @@ class EvaluateArgs:
         SELECTOR+PLACER (its saturated throughput on each seed)
     :param model: LDWP checkpoint for ldwp (default: shipped)
     :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
+    :param recogniser: the auto scheduler's recogniser (rlsched fit-recogniser; default: shipped)
     :param jobs: worker processes (default: the cores)
     :param timeout_s: seconds one run may take
     :param runs: NAME=DIR of a training run whose curves to plot (repeatable)
@@ -51,6 +52,7 @@ class EvaluateArgs:
     load_of: str = default(EvalConfig, "load_of")
     model: str | None = flag(None, path=True)
     placer_model: str | None = flag(None, path=True)
+    recogniser: str | None = flag(None, path=True)
     jobs: int | None = flag(None, parse=values.COUNT)
     timeout_s: float = flag(default(EvalConfig, "timeout_s"), name="--timeout", parse=values.positive_float)
     runs: list[str] = flag([], repeat=True)  # noqa: RUF009 (flag() copies the list per instance)
@@ -113,6 +115,7 @@ def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
         rate=args.rate,
         model=args.model,
         placer_model=args.placer_model,
+        recogniser=args.recogniser,
         jobs=args.jobs or default_jobs(),
         timeout_s=args.timeout_s,
         runs=runs,

@@ -22,13 +22,16 @@ class ServeArgs:
     :param host: address to bind (default: the config's, else 127.0.0.1)
     :param port: TCP port (default: the config's, else 8470)
     :param db: SQLite queue file (default: the config's)
-    :param scheduler: SELECTOR+PLACER (default: the config's, else ldwp+iawp)
+    :param scheduler: SELECTOR+PLACER, or auto (recognises the case from the fleet and its first
+        tasks and runs the pair it wants) (default: the config's, else ldwp+iawp)
     :param backend: cluster backend: node agents in this process, or one per Ray node (default: the
         config's, else local)
     :param ray_address: Ray cluster to join with --backend ray (default: the config's; none: start
         a local Ray)
     :param selector_model: LDWP checkpoint folder (default: the config's, else shipped)
     :param placer_model: iawp-rl checkpoint folder (default: the config's, else shipped)
+    :param recogniser_model: auto's recogniser folder (rlsched fit-recogniser; default: the
+        config's, else shipped)
     :param log_level: service log level (default: the config's, else info: a line per request,
         recovery, shutdown)
     :param interference_model: interference model: a folder of 'interference fit' or a co-location
@@ -44,6 +47,7 @@ class ServeArgs:
     ray_address: str | None = None
     selector_model: str | None = flag(None, path=True)
     placer_model: str | None = flag(None, path=True)
+    recogniser_model: str | None = flag(None, path=True)
     log_level: str | None = flag(None, choices=("debug", "info", "warning", "error"))
     interference_model: str | None = flag(None, path=True)
 

@@ -26,6 +26,7 @@ class SimulateArgs:
     :param strict: exit 3 when any task was unschedulable
     :param model: checkpoint directory for the ldwp selector (default: shipped)
     :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
+    :param recogniser: the auto scheduler's recogniser (rlsched fit-recogniser; default: shipped)
     """
 
     scenario: str = flag("paper", path=True)
@@ -36,6 +37,7 @@ class SimulateArgs:
     strict: bool = False
     model: str | None = flag(None, path=True)
     placer_model: str | None = flag(None, path=True)
+    recogniser: str | None = flag(None, path=True)
 
 
 def run(args: SimulateArgs, argv: Sequence[str]) -> int:
@@ -46,7 +48,7 @@ def run(args: SimulateArgs, argv: Sequence[str]) -> int:
     # Every input is read and checked here; the run below raises only bugs (exit 1).
     scenario = inputs.scenario(args.scenario, args.rate)
     spec = inputs.scheduler(args.scheduler, "--scheduler")
-    options = inputs.policy_options([spec], args.model, args.placer_model)
+    options = inputs.policy_options([spec], args.model, args.placer_model, args.recogniser)
     progress = not args.json and sys.stderr.isatty()
     m = simulate(scenario, spec, args.seed, progress=progress, options=options)
     seed = scenario.seed if args.seed is None else args.seed

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from rlsched.policies.names import AUTO
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
     LeastLoadedSelector,
@@ -48,10 +49,12 @@ class PolicyOptions:
 
     :param selector_model: LDWP checkpoint directory for ``ldwp`` (``None``: the shipped weights).
     :param placer_model: placer checkpoint directory for ``iawp-rl`` (``None``: shipped).
+    :param recogniser_model: recogniser folder for ``auto`` (``None``: the shipped one).
     """
 
     selector_model: str | None = None
     placer_model: str | None = None
+    recogniser_model: str | None = None
 
 
 #: The shipped checkpoints of every learned policy.
@@ -246,12 +249,13 @@ LEARNED_PLACERS = frozenset({"iawp-rl"})
 
 def is_learned_spec(spec: str) -> bool:
     """Whether the scheduler ``SELECTOR[+PLACER]`` has a learned part (:data:`LEARNED_SELECTORS`,
-    :data:`LEARNED_PLACERS`); a pair that is neither learned nor clairvoyant is a heuristic.
+    :data:`LEARNED_PLACERS`), or is ``auto`` (a learned recogniser over pairs); a pair that is
+    neither learned nor clairvoyant is a heuristic.
 
     :param spec: e.g. ``"ldwp+speedup"`` (learned) or ``"mct+iawp"`` (not).
     """
     sel, _, plc = spec.partition("+")
-    return sel in LEARNED_SELECTORS or plc in LEARNED_PLACERS
+    return sel in LEARNED_SELECTORS or plc in LEARNED_PLACERS or sel == AUTO
 
 
 def make_selector(name: str, options: PolicyOptions = SHIPPED) -> NodeSelector:
@@ -280,14 +284,49 @@ def make_placer(spec: str | SubtaskPlacer, options: PolicyOptions = SHIPPED) -> 
     return _checked("placer", spec, PLACERS[spec](options))
 
 
+def recogniser_version(folder: str | None) -> str:
+    """Load and verify ``auto``'s recogniser in ``folder`` (``None``: the shipped one); its sha256.
+
+    :raises models.checkpoint.CheckpointError: naming its file and what is wrong.
+    """
+    from rlsched.policies.recogniser import load_recogniser, model_sha256
+
+    load_recogniser(folder)
+    return model_sha256(folder)
+
+
+def describe_auto(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
+    """What ``auto`` has seen and chosen, or ``None`` when ``scheduler`` is not ``auto``
+    (:func:`rlsched.policies.auto.describe`)."""
+    if AUTO not in (getattr(scheduler.selector, "name", None), getattr(scheduler.placer, "name", None)):
+        return None
+    from rlsched.policies.auto import describe
+
+    return describe(scheduler)
+
+
+def _auto(options: PolicyOptions) -> TwoStageScheduler:
+    """``auto`` with the recogniser and candidate checkpoints of ``options``."""
+    from rlsched.policies.auto import build_auto
+    from rlsched.policies.recogniser import load_recogniser
+
+    recogniser = load_recogniser(options.recogniser_model)
+    return build_auto(recogniser, lambda s: make_selector(s, options), lambda p: make_placer(p, options))
+
+
 def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageScheduler:
     """Build a scheduler from ``SELECTOR`` or ``SELECTOR+PLACER``.
 
-    :param spec: e.g. ``"mct"`` (the default placer) or ``"ldwp+iawp"``.
+    :param spec: e.g. ``"mct"`` (the default placer), ``"ldwp+iawp"``, or ``"auto"`` (the case
+        recogniser over its candidate pairs, :mod:`rlsched.policies.auto`).
     :param options: checkpoints of learned policies.
     :raises ValueError: naming the unknown part and listing the known names.
     """
+    if spec == AUTO:
+        return _auto(options)
     sel, plus, plc = spec.partition("+")
+    if sel == AUTO:
+        raise ValueError(f"{spec!r}: auto chooses its own pair; name it alone ('auto')")
     if plus and not plc:
         raise ValueError(f"empty placer in {spec!r}; known: {', '.join(placer_names())}")
     plc = plc or DEFAULT_PLACER

@@ -40,6 +40,7 @@ from pydantic import BaseModel, Field
 
 from rlsched.errors import InputError
 from rlsched.hardware import gpu_model
+from rlsched.policies.registry import describe_auto
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
@@ -286,6 +287,7 @@ def create_app(service: Service) -> FastAPI:
             **learning.describe(),
             "predictions": learning.predictions(),
             "prediction_error": learning.prediction_error(),
+            "auto": describe_auto(service.scheduler),
         }
 
     @app.exception_handler(NodeError)

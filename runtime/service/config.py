@@ -4,7 +4,7 @@
 host = "127.0.0.1"          # default; binding elsewhere is the operator's explicit choice
 port = 8470
 db = "rlsched-service.db"   # the durable queue (SQLite, WAL), relative to this file
-scheduler = "ldwp+iawp"     # SELECTOR+PLACER
+scheduler = "ldwp+iawp"     # SELECTOR+PLACER, or "auto" (recognises the case, runs the pair it wants)
 queue_bound = 100000        # queued tasks in all; beyond it submissions get 429
 cluster = "live.toml"       # optional live cluster file; default: the embedded cluster
 backend = "local"           # "local" (agents in this process) or "ray" (one agent per Ray node)
@@ -15,6 +15,7 @@ rebalance = true            # move not-yet-started tasks off nodes that stay ove
 selector_model = "runs/a/best"        # LDWP checkpoint (train/finetune); default: shipped
 placer_model = "runs/p/best"          # iawp-rl checkpoint (train --stage 2); default: shipped
 interference_model = "interf"         # interference fit folder, or profile's colocation.csv
+recogniser_model = "runs/rec"         # scheduler = "auto": its recogniser (fit-recogniser); default: shipped
 state_dir = "rlsched-state"           # what is learnt online, checkpointed here
 checkpoint_interval_s = 60            # at most this much learning is lost to a crash
 calibration_budget_s = 120            # one survey of the cluster's GPU models may take this
@@ -74,6 +75,7 @@ _TOP = (
     "selector_model",
     "placer_model",
     "interference_model",
+    "recogniser_model",
     "state_dir",
     "checkpoint_interval_s",
     "calibration_budget_s",
@@ -152,6 +154,7 @@ class ServiceConfig:
     :param placer_model: ``iawp-rl`` checkpoint folder (``None``: the shipped one).
     :param interference_model: interference model folder or co-location CSV (``None``: fitted
         from the service's own survey of its cluster).
+    :param recogniser_model: the case recogniser of ``scheduler = "auto"`` (``None``: shipped).
     :param state_dir: folder of the online-learned state's checkpoints.
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
@@ -187,6 +190,7 @@ class ServiceConfig:
     selector_model: str | None = None
     placer_model: str | None = None
     interference_model: str | None = None
+    recogniser_model: str | None = None
     state_dir: str = "rlsched-state"
     checkpoint_interval_s: float = 60.0
     calibration_budget_s: float = 120.0
@@ -248,6 +252,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         source=r.shown,
         canary=_canary(r, doc),
         selector_model=_path(r, doc, "selector_model", folder),
+        recogniser_model=_path(r, doc, "recogniser_model", folder),
         placer_model=_path(r, doc, "placer_model", folder),
         interference_model=_path(r, doc, "interference_model", folder),
         state_dir=str(folder / r.string(doc, "", "state_dir", _d("state_dir"))),

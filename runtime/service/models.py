@@ -9,6 +9,8 @@ start, and named by version.
   co-location CSV ``rlsched profile`` writes (fitted at start); the placer must be
   interference-aware (``iawp``, ``iawp-rl``). Default: none; the service surveys its cluster
   (:mod:`runtime.service.calibration`).
+- ``recogniser_model``: the case recogniser of ``scheduler = "auto"`` (``rlsched fit-recogniser``).
+  Default: the shipped one.
 
 A missing, corrupt or mismatched file is an :class:`~rlsched.errors.InputError` naming the key
 (``rlsched serve`` exits 2). A model's version is the sha256 of its weights file as its
@@ -27,6 +29,7 @@ from rlsched.errors import InputError
 from rlsched.interference.measurements import read_colocation_csv
 from rlsched.interference.predictor import InterferencePredictor, fit_interference
 from rlsched.policies import PolicyOptions, make_placer, make_selector
+from rlsched.policies.registry import AUTO, parse_scheduler, recogniser_version
 from rlsched.scheduler import TwoStageScheduler
 
 #: Placers that take an interference model.
@@ -56,6 +59,28 @@ def checkpoint_sha256(folder: str | Path) -> str:
     return str(meta["files"][WEIGHTS])
 
 
+def _auto(options: PolicyOptions, where: str) -> tuple[TwoStageScheduler, list[ModelVersion]]:
+    """``auto`` over the recogniser of ``options``, and the versions of its models."""
+    folder = options.recogniser_model
+    try:
+        digest = recogniser_version(folder)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, f"recogniser_model ({where})") from None
+    try:
+        sched = parse_scheduler(AUTO, options)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, f"selector_model ({where})") from None
+    versions = [ModelVersion("recogniser", "auto", folder or "shipped", digest)]
+    ldwp = sched.selector.board.selectors.get("ldwp")  # type: ignore[attr-defined]
+    if ldwp is not None:
+        versions.append(
+            ModelVersion(
+                "selector", "ldwp", options.selector_model or "shipped", checkpoint_sha256(ldwp.model_dir)
+            )
+        )
+    return sched, versions
+
+
 def build_scheduler(
     spec: str,
     selector_model: str | None,
@@ -63,6 +88,7 @@ def build_scheduler(
     where: str,
     active_profiling: bool = False,
     prediction_fallback: float = 0.0,
+    recogniser_model: str | None = None,
 ) -> tuple[TwoStageScheduler, list[ModelVersion]]:
     """The scheduler ``spec`` with the configured checkpoints, and the versions of its learned
     parts.
@@ -74,23 +100,32 @@ def build_scheduler(
     :param active_profiling: the placer calibrates from an active survey
         (:mod:`rlsched.interference.active`) instead of a random one.
     :param prediction_fallback: the placer's ``fallback`` line (``IawpPlacer``); 0 = off.
-    :raises InputError: naming ``selector_model``, ``placer_model``, ``active_profiling`` or
-        ``prediction_fallback``.
+    :param recogniser_model: the recogniser folder of ``auto`` (``None``: the shipped one).
+    :raises InputError: naming ``selector_model``, ``placer_model``, ``recogniser_model``,
+        ``active_profiling`` or ``prediction_fallback``.
     """
+    auto = spec == AUTO
     sel, _, plc = spec.partition("+")
-    if selector_model is not None and sel != "ldwp":
-        raise InputError(where, "selector_model", "a scheduler whose selector is ldwp", spec)
+    if selector_model is not None and sel != "ldwp" and not auto:
+        raise InputError(where, "selector_model", "a scheduler whose selector is ldwp (or auto)", spec)
     if placer_model is not None and plc != "iawp-rl":
         raise InputError(where, "placer_model", "a scheduler whose placer is iawp-rl", spec)
-    options = PolicyOptions(selector_model=selector_model, placer_model=placer_model)
-    try:
-        selector = make_selector(sel, options)
-    except CheckpointError as e:
-        raise InputError.from_checkpoint(e, f"selector_model ({where})") from None
-    try:
-        placer = make_placer(plc or "speedup", options)
-    except CheckpointError as e:
-        raise InputError.from_checkpoint(e, f"placer_model ({where})") from None
+    if recogniser_model is not None and not auto:
+        raise InputError(where, "recogniser_model", 'scheduler = "auto" (the recogniser is its model)', spec)
+    options = PolicyOptions(selector_model, placer_model, recogniser_model)
+    versions: list[ModelVersion] = []
+    if auto:
+        sched, versions = _auto(options, where)
+        selector, placer = sched.selector, sched.placer
+    else:
+        try:
+            selector = make_selector(sel, options)
+        except CheckpointError as e:
+            raise InputError.from_checkpoint(e, f"selector_model ({where})") from None
+        try:
+            placer = make_placer(plc or "speedup", options)
+        except CheckpointError as e:
+            raise InputError.from_checkpoint(e, f"placer_model ({where})") from None
     if active_profiling:
         if not hasattr(placer, "active"):
             raise InputError(
@@ -106,7 +141,6 @@ def build_scheduler(
                 spec,
             )
         placer.fallback = prediction_fallback
-    versions = []
     folder = getattr(selector, "model_dir", None)
     if folder is not None:
         versions.append(ModelVersion("selector", sel, selector_model or "shipped", checkpoint_sha256(folder)))

@@ -193,6 +193,7 @@ class Service:
                 config.source,
                 config.active_profiling,
                 config.prediction_fallback,
+                config.recogniser_model,
             )
         self.scheduler = scheduler
         self.cluster = cluster or make_cluster(config, spec)

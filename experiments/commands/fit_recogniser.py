@@ -1,0 +1,116 @@
+"""``rlsched fit-recogniser``: the case recogniser behind ``auto``, from evaluation grids."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from experiments.commands import values
+from experiments.commands.command import Command
+from experiments.commands.exit_codes import EXIT_OK, exit_help
+from experiments.commands.flags import flag
+from rlsched.errors import InputError
+
+if TYPE_CHECKING:
+    from experiments.recogniser_fit import Grid
+
+
+@dataclass(kw_only=True)
+class FitRecogniserArgs:
+    """Options of ``rlsched fit-recogniser``.
+
+    :param grid: an 'rlsched evaluate' folder (or its results.json) on training cases and training
+        seeds, with the heuristic and learned pairs to choose among; its scenario entries must load
+        from the working directory
+    :param validation_grid: the same pairs on other cases at validation seeds: chooses k and the
+        margin (the geometric mean of throughput over each case's best heuristic pair), and the
+        table is printed; without it, --k and --margin are used as given
+    :param window: tasks auto observes before it decides
+    :param default: the pair auto runs first (it must have run in --grid), and keeps unless
+        another is predicted better by --margin
+    :param k: training runs averaged per decision (without --validation-grid)
+    :param margin: predicted gain (log throughput ratio) a pair needs over --default (without
+        --validation-grid)
+    :param out: output folder (recogniser.json, meta.json, validation.json); use it with
+        `--recogniser OUT` or the service's `recogniser_model`
+    """
+
+    grid: str = flag(path=True)
+    validation_grid: str | None = flag(None, path=True)
+    window: int = flag(50, parse=values.int_at_least(2))
+    default: str = "ldwp+iawp"
+    k: int = flag(10, parse=values.COUNT)
+    margin: float = flag(0.0, parse=values.nonneg_float)
+    out: str = flag(path=True)
+
+
+def _grid(path: str, name: str, use: str) -> Grid:
+    """The grid at ``path`` (named by flag ``name``), checked for ``use``."""
+    from experiments.recogniser_fit import check_grid_use, read_grid
+
+    p = Path(path)
+    if not (p / "results.json" if p.is_dir() else p).is_file():
+        raise InputError(path, name, "an rlsched evaluate folder or its results.json")
+    try:
+        grid = read_grid(p)
+    except (KeyError, ValueError, TypeError) as e:
+        raise InputError(path, name, f"an rlsched evaluate results.json ({e})") from None
+    check_grid_use(grid, use, name)
+    return grid
+
+
+def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
+    """Fit; choose k and margin on validation; write the folder; print the table."""
+    from experiments import recogniser_fit as rf
+
+    t0 = time.perf_counter()
+    train = _grid(args.grid, "--grid", "training")
+    candidates = rf.choose_candidates(train, args.default)
+    if args.default not in {p for _, p, _ in train.throughput}:
+        raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
+    model = rf.fit(train, candidates, args.window, args.k, args.margin)
+    table: list[dict] = []
+    if args.validation_grid is not None:
+        model, scores = rf.tune(model, _grid(args.validation_grid, "--validation-grid", "validation"))
+        for s in scores:
+            table.append({"k": s.k, "margin": s.margin, "geo_mean": round(s.geo_mean, 4),
+                          "min": round(min(s.ratios.values()), 4), "cases": len(s.ratios)})  # fmt: skip
+        chosen = next(s for s in scores if (s.k, s.margin) == (model.k, model.margin))
+        table_picks = {c: list(p) for c, p in chosen.picks.items()}
+    meta = {
+        "grid": args.grid,
+        "validation_grid": args.validation_grid,
+        "command": " ".join(["rlsched", *argv]),
+    }
+    out = model.save(args.out, meta)
+    if table:
+        (out / "validation.json").write_text(json.dumps({"scores": table, "picks": table_picks}, indent=1))
+        for row in table:
+            mark = "*" if (row["k"], row["margin"]) == (model.k, model.margin) else " "
+            line = f"{mark} k={row['k']:<3} margin={row['margin']:<5} geo-mean {row['geo_mean']:.4f}"
+            print(f"{line}  min {row['min']:.3f}", file=sys.stderr)
+    summary = {
+        "out": str(out),
+        "candidates": list(model.candidates),
+        "training_runs": len(model.rows),
+        "k": model.k,
+        "margin": model.margin,
+        "window": model.window,
+        "seconds": round(time.perf_counter() - t0, 1),
+    }
+    print(json.dumps(summary))
+    return EXIT_OK
+
+
+COMMAND = Command(
+    "fit-recogniser",
+    "fit the case recogniser of the 'auto' scheduler from evaluation grids",
+    FitRecogniserArgs,
+    run,
+    exit_help(),
+)

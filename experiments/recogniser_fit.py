@@ -1,0 +1,208 @@
+"""Fitting the case recogniser from evaluation grids, and choosing its ``k`` and margin.
+
+A training grid (``rlsched evaluate`` of many pairs on training cases, training seeds) labels
+each case with every candidate pair's mean throughput; each (case, seed) run gives one row of
+features, computed from the case's fleet and its first ``window`` tasks on that seed exactly as
+``auto`` computes them online. A validation grid (other cases, validation seeds) then scores each
+``k`` and margin by the pair it would choose on each validation run, with that pair's measured
+throughput there, against the best heuristic pair of the case: the geometric mean of the ratio.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from experiments.evaluation import load_entry
+from experiments.report_generalisation import best_heuristic, case_means, is_heuristic_row
+from rlsched.policies.case_features import case_features
+from rlsched.policies.recogniser import Recogniser
+from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
+from rlsched.view import ClusterView
+
+#: Tasks observed before deciding (fixed before any validation run, not tuned).
+WINDOW = 50
+#: The pair ``auto`` runs first and keeps unless another is predicted better.
+DEFAULT_PAIR = "ldwp+iawp"
+#: A pair is a candidate when it is within this of the best pair of a case ...
+NEAR_BEST = 0.99
+#: ... on at least this many training cases,
+MIN_CASES = 3
+#: ... keeping at most this many (most such cases first), besides the default.
+MAX_CANDIDATES = 8
+#: The ``k`` (training rows) and margins the validation grid chooses among.
+KS: tuple[int, ...] = (2, 4, 6, 10, 20, 40, 80)
+MARGINS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05)
+#: Validation scores within this are ties (to the larger k, then the larger margin).
+TIE = 0.002
+
+
+@dataclass(frozen=True)
+class Grid:
+    """An evaluation's runs: throughput by (case, pair, seed), and the heuristic pairs.
+
+    :param throughput: mean throughput of each run, tasks/s (``None``: it failed).
+    :param means: each case's per-pair means over its seeds (``report_generalisation``).
+    :param heuristics: the pairs that are heuristics.
+    """
+
+    throughput: dict[tuple[str, str, int], float | None]
+    means: dict
+    heuristics: frozenset[str]
+
+    @property
+    def cases(self) -> list[str]:
+        return sorted({c for c, _, _ in self.throughput})
+
+    def seeds(self, case: str) -> list[int]:
+        return sorted({s for c, _, s in self.throughput if c == case})
+
+    def pair_mean(self, case: str, pair: str) -> float | None:
+        m = self.means.get((case, None), {}).get(pair)
+        return None if m is None else m.throughput
+
+
+def read_grid(path: str | Path) -> Grid:
+    """The runs of an ``rlsched evaluate`` folder's ``results.json`` (or the file itself)."""
+    p = Path(path)
+    p = p / "results.json" if p.is_dir() else p
+    rows = json.loads(p.read_text(encoding="utf-8"))["rows"]
+    thr = {
+        (r["scenario"], r["scheduler"], int(r["seed"])): r["throughput"] if r["status"] == "ok" else None
+        for r in rows
+        if r.get("load") is None
+    }
+    heur = frozenset(r["scheduler"] for r in rows if is_heuristic_row(r))
+    return Grid(thr, case_means(rows), heur)
+
+
+def check_grid_use(grid: Grid, use: str, flag: str) -> None:
+    """Refuse a grid that ``use`` may not see: every run on a seed of that set (training seeds to
+    fit, validation seeds to choose ``k``), and no folder of generated cases that breaks
+    :func:`~experiments.scenario_gen.index.check_use` (test-only families, other seed sets).
+
+    :raises InputError: naming ``flag``, the case and the seed.
+    """
+    from experiments.case_folders import split_suffix
+    from experiments.scenario_gen.index import INDEX_NAME, check_use, read_index
+    from rlsched.errors import InputError
+    from rlsched.seeds import seed_set
+
+    for case, _, seed in grid.throughput:
+        if seed_set(seed) != use:
+            raise InputError(
+                flag, "seed", f"runs on {use} seeds only", seed, hint=f"{case} ran on a {seed_set(seed)} seed"
+            )
+    for folder in sorted({Path(split_suffix(c)[0]).parent for c in grid.cases}):
+        if (folder / INDEX_NAME).is_file():
+            check_use(read_index(folder), use, flag)
+
+
+def choose_candidates(grid: Grid, default: str = DEFAULT_PAIR) -> list[str]:
+    """The pairs within :data:`NEAR_BEST` of each case's best on at least :data:`MIN_CASES`
+    cases (at most :data:`MAX_CANDIDATES`, most cases first), and ``default``."""
+    near: dict[str, int] = defaultdict(int)
+    for case in grid.cases:
+        means = {p: m.throughput for p, m in grid.means[(case, None)].items() if m.throughput is not None}
+        if not means:
+            continue
+        top = max(means.values())
+        for p, t in means.items():
+            near[p] += t >= NEAR_BEST * top
+    ranked = sorted((p for p, n in near.items() if n >= MIN_CASES), key=lambda p: (-near[p], p))
+    chosen = [p for p in ranked if p != default][:MAX_CANDIDATES]
+    return [default, *chosen]
+
+
+def run_features(entry: str, seed: int, window: int = WINDOW) -> np.ndarray:
+    """The features ``auto`` computes on ``entry`` run with ``seed`` (its first ``window`` tasks)."""
+    scenario = scenario_for_seed(load_entry(entry, None), seed)
+    tasks = generate_tasks(scenario, seed)[:window]
+    return case_features(ClusterView.from_spec(scenario.cluster), tasks)
+
+
+def fit(
+    grid: Grid, candidates: Sequence[str], window: int = WINDOW, k: int = 10, margin: float = 0.0
+) -> Recogniser:
+    """A recogniser of every (case, seed) run of ``grid`` on which every candidate ran.
+
+    :param grid: the training grid.
+    :param candidates: the pairs to choose among (the first is the default).
+    :raises ValueError: when no case has every candidate.
+    """
+    rows, scores, names = [], [], []
+    for case in grid.cases:
+        t = [grid.pair_mean(case, p) for p in candidates]
+        if any(v is None or v <= 0 for v in t):
+            continue
+        score = np.log(np.asarray(t, dtype=float) / max(t))
+        for seed in grid.seeds(case):
+            rows.append(run_features(case, seed, window))
+            scores.append(score)
+            names.append(case)
+    if not rows:
+        raise ValueError("no training case has a run of every candidate")
+    x = np.asarray(rows)
+    scale = x.std(axis=0)
+    scale[scale <= 1e-12] = 1.0
+    return Recogniser(
+        tuple(candidates), candidates[0], window, min(k, len(rows)), margin,
+        x.mean(axis=0), scale, x, np.asarray(scores), tuple(names),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Score:
+    """A choice rule on the validation grid.
+
+    :param k: training rows averaged.
+    :param margin: gain over the default needed.
+    :param ratios: per case, the chosen pairs' throughput (mean over seeds) over the best heuristic pair's.
+    :param picks: per case, the pair chosen on each seed.
+    """
+
+    k: int
+    margin: float
+    ratios: dict[str, float]
+    picks: dict[str, tuple[str, ...]]
+
+    @property
+    def geo_mean(self) -> float:
+        return math.exp(sum(math.log(r) for r in self.ratios.values()) / len(self.ratios))
+
+
+def score(recogniser: Recogniser, grid: Grid, features: dict[tuple[str, int], np.ndarray]) -> Score:
+    """How ``recogniser`` would do on ``grid``'s cases, choosing per run from ``features``."""
+    ratios, picks = {}, {}
+    for case in grid.cases:
+        best = best_heuristic(grid.means[(case, None)], set(grid.heuristics))
+        ref = grid.pair_mean(case, best) if best else None
+        seeds = grid.seeds(case)
+        chosen = tuple(recogniser.choose(features[(case, s)]).pair for s in seeds)
+        got = [grid.throughput.get((case, p, s)) for p, s in zip(chosen, seeds, strict=True)]
+        if ref and all(g is not None for g in got):
+            ratios[case] = float(np.mean(got)) / ref
+            picks[case] = chosen
+    return Score(recogniser.k, recogniser.margin, ratios, picks)
+
+
+def tune(
+    recogniser: Recogniser, grid: Grid, ks: Iterable[int] = KS, margins: Iterable[float] = MARGINS
+) -> tuple[Recogniser, list[Score]]:
+    """The ``k`` and margin that score best on the validation ``grid`` (ties within :data:`TIE`
+    to the larger ``k``, then the larger margin), and every score."""
+    features = {(c, s): run_features(c, s, recogniser.window) for c in grid.cases for s in grid.seeds(c)}
+    scores = [
+        score(recogniser.with_choice_rule(min(k, len(recogniser.rows)), m), grid, features)
+        for k in ks
+        for m in margins
+    ]
+    top = max(s.geo_mean for s in scores)
+    best = max((s for s in scores if s.geo_mean >= top - TIE), key=lambda s: (s.k, s.margin))
+    return recogniser.with_choice_rule(best.k, best.margin), scores

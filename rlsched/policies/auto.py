@@ -1,0 +1,217 @@
+"""``auto``: a scheduler that recognises the case and runs the pair it wants.
+
+It holds every candidate pair of its :class:`~rlsched.policies.recogniser.Recogniser`, runs the
+recogniser's default pair for the first ``window`` tasks, then computes the case's features from
+the fleet and those tasks (:mod:`rlsched.policies.case_features`), asks the recogniser, and from
+then on hands each decision to the chosen pair. The candidates that are not running stay
+calibrated and keep observing finished co-runs, so a placer that takes over has learnt from the
+whole run. One decision per run (per service start): the pairs are judged on whole cases.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rlsched.interference.calibration import CalibratingPlacer, ObservingPlacer, Survey, SurveyRequest
+from rlsched.policies.case_features import case_features
+from rlsched.policies.names import AUTO
+from rlsched.policies.recogniser import Choice, Recogniser
+from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler
+from rlsched.tasks import Subtask, Task
+from rlsched.view import ClusterView
+
+
+@dataclass
+class Switchboard:
+    """The candidate pairs' policies and which pair is running (shared by the two stages).
+
+    :param recogniser: what decides.
+    :param selectors: a selector per selector name of the candidates.
+    :param placers: a placer per placer name of the candidates.
+    """
+
+    recogniser: Recogniser
+    selectors: dict[str, NodeSelector]
+    placers: dict[str, SubtaskPlacer]
+    #: The pair running now.
+    current: str = ""
+    #: The decision, once made.
+    choice: Choice | None = None
+    #: Tasks seen before it, in arrival order.
+    seen: list[Task] = field(default_factory=list)
+    _ids: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.current = self.current or self.recogniser.default
+
+    @property
+    def selector(self) -> NodeSelector:
+        return self.selectors[self.current.partition("+")[0]]
+
+    @property
+    def placer(self) -> SubtaskPlacer:
+        return self.placers[self.current.partition("+")[2]]
+
+    def reset(self) -> None:
+        self.current, self.choice = self.recogniser.default, None
+        self.seen.clear()
+        self._ids.clear()
+
+    def note(self, task: Task, view: ClusterView) -> None:
+        """Count an arriving task; decide once ``window`` tasks have arrived."""
+        if self.choice is not None or task.id in self._ids:
+            return
+        self._ids.add(task.id)
+        self.seen.append(task)
+        if len(self.seen) >= self.recogniser.window:
+            self.choice = self.recogniser.choose(case_features(view, self.seen))
+            self.current = self.choice.pair
+            self.seen.clear()  # kept only until the decision
+
+
+class AutoSelector:
+    """Stage 1 of ``auto``: notes each task, then asks the running pair's selector."""
+
+    name = AUTO
+
+    def __init__(self, board: Switchboard) -> None:
+        self.board = board
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        self.board.reset()
+        for s in self.board.selectors.values():
+            s.reset(view, seed)
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        self.board.note(task, view)
+        return self.board.selector.select(task, view, mask)
+
+
+#: What the service reads and sets on an interference-aware placer (``runtime/service/learning.py``):
+#: ``auto`` answers them from its primary candidate placer (the first that predicts interference).
+_READ_FROM_PRIMARY = frozenset({"predictor", "extend", "updates", "seen", "predictions", "prediction_error"})
+#: Set on every candidate that has them (each keeps its own copy of the model).
+_SET_ON_ALL = frozenset({"online_batch", "updates", "fallback", "active"})
+
+
+class AutoPlacer:
+    """Stage 2 of ``auto``: the running pair's placer places; every candidate placer is
+    calibrated from the one survey and observes every finished co-run.
+
+    Where the candidates include interference-aware placers (``iawp``, ``iawp-pass``, ...), it
+    also has their learning hooks, so the service calibrates, checkpoints and reports it as it
+    does ``iawp``: it reads the model, error report and counters of the first of them (the
+    primary), and an adopted model goes to each of them (a copy each: each keeps learning from
+    the run's co-runs on its own).
+    """
+
+    name = AUTO
+
+    def __init__(self, board: Switchboard) -> None:
+        self.__dict__["board"] = board
+        placers = list(board.placers.values())
+        self.__dict__["_calibrating"] = [p for p in placers if isinstance(p, CalibratingPlacer)]
+        self.__dict__["_observing"] = [p for p in placers if isinstance(p, ObservingPlacer)]
+        self.__dict__["_learners"] = [p for p in placers if callable(getattr(p, "adopt", None))]
+        self.survey_request()  # refuse candidates that want different surveys now
+
+    def __getattr__(self, name: str) -> Any:
+        learners = self.__dict__.get("_learners") or []
+        if learners and (name in _READ_FROM_PRIMARY or name in _SET_ON_ALL):
+            return getattr(learners[0], name)
+        if learners and name == "adopt":
+            return self._adopt
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        learners = [p for p in self._learners if hasattr(p, name)]
+        if name in _SET_ON_ALL and learners:
+            for p in learners:
+                setattr(p, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def _adopt(self, predictor: Any, devices: list[str]) -> None:
+        """Place with ``predictor`` from now on: the primary takes it, the others a copy each."""
+        for i, p in enumerate(self._learners):
+            p.adopt(predictor if i == 0 else copy.deepcopy(predictor), devices)
+
+    def reset(self, view: ClusterView, seed: int) -> None:
+        for p in self.board.placers.values():
+            p.reset(view, seed)
+
+    def survey_request(self) -> SurveyRequest:
+        """The survey every calibrating candidate asks for.
+
+        :raises ValueError: when they ask for different ones (one cluster has one survey).
+        """
+        requests = {p.survey_request() for p in self._calibrating}
+        if len(requests) > 1:
+            names = ", ".join(str(getattr(p, "name", p)) for p in self._calibrating)
+            raise ValueError(f"auto: candidate placers {names} ask for different surveys; one run has one")
+        return requests.pop() if requests else SurveyRequest(colocation_fraction=None, seed=0)
+
+    def calibrate(self, survey: Survey) -> None:
+        """Each calibrating candidate gets its own copy of the survey."""
+        for p in self._calibrating:
+            p.calibrate(copy.deepcopy(survey))
+
+    def observe(
+        self,
+        device: str,
+        kind: str,
+        partners: tuple[str, ...],
+        speed: float,
+        shares: tuple[float, ...] | None = None,
+    ) -> None:
+        """Every observing candidate learns from the run, whichever pair placed it."""
+        for p in self._observing:
+            p.observe(device, kind, partners, speed, shares)
+
+    def place(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
+        return self.board.placer.place(task, sub, node, view)
+
+
+def build_auto(
+    recogniser: Recogniser,
+    make_selector: Callable[[str], NodeSelector],
+    make_placer: Callable[[str], SubtaskPlacer],
+) -> TwoStageScheduler:
+    """The ``auto`` scheduler over ``recogniser``'s candidates.
+
+    :param recogniser: the model that chooses.
+    :param make_selector: builds a selector by name (the registry's, with its checkpoints).
+    :param make_placer: builds a placer by name.
+    """
+    sels = {c.partition("+")[0] for c in recogniser.candidates}
+    plcs = {c.partition("+")[2] for c in recogniser.candidates}
+    board = Switchboard(
+        recogniser,
+        {s: make_selector(s) for s in sorted(sels)},
+        {p: make_placer(p) for p in sorted(plcs)},
+    )
+    return TwoStageScheduler(AutoSelector(board), AutoPlacer(board))
+
+
+def describe(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
+    """What ``auto`` has seen and chosen (``/v1/models`` shows it), or ``None`` for another scheduler.
+
+    :param scheduler: the scheduler running.
+    """
+    board = getattr(scheduler.placer, "board", None) or getattr(scheduler.selector, "board", None)
+    if not isinstance(board, Switchboard):
+        return None
+    r = board.recogniser
+    return {
+        "candidates": list(r.candidates),
+        "default": r.default,
+        "window": r.window,
+        "tasks_seen": r.window if board.choice is not None else len(board.seen),
+        "running": board.current,
+        "choice": board.choice.to_dict() if board.choice is not None else None,
+    }

@@ -1,0 +1,252 @@
+"""The case recogniser: which scheduling pair a case wants, from what the case looks like.
+
+No pair wins everywhere: across unlike fleets and workloads the best of the heuristic and
+learned pairs changes from case to case (BENCHMARKS.md, "Generated cases"). The recogniser is a
+nearest-neighbour model over :mod:`rlsched.policies.case_features`: it stores, for each training
+case, its features and every candidate pair's log throughput ratio to the best candidate on that
+case (measured on training seeds), and for a new case averages those ratios over the ``k``
+nearest training cases (standardised features) and picks the pair with the highest. It keeps its
+``default`` pair unless another is predicted better by more than ``margin``.
+
+It is plain data: saved as ``recogniser.json`` beside a ``meta.json`` that records its sha256,
+which loading verifies (nothing is unpickled).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from models import PRETRAINED_RECOGNISER
+from models.checkpoint import META, CheckpointError, sha256
+from rlsched.policies.case_features import FEATURES
+
+#: The file that holds the model; ``meta.json`` beside it holds its checksum.
+MODEL_FILE = "recogniser.json"
+#: Bumped when :data:`FEATURES` or their meaning change (a model of other features is refused).
+FEATURE_VERSION = 1
+#: Where the shipped recogniser lives.
+SHIPPED_DIR = PRETRAINED_RECOGNISER
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What the recogniser decided for one case.
+
+    :param pair: the chosen ``SELECTOR+PLACER``.
+    :param predicted: each candidate's predicted throughput ratio to the case's best candidate.
+    :param neighbours: the training cases it was judged by, nearest first.
+    :param features: the case's features (:data:`~rlsched.policies.case_features.FEATURES`).
+    """
+
+    pair: str
+    predicted: dict[str, float]
+    neighbours: tuple[str, ...]
+    features: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the service shows it at ``/v1/models``)."""
+        return {
+            "pair": self.pair,
+            "predicted": {p: round(v, 4) for p, v in self.predicted.items()},
+            "neighbours": list(self.neighbours),
+            "features": {n: round(v, 4) for n, v in zip(FEATURES, self.features, strict=False)},
+        }
+
+
+@dataclass(frozen=True)
+class Recogniser:
+    """A nearest-neighbour choice among scheduling pairs.
+
+    :param candidates: the pairs it chooses among (``SELECTOR+PLACER``).
+    :param default: the pair it runs before deciding, and keeps unless another clears ``margin``.
+    :param window: tasks it observes before deciding.
+    :param k: training cases averaged per decision.
+    :param margin: predicted gain (log throughput ratio) another pair needs over ``default``.
+    :param center: per-feature mean of the training rows.
+    :param scale: per-feature spread of the training rows (standardisation).
+    :param rows: (R, F) features of the training rows.
+    :param scores: (R, C) log throughput ratio of each candidate to its case's best candidate.
+    :param row_cases: the case of each row.
+    """
+
+    candidates: tuple[str, ...]
+    default: str
+    window: int
+    k: int
+    margin: float
+    center: np.ndarray
+    scale: np.ndarray
+    rows: np.ndarray
+    scores: np.ndarray
+    row_cases: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if self.default not in self.candidates:
+            raise ValueError(f"default {self.default!r} is not a candidate ({', '.join(self.candidates)})")
+        if self.window < 2:
+            raise ValueError(f"window must be at least 2 tasks, got {self.window}")
+        if not 1 <= self.k <= len(self.rows):
+            raise ValueError(f"k must be 1..{len(self.rows)} (training rows), got {self.k}")
+        if self.rows.shape != (len(self.row_cases), len(FEATURES)):
+            raise ValueError(
+                f"rows: expected shape ({len(self.row_cases)}, {len(FEATURES)}), got {self.rows.shape}"
+            )
+        if (
+            self.center.shape != (len(FEATURES),)
+            or self.scale.shape != (len(FEATURES),)
+            or (self.scale <= 0).any()
+        ):
+            raise ValueError(f"center and scale: expected {len(FEATURES)} numbers each, scales positive")
+        if self.scores.shape != (len(self.row_cases), len(self.candidates)):
+            want = (len(self.row_cases), len(self.candidates))
+            raise ValueError(f"scores: expected shape {want}, got {self.scores.shape}")
+
+    def nearest(self, x: np.ndarray) -> np.ndarray:
+        """Indices of the ``k`` training rows nearest ``x`` (ties: the earlier row)."""
+        z = (self.rows - self.center) / self.scale
+        d = np.linalg.norm(z - (np.asarray(x, dtype=float) - self.center) / self.scale, axis=1)
+        return np.argsort(d, kind="stable")[: self.k]
+
+    def choose(self, x: np.ndarray) -> Choice:
+        """The pair for a case with features ``x`` (:func:`~rlsched.policies.case_features.case_features`)."""
+        near = self.nearest(x)
+        predicted = self.scores[near].mean(axis=0)
+        best = int(np.argmax(predicted))
+        default = self.candidates.index(self.default)
+        pick = best if predicted[best] - predicted[default] > self.margin else default
+        cases = tuple(dict.fromkeys(self.row_cases[i] for i in near))
+        return Choice(
+            self.candidates[pick],
+            {c: float(np.exp(v)) for c, v in zip(self.candidates, predicted, strict=True)},
+            cases,
+            tuple(float(v) for v in x),
+        )
+
+    def with_choice_rule(self, k: int, margin: float) -> Recogniser:
+        """The same training rows with another ``k`` and ``margin`` (tuned on validation cases)."""
+        return Recogniser(
+            self.candidates, self.default, self.window, k, margin,
+            self.center, self.scale, self.rows, self.scores, self.row_cases,
+        )  # fmt: skip
+
+    # ---- plain-data file ------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "feature_version": FEATURE_VERSION,
+            "features": list(FEATURES),
+            "candidates": list(self.candidates),
+            "default": self.default,
+            "window": self.window,
+            "k": self.k,
+            "margin": self.margin,
+            "center": self.center.tolist(),
+            "scale": self.scale.tolist(),
+            "rows": self.rows.tolist(),
+            "scores": self.scores.tolist(),
+            "row_cases": list(self.row_cases),
+        }
+
+    def save(self, directory: str | Path, meta: dict[str, Any] | None = None) -> Path:
+        """Write ``recogniser.json`` and ``meta.json`` (its checksum and ``meta``) into ``directory``.
+
+        Each file is written under a temporary name and renamed, the checksum last, so a crash
+        never leaves a model whose checksum matches a half-written file.
+        """
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        _replace(d / MODEL_FILE, json.dumps(self.to_json(), indent=1))
+        full = {**(meta or {}), "kind": "recogniser", "feature_version": FEATURE_VERSION,
+                "files": {MODEL_FILE: sha256(d / MODEL_FILE)}}  # fmt: skip
+        _replace(d / META, json.dumps(full, indent=2, sort_keys=True))
+        return d
+
+
+def model_sha256(directory: str | Path | None = None) -> str:
+    """The sha256 of the model file that the recogniser's ``meta.json`` records (its version).
+
+    :param directory: its folder; ``None`` for the shipped one.
+    """
+    d = Path(directory) if directory is not None else SHIPPED_DIR
+    return str(json.loads((d / META).read_text(encoding="utf-8"))["files"][MODEL_FILE])
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise CheckpointError(path, "<file>", "an existing file", hint="is this a recogniser folder?")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CheckpointError(path, "<syntax>", f"valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(path, "<syntax>", "a JSON object", type(data).__name__)
+    return data
+
+
+def _field(data: dict[str, Any], path: Path, key: str, kind: type | tuple[type, ...], what: str) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise CheckpointError(path, key, what, value)
+    return value
+
+
+def load_recogniser(directory: str | Path | None = None) -> Recogniser:
+    """Verify and load a recogniser written by :meth:`Recogniser.save`.
+
+    :param directory: its folder; ``None`` for the shipped one.
+    :raises CheckpointError: naming the file and the field at fault (missing file, checksum,
+        feature version, a field of the wrong shape).
+    """
+    d = Path(directory) if directory is not None else SHIPPED_DIR
+    meta = _read_json(d / META)
+    files = meta.get("files")
+    if not isinstance(files, dict) or not isinstance(files.get(MODEL_FILE), str):
+        raise CheckpointError(d / META, "files", f"the sha256 checksum of {MODEL_FILE}", files)
+    path = d / MODEL_FILE
+    if not path.is_file():
+        raise CheckpointError(path, "<file>", f"an existing file ({META} lists it)")
+    if sha256(path) != files[MODEL_FILE]:
+        raise CheckpointError(
+            path, "sha256", f"the checksum {META} records", hint="the file is corrupt or was modified"
+        )
+    data = _read_json(path)
+    if data.get("feature_version") != FEATURE_VERSION or data.get("features") != list(FEATURES):
+        raise CheckpointError(
+            path,
+            "feature_version",
+            f"{FEATURE_VERSION} with this build's features",
+            data.get("feature_version"),
+            hint="refit it (rlsched fit-recogniser) with this build",
+        )
+    candidates = tuple(_field(data, path, "candidates", list, "a list of SELECTOR+PLACER names"))
+    if not candidates or not all(isinstance(c, str) and "+" in c for c in candidates):
+        raise CheckpointError(
+            path, "candidates", "a non-empty list of SELECTOR+PLACER names", list(candidates)
+        )
+    row_cases = tuple(str(c) for c in _field(data, path, "row_cases", list, "a list of case names"))
+    try:
+        return Recogniser(
+            candidates=candidates,
+            default=_field(data, path, "default", str, "one of the candidates"),
+            window=_field(data, path, "window", int, "a task count"),
+            k=_field(data, path, "k", int, "a count of training cases"),
+            margin=float(_field(data, path, "margin", (int, float), "a number")),
+            center=np.asarray(_field(data, path, "center", list, "a list of numbers"), dtype=float),
+            scale=np.asarray(_field(data, path, "scale", list, "a list of numbers"), dtype=float),
+            rows=np.asarray(_field(data, path, "rows", list, "a list of feature rows"), dtype=float),
+            scores=np.asarray(_field(data, path, "scores", list, "a list of score rows"), dtype=float),
+            row_cases=row_cases,
+        )
+    except (ValueError, TypeError) as e:
+        raise CheckpointError(path, "<model>", "a consistent recogniser", hint=str(e)) from None
