@@ -47,7 +47,8 @@ import numpy as np
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
 from rlsched.interference.calibration import SurveyRequest
-from rlsched.policies.iawp import IawpPlacer, slowdown
+from rlsched.policies.iawp import IawpPlacer
+from rlsched.policies.iawp_model import slowdown
 from rlsched.policies.placers import SpeedupPlacer, core_free, fitting_gpus
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
