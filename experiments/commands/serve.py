@@ -23,7 +23,7 @@ class ServeArgs:
     :param port: TCP port (default: the config's, else 8470)
     :param db: SQLite queue file (default: the config's)
     :param scheduler: SELECTOR+PLACER, or auto (recognises the case from the fleet and its first
-        tasks and runs the pair it wants) (default: the config's, else ldwp+iawp)
+        tasks and runs the pair it wants) (default: the config's, else auto)
     :param backend: cluster backend: node agents in this process, or one per Ray node (default: the
         config's, else local)
     :param ray_address: Ray cluster to join with --backend ray (default: the config's; none: start

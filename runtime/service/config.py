@@ -4,7 +4,7 @@
 host = "127.0.0.1"          # default; binding elsewhere is the operator's explicit choice
 port = 8470
 db = "rlsched-service.db"   # the durable queue (SQLite, WAL), relative to this file
-scheduler = "ldwp+iawp"     # SELECTOR+PLACER, or "auto" (recognises the case, runs the pair it wants)
+scheduler = "auto"          # default: recognises the case, runs the pair it wants; or any SELECTOR+PLACER
 queue_bound = 100000        # queued tasks in all; beyond it submissions get 429
 cluster = "live.toml"       # optional live cluster file; default: the embedded cluster
 backend = "local"           # "local" (agents in this process) or "ray" (one agent per Ray node)
@@ -139,7 +139,8 @@ class ServiceConfig:
     :param host: address to bind (loopback by default).
     :param port: TCP port.
     :param db: the queue's SQLite file.
-    :param scheduler: ``SELECTOR+PLACER``.
+    :param scheduler: ``SELECTOR+PLACER``, or ``auto`` (the default: the case recogniser over
+        candidate pairs, :mod:`rlsched.policies.auto`).
     :param queue_bound: queued tasks in all before 429.
     :param cluster: live cluster file, or ``None`` for the embedded cluster.
     :param backend: ``local`` (node agents in this process) or ``ray`` (one per Ray node).
@@ -179,7 +180,7 @@ class ServiceConfig:
     host: str = "127.0.0.1"
     port: int = 8470
     db: str = "rlsched-service.db"
-    scheduler: str = "ldwp+iawp"
+    scheduler: str = "auto"
     queue_bound: int = 100_000
     cluster: str | None = None
     backend: str = "local"
