@@ -156,7 +156,11 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
 
     def keep(r: CaseResult) -> None:
         with open(partial, "a") as f:
-            f.write(json.dumps({**asdict(r.case), "status": r.status, "error": r.error, **r.metrics}) + "\n")
+            chose = {"chose": r.chose} if r.chose else {}
+            f.write(
+                json.dumps({**asdict(r.case), "status": r.status, "error": r.error, **r.metrics, **chose})
+                + "\n"
+            )
 
     results, bound_out = run_grid(cases, bounds, cfg.jobs, progress, keep)
     if cfg.suite == "paper" and not cfg.runs and cfg.convergence_steps > 0:

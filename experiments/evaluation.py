@@ -68,6 +68,7 @@ class CaseResult:
     util_t: list[float] = field(default_factory=list)
     util: list[list[float]] = field(default_factory=list)  # devices x bins, share of samples busy
     devices: list[str] = field(default_factory=list)
+    chose: str = ""  # the pair ``auto`` ran after its window ("" for any other scheduler)
 
 
 class CaseTimeout(Exception):
@@ -196,7 +197,7 @@ def _run(case: Case) -> CaseResult:
     from envs.capacity import task_latency_bounds
     from envs.simulator import Simulator
     from rlsched.metrics import served_share
-    from rlsched.policies.registry import PolicyOptions, parse_scheduler
+    from rlsched.policies.registry import PolicyOptions, describe_auto, parse_scheduler
     from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
     scenario = scenario_for_seed(
@@ -223,6 +224,8 @@ def _run(case: Case) -> CaseResult:
 
     m = sim.run(sched, on_decision=on_decision)
     res = CaseResult(case, "ok", metrics=m.to_dict())
+    auto = describe_auto(sched)
+    res.chose = auto["running"] if auto is not None else ""
     res.metrics["served_share"] = served_share(
         [r.arrival_s for r in sim.records],
         [r.done_s for r in sim.records],

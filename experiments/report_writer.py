@@ -74,6 +74,7 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
         row["served_share"] = r.metrics.get("served_share") if r.status == "ok" else None
         # What the run did (its metrics) or, for a run that failed, what the policy declares.
         row["clairvoyant"] = bool(r.metrics.get("clairvoyant")) or is_clairvoyant_spec(c.scheduler)
+        row["chose"] = r.chose
         for k in BOUND_FIELDS:
             row[f"bound_{k}"] = b.get(k) if isinstance(b, dict) else None
         row["bound_error"] = b if isinstance(b, str) else ""

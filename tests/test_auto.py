@@ -127,6 +127,16 @@ def test_auto_switches_to_the_chosen_pair_after_its_window(tmp_path: Path) -> No
     assert state is not None and state["running"] == "round-robin+first-free" and state["tasks_seen"] == 20
 
 
+def test_evaluate_says_which_pair_auto_ran(tmp_path: Path) -> None:
+    pairs = ("mct+speedup", "round-robin+first-free")
+    _recogniser(pairs, [[0.5, 1.0], [0.5, 1.0]], window=20).save(tmp_path / "rec")
+    out = tmp_path / "ev"
+    args = ["evaluate", "--scenarios", "paper#60", "--schedulers", "auto,mct+speedup", "--seeds", "1"]
+    assert main([*args, "--jobs", "1", "--recogniser", str(tmp_path / "rec"), "--out", str(out)]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    assert {r["scheduler"]: r["chose"] for r in rows} == {"auto": "round-robin+first-free", "mct+speedup": ""}
+
+
 def test_auto_keeps_its_default_when_told_and_calibrates_its_interference_placers(tmp_path: Path) -> None:
     pairs = ("mct+iawp", "mct+iawp-pass", "mct+speedup")
     _recogniser(pairs, [[1.0, 0.9, 0.9]] * 2, window=20).save(tmp_path / "rec")
