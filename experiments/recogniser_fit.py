@@ -138,10 +138,11 @@ def fit(
     """
     rows, scores, names = [], [], []
     for case in grid.cases:
-        t = [grid.pair_mean(case, p) for p in candidates]
-        if any(v is None or v <= 0 for v in t):
+        means = [grid.pair_mean(case, p) for p in candidates]
+        t = [v for v in means if v is not None and v > 0]
+        if len(t) < len(candidates):
             continue
-        score = np.log(np.asarray(t, dtype=float) / max(t))
+        score = np.log(np.asarray(t) / max(t))
         for seed in grid.seeds(case):
             rows.append(run_features(case, seed, window))
             scores.append(score)
@@ -185,8 +186,9 @@ def score(recogniser: Recogniser, grid: Grid, features: dict[tuple[str, int], np
         ref = grid.pair_mean(case, best) if best else None
         seeds = grid.seeds(case)
         chosen = tuple(recogniser.choose(features[(case, s)]).pair for s in seeds)
-        got = [grid.throughput.get((case, p, s)) for p, s in zip(chosen, seeds, strict=True)]
-        if ref and all(g is not None for g in got):
+        runs = [grid.throughput.get((case, p, s)) for p, s in zip(chosen, seeds, strict=True)]
+        got = [g for g in runs if g is not None]
+        if ref and len(got) == len(runs):
             ratios[case] = float(np.mean(got)) / ref
             picks[case] = chosen
     return Score(recogniser.k, recogniser.margin, ratios, picks)

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from experiments.commands import COMMANDS
-from rlsched.policies.registry import PLACERS, SELECTORS, parse_scheduler
+from rlsched.policies.registry import AUTO, PLACERS, SELECTORS, parse_scheduler
 from rlsched.scenarios.loader import list_scenarios
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -28,7 +28,7 @@ def unknown_names(paragraph: str) -> list[str]:
         if words[0] == "rlsched":
             if len(words) < 2 or words[1] not in commands:
                 bad.append(name)
-        elif "+" in name:
+        elif "+" in name or name == AUTO:
             try:
                 parse_scheduler(name)
             except (KeyError, ValueError):
