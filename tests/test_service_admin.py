@@ -72,6 +72,9 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
 
         sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
         assert sw.status_code == 200 and sw.json() == {"scheduler": "round-robin+mlsm"}
+        sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "auto"})  # the shipped recogniser
+        assert sw.status_code == 200 and sw.json() == {"scheduler": "auto"}, sw.text
+        sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
         bad = _admin(s, "PUT", "/scheduler", json={"scheduler": "nope+mlsm"})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "scheduler"]
         state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()

@@ -44,7 +44,7 @@ def test_auto_serves_the_pair_it_recognises(tmp_path: Path) -> None:
     rec = _recogniser(tmp_path)
     port = free_port()
     top = TOP + f'recogniser_model = "{rec}"\n'
-    s = ServiceProcess(write_config(tmp_path, port, TOKENS, None, top, "auto"), port)
+    s = ServiceProcess(write_config(tmp_path, port, TOKENS, {"ops": "admin = true"}, top, "auto"), port)
     s.start()
     try:
         m = _models(s)
@@ -69,6 +69,12 @@ def test_auto_serves_the_pair_it_recognises(tmp_path: Path) -> None:
             time.sleep(0.25)
         assert _models(s)["calibration"], "auto's interference-aware candidates were never calibrated"
         assert _models(s)["placer"] == "auto"
+        assert httpx.get(f"{s.url}/v1/cluster", headers=H, timeout=30).json()["scheduler"] == "auto"
+        for spec in ("mct+speedup", "auto"):  # an admin's switch back to auto takes the configured recogniser
+            r = httpx.put(f"{s.url}/v1/admin/scheduler", json={"scheduler": spec}, headers=H, timeout=30)
+            assert r.status_code == 200 and r.json() == {"scheduler": spec}, r.text
+        m = _models(s)
+        assert m["auto"]["candidates"] == ["mct+iawp", "mct+iawp-pass", "mct+speedup"], m["auto"]
     finally:
         s.stop()
 

@@ -111,6 +111,8 @@ class AutoPlacer:
     """
 
     name = AUTO
+    #: ``auto+auto`` is one scheduler: named ``auto`` (:attr:`TwoStageScheduler.name`).
+    one_scheduler = True
 
     def __init__(self, board: Switchboard) -> None:
         self.__dict__["board"] = board

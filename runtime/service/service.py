@@ -22,7 +22,7 @@ from prometheus_client import (
 )
 
 from rlsched.errors import InputError
-from rlsched.policies import parse_scheduler
+from rlsched.policies.registry import AUTO
 from rlsched.scheduler import TwoStageScheduler
 from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
@@ -280,12 +280,26 @@ class Service:
                 log.exception("rlsched serve: feedback tick failed")
 
     def set_scheduler(self, spec: str) -> str:
-        """Switch to scheduler ``spec`` (``SELECTOR+PLACER``) for tasks not yet placed; tasks
-        already on a node keep running; their remaining subtasks use the new placer.
+        """Switch to scheduler ``spec`` (``SELECTOR+PLACER`` or ``auto``) for tasks not yet placed;
+        tasks already on a node keep running; their remaining subtasks use the new placer. The
+        configured ``selector_model``, ``placer_model`` and ``recogniser_model`` go to the parts
+        that take them.
 
-        :raises ValueError: an unknown selector or placer.
+        :raises ValueError: an unknown selector or placer, or a configured model that does not load.
         """
-        sched = parse_scheduler(spec)
+        c = self.config
+        sel, _, plc = spec.partition("+")
+        auto = spec == AUTO
+        try:  # with the configured models of the parts that take them
+            sched, _ = build_scheduler(
+                spec,
+                c.selector_model if sel == "ldwp" or auto else None,
+                c.placer_model if plc == "iawp-rl" else None,
+                c.source,
+                recogniser_model=c.recogniser_model if auto else None,
+            )
+        except InputError as e:
+            raise ValueError(str(e)) from None
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
         self.learning.install(sched, started=True)
