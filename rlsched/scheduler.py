@@ -98,10 +98,7 @@ class TwoStageScheduler:
 
     @property
     def name(self) -> str:
-        """``SELECTOR+PLACER``; a scheduler whose two stages are one policy (``auto``: its placer
-        says ``one_scheduler = True`` and both stages carry its name) is named once."""
-        sel, plc = self.selector.name, self.placer.name
-        return sel if sel == plc and getattr(self.placer, "one_scheduler", False) else f"{sel}+{plc}"
+        return f"{self.selector.name}+{self.placer.name}"
 
     def reset(self, view: ClusterView, seed: int) -> None:
         """Reset both stages (the placer on a derived seed so the two draw independently)."""

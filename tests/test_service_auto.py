@@ -6,20 +6,29 @@ interference-aware candidates as it does ``iawp``, and once its window of tasks 
 from __future__ import annotations
 
 import json
+import re
+import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
-from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import (
+    ROOT,
+    ServiceProcess,
+    free_port,
+    until_models,
+    wait_drained,
+    write_config,
+)
 from rlsched.policies.case_features import FEATURES
 from rlsched.policies.recogniser import Recogniser
 from runtime.service.config import load_service_config
 from runtime.service.models import build_scheduler
+from runtime.service.store import exactly_once_violations
 
 TOKENS = {"ops": "tok-ops"}
 H = {"Authorization": "Bearer tok-ops"}
@@ -40,41 +49,71 @@ def _models(s: ServiceProcess) -> dict[str, Any]:
     return dict(httpx.get(f"{s.url}/v1/models", headers=H, timeout=30).json())
 
 
-def test_auto_serves_the_pair_it_recognises(tmp_path: Path) -> None:
+def _until(s: ServiceProcess, done: Any, what: str, timeout: float = 120) -> dict[str, Any]:
+    return until_models(s, H, done, what, timeout)
+
+
+def _submit(s: ServiceProcess, first: int, n: int = 16) -> list[int]:
+    body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(first, first + n)]
+    r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=H, timeout=30)
+    assert r.status_code == 201, r.text
+    return [t["id"] for t in r.json()]
+
+
+def _calibrated(m: dict[str, Any]) -> bool:
+    c = m["calibration"]
+    return bool(c) and all(v["state"] in ("calibrated", "restored") for v in c.values())
+
+
+def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path: Path) -> None:
+    """The operator's path: start, submit, read /v1/models, /v1/cluster and /metrics, switch
+    schedulers as an admin, kill -9 and restart. After the restart the interference model of
+    auto's candidates is restored from the checkpoint (no new survey), the choice is made again
+    from the first tasks after the start, and every task completes exactly once."""
     rec = _recogniser(tmp_path)
     port = free_port()
-    top = TOP + f'recogniser_model = "{rec}"\n'
+    top = TOP + f'recogniser_model = "{rec}"\ncheckpoint_interval_s = 1\n'
     s = ServiceProcess(write_config(tmp_path, port, TOKENS, {"ops": "admin = true"}, top, "auto"), port)
     s.start()
     try:
         m = _models(s)
         assert m["auto"]["running"] == "mct+iawp" and m["auto"]["choice"] is None, m["auto"]
         assert m["models"]["recogniser"]["source"] == str(rec), m["models"]
-        with httpx.Client(timeout=30) as c:
-            body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(16)]
-            r = c.post(f"{s.url}/v1/tasks", json=body, headers=H)
-            assert r.status_code == 201, r.text
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and _models(s)["auto"]["choice"] is None:
-            time.sleep(0.25)
-        m = _models(s)
-        assert m["auto"]["choice"]["pair"] == "mct+iawp-pass" and m["auto"]["running"] == "mct+iawp-pass", m[
-            "auto"
-        ]
+        ids = _submit(s, 0)
+        m = _until(s, lambda m: m["auto"]["choice"] is not None, "auto's choice")
+        assert m["auto"]["choice"]["pair"] == "mct+iawp-pass" == m["auto"]["running"], m["auto"]
         assert set(m["auto"]["choice"]["features"]) == set(FEATURES)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not all(
-            v["state"] == "calibrated" for v in (_models(s)["calibration"] or {"x": {"state": ""}}).values()
-        ):
-            time.sleep(0.25)
-        assert _models(s)["calibration"], "auto's interference-aware candidates were never calibrated"
+        m = _until(s, _calibrated, "auto's interference-aware candidates calibrated")
+        current = tmp_path / "rlsched-state" / "current.json"
+
+        def saved(_m: dict[str, Any]) -> bool:  # the checkpoint holds every calibrated GPU model
+            return current.is_file() and set(json.loads(current.read_text())["models"]) == set(
+                m["calibration"]
+            )
+
+        _until(s, saved, "a checkpoint of the calibrated model")
         assert _models(s)["placer"] == "auto"
         assert httpx.get(f"{s.url}/v1/cluster", headers=H, timeout=30).json()["scheduler"] == "auto"
+        metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
+        assert re.search(r"rlsched_tasks_accepted\S* 16", metrics), metrics[:2000]
         for spec in ("mct+speedup", "auto"):  # an admin's switch back to auto takes the configured recogniser
             r = httpx.put(f"{s.url}/v1/admin/scheduler", json={"scheduler": spec}, headers=H, timeout=30)
             assert r.status_code == 200 and r.json() == {"scheduler": spec}, r.text
         m = _models(s)
         assert m["auto"]["candidates"] == ["mct+iawp", "mct+iawp-pass", "mct+speedup"], m["auto"]
+        s.kill9()
+        s.start()
+        m = _models(s)
+        assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
+        assert m["auto"]["choice"] is None and m["auto"]["running"] == "mct+iawp", m["auto"]
+        ids += _submit(s, 16)
+        m = _until(s, lambda m: m["auto"]["choice"] is not None, "auto's choice after the restart")
+        assert m["auto"]["running"] == "mct+iawp-pass", m["auto"]
+        db = sqlite3.connect(tmp_path / "queue.db")
+        wait_drained(db)
+        assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)
+        assert exactly_once_violations(db) == []
+        db.close()
     finally:
         s.stop()
 

@@ -18,7 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
-from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import (
+    ROOT,
+    ServiceProcess,
+    free_port,
+    until_models,
+    wait_drained,
+    write_config,
+)
 from models import PRETRAINED_LDWP
 from runtime.cluster.config import default_live_cluster
 from runtime.service.config import load_service_config
@@ -46,13 +53,7 @@ def _models(s: ServiceProcess) -> dict[str, Any]:
 
 
 def _until(s: ServiceProcess, done: Any, what: str, timeout: float = 120) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = _models(s)
-        if done(m):
-            return m
-        time.sleep(0.25)
-    raise AssertionError(f"{what} within {timeout} s; last /v1/models: {json.dumps(_models(s))[:2000]}")
+    return until_models(s, H, done, what, timeout)
 
 
 def _calibrated(m: dict[str, Any]) -> bool:
@@ -123,15 +124,6 @@ def _check_reported(s: ServiceProcess) -> None:
     assert f'rlsched_model_info{{name="ldwp",role="selector",sha256="{_shipped()}"}} 1.0' in metrics
 
 
-def _drained(db: sqlite3.Connection, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if db.execute("SELECT COUNT(*) FROM tasks WHERE state IN ('queued', 'running')").fetchone()[0] == 0:
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"tasks still queued or running after {timeout} s")
-
-
 def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path: Path) -> None:
     """``ldwp+iawp`` through ``rlsched serve`` with both learners on: every GPU model of the
     cluster is surveyed in the background; the interference model updates from co-runs and the
@@ -180,7 +172,7 @@ def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path:
         both = ("video_synopsis", "intrusion_detection")
         ids += _paced(s, more, "more updates of both", len(ids), apps=both)
         db = sqlite3.connect(tmp_path / "queue.db")
-        _drained(db)
+        wait_drained(db)
         assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)
         assert exactly_once_violations(db) == []
         db.close()

@@ -3,13 +3,19 @@ campaign and the soak (each drives a real uvicorn on 127.0.0.1 and reads the rea
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from runtime.service.client import wait_ready
 from runtime.service.config import hash_token
@@ -107,3 +113,40 @@ class ServiceProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
+
+
+def until_models(
+    s: ServiceProcess,
+    headers: Mapping[str, str],
+    done: Callable[[dict[str, Any]], bool],
+    what: str,
+    timeout: float = 120,
+) -> dict[str, Any]:
+    """``/v1/models`` once ``done`` holds for it, polled every 0.25 s.
+
+    :raises AssertionError: naming ``what`` and the last answer, after ``timeout`` seconds.
+    """
+
+    def models() -> dict[str, Any]:
+        return dict(httpx.get(f"{s.url}/v1/models", headers=dict(headers), timeout=30).json())
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = models()
+        if done(m):
+            return m
+        time.sleep(0.25)
+    raise AssertionError(f"{what} within {timeout} s; last /v1/models: {json.dumps(models())[:2000]}")
+
+
+def wait_drained(db: sqlite3.Connection, timeout: float = 180) -> None:
+    """Until the queue file holds no queued or running task.
+
+    :raises AssertionError: after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.execute("SELECT COUNT(*) FROM tasks WHERE state IN ('queued', 'running')").fetchone()[0] == 0:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"tasks still queued or running after {timeout} s")

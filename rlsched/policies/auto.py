@@ -111,8 +111,6 @@ class AutoPlacer:
     """
 
     name = AUTO
-    #: ``auto+auto`` is one scheduler: named ``auto`` (:attr:`TwoStageScheduler.name`).
-    one_scheduler = True
 
     def __init__(self, board: Switchboard) -> None:
         self.__dict__["board"] = board
@@ -179,6 +177,14 @@ class AutoPlacer:
         return self.board.placer.place(task, sub, node, view)
 
 
+class AutoScheduler(TwoStageScheduler):
+    """The two stages of ``auto``: one scheduler, named ``auto`` (not ``auto+auto``)."""
+
+    @property
+    def name(self) -> str:
+        return AUTO
+
+
 def build_auto(
     recogniser: Recogniser,
     make_selector: Callable[[str], NodeSelector],
@@ -197,7 +203,7 @@ def build_auto(
         {s: make_selector(s) for s in sorted(sels)},
         {p: make_placer(p) for p in sorted(plcs)},
     )
-    return TwoStageScheduler(AutoSelector(board), AutoPlacer(board))
+    return AutoScheduler(AutoSelector(board), AutoPlacer(board))
 
 
 def describe(scheduler: TwoStageScheduler) -> dict[str, Any] | None:

@@ -116,7 +116,7 @@ def build_scheduler(
     versions: list[ModelVersion] = []
     if auto:
         sched, versions = _auto(options, where)
-        selector, placer = sched.selector, sched.placer
+        placer = sched.placer
     else:
         try:
             selector = make_selector(sel, options)
@@ -126,6 +126,7 @@ def build_scheduler(
             placer = make_placer(plc or "speedup", options)
         except CheckpointError as e:
             raise InputError.from_checkpoint(e, f"placer_model ({where})") from None
+        sched = TwoStageScheduler(selector, placer)
     if active_profiling:
         if not hasattr(placer, "active"):
             raise InputError(
@@ -141,13 +142,13 @@ def build_scheduler(
                 spec,
             )
         placer.fallback = prediction_fallback
-    folder = getattr(selector, "model_dir", None)
+    folder = getattr(sched.selector, "model_dir", None)
     if folder is not None:
         versions.append(ModelVersion("selector", sel, selector_model or "shipped", checkpoint_sha256(folder)))
     src = getattr(placer, "model_dir", None)
     if src is not None:
         versions.append(ModelVersion("placer", plc, placer_model or "shipped", checkpoint_sha256(src)))
-    return TwoStageScheduler(selector, placer), versions
+    return sched, versions
 
 
 def load_interference(path: str, placer: str, where: str) -> InterferencePredictor:
