@@ -65,8 +65,9 @@ def backlog_seconds(
     task: Task, tflops: float, bw_gbs: float, core_gflops: float, has_gpus: bool
 ) -> tuple[list[float], list[float]]:
     """Each subtask's nominal GPU seconds (GPU-capable subtasks, on a GPU with the node's mean
-    datasheet figures; 0 on a node without GPUs) and CPU seconds (CPU-only subtasks): what the task
-    adds to a node's backlog, the same in the simulator and in the live runtime.
+    datasheet figures) and CPU seconds (CPU-only subtasks, and every subtask on a node without
+    GPUs, where GPU-capable work runs on cores): what the task adds to a node's backlog, the same
+    in the simulator and in the live runtime.
 
     :param task: the task.
     :param tflops: the node's mean GPU peak TFLOP/s.
@@ -78,7 +79,9 @@ def backlog_seconds(
     for s in task.graph.subtasks:
         on_cpu = s.kind.device is Device.CPU
         gpu.append(subtask_gpu_seconds(s, tflops, bw_gbs) if has_gpus and not on_cpu else 0.0)
-        cpu.append(subtask_cpu_seconds(s, core_gflops) if on_cpu else 0.0)
+        # A CPU-only node runs GPU-capable work on its cores: it is that node's backlog too
+        # (counting it as nothing made the node look idle to every ETC however much it held).
+        cpu.append(subtask_cpu_seconds(s, core_gflops) if on_cpu or not has_gpus else 0.0)
     return gpu, cpu
 
 
@@ -207,3 +210,31 @@ def memory_aware_estimates(
 def best_etc_node(task: Task, view: ClusterView, mask: np.ndarray) -> int:
     """The feasible node with the smallest ETC (what ``mct`` picks)."""
     return int(np.argmin(np.where(mask, node_estimates(task, view)[2], np.inf)))
+
+
+def stream_queue_wait(view: ClusterView) -> np.ndarray:
+    """Per node: estimated seconds before a new task's first GPU subtask gets a stream.
+
+    A node's GPUs serve tasks side by side, one stream each (a task's chain holds about one stream
+    at a time), at the measured per-run speed, which already carries the slowdown of co-running.
+    So a task waits only for the tasks queued beyond the node's streams: about
+    ``(T - S + 1) / S`` mean remaining task times (``T`` tasks on the node, ``S`` streams), not the
+    whole backlog per GPU that :func:`node_estimates` assumes (exact for one stream per GPU, a
+    manifold over-estimate for many). 0 on a node without GPUs.
+    """
+    tasks = view.tasks_on_node
+    streams = np.maximum(view.node_streams, 1)
+    per_task = view.backlog_gpu_s / np.maximum(tasks, 1) / np.maximum(view.node_speed_gpu, 1e-3)
+    queued = np.maximum(tasks + 1 - streams, 0)
+    return np.where(view.n_gpus > 0, queued * per_task / streams, 0.0)
+
+
+def stream_aware_estimates(task: Task, view: ClusterView) -> np.ndarray:
+    """Per node: the task's ETC (relative to now) when a GPU's streams serve tasks side by side
+    (:func:`stream_queue_wait`), counting the host-memory admission wait as ``mct-mem`` does."""
+    st = _static(view)
+    g_s, c_s, _, mem_wait = memory_aware_estimates(task, view)
+    inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)
+    cpu_wait = view.backlog_cpu_s * st["inv_cores"] * inv_cpu
+    wait = np.maximum(np.maximum(stream_queue_wait(view), cpu_wait), mem_wait)
+    return view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlsched.estimates import memory_aware_estimates, node_estimates, task_work_vector
+from rlsched.estimates import (
+    memory_aware_estimates,
+    node_estimates,
+    stream_aware_estimates,
+    task_work_vector,
+)
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 
@@ -117,6 +122,18 @@ class MctMemSelector(_Selector):
         return memory_aware_estimates(task, view)[2]
 
 
+class MctStreamSelector(_Selector):
+    """``mct-mem`` whose GPU wait counts streams: a GPU with several streams serves tasks side by
+    side, so a task waits only for the tasks queued beyond the node's streams
+    (:func:`rlsched.estimates.stream_queue_wait`), not for the node's whole backlog.
+    """
+
+    name = "mct-stream"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return masked_argmin(stream_aware_estimates(task, view), mask)
+
+
 class PatsSelector(_Selector):
     """PATS: relative CPU/GPU performance and load.
 
@@ -164,6 +181,7 @@ __all__ = [
     "LeastLoadedSelector",
     "MctMemSelector",
     "MctSelector",
+    "MctStreamSelector",
     "MlsmSelector",
     "PatsSelector",
     "RandomSelector",
