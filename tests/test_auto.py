@@ -18,7 +18,7 @@ from models.checkpoint import CheckpointError
 from rlsched.policies import PolicyOptions, parse_scheduler
 from rlsched.policies.auto import describe
 from rlsched.policies.case_features import FEATURES, case_features
-from rlsched.policies.recogniser import MODEL_FILE, Recogniser, load_recogniser
+from rlsched.policies.recogniser import MODEL_FILE, Choice, Recogniser, load_recogniser
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.view import ClusterView
@@ -206,3 +206,26 @@ def test_fit_recogniser_refuses_grids_on_the_wrong_seeds(
     ]
     assert main(args) == 2
     assert "--validation-grid: seed: expected runs on validation seeds only" in capsys.readouterr().err
+
+
+def test_a_choice_round_trips_through_the_service_state(tmp_path: Path) -> None:
+    """A service restart restores auto's decision from ``current.json``; a mangled one is refused
+    naming the key (the service will not start on a state it cannot read)."""
+    from runtime.service.learned_state import Learned, LearnedState
+
+    pairs = ("ldwp+iawp", "mct+speedup", "mlsm+speedup")
+    c = _recogniser(pairs, [[0.9, 1.0, 0.8]]).choose(np.zeros(F))
+    state = LearnedState(tmp_path / "state")
+    state.save(Learned(auto={"recogniser_sha256": "abc", "choice": c.to_dict()}))
+    saved = LearnedState(tmp_path / "state").load()
+    assert saved is not None and saved.auto is not None and saved.auto["recogniser_sha256"] == "abc"
+    back = Choice.from_dict(saved.auto["choice"])
+    assert back.pair == c.pair == "mct+speedup" and back.neighbours == c.neighbours
+    assert back.features == pytest.approx(c.features, abs=1e-4)
+    with pytest.raises(ValueError, match="pair"):
+        Choice.from_dict({"predicted": {}})
+    doc = json.loads((tmp_path / "state" / "current.json").read_text())
+    doc["auto"] = "mct+speedup"
+    (tmp_path / "state" / "current.json").write_text(json.dumps(doc))
+    with pytest.raises(CheckpointError, match="auto"):
+        LearnedState(tmp_path / "state").load()

@@ -68,8 +68,8 @@ def _calibrated(m: dict[str, Any]) -> bool:
 def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path: Path) -> None:
     """The operator's path: start, submit, read /v1/models, /v1/cluster and /metrics, switch
     schedulers as an admin, kill -9 and restart. After the restart the interference model of
-    auto's candidates is restored from the checkpoint (no new survey), the choice is made again
-    from the first tasks after the start, and every task completes exactly once."""
+    auto's candidates and auto's choice are restored from the checkpoint (no new survey, no new
+    window of tasks on the default pair), and every task completes exactly once."""
     rec = _recogniser(tmp_path)
     port = free_port()
     top = TOP + f'recogniser_model = "{rec}"\ncheckpoint_interval_s = 1\n'
@@ -101,14 +101,22 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
             assert r.status_code == 200 and r.json() == {"scheduler": spec}, r.text
         m = _models(s)
         assert m["auto"]["candidates"] == ["mct+iawp", "mct+iawp-pass", "mct+speedup"], m["auto"]
+        assert m["auto"]["choice"] is None, m["auto"]  # switched back: a fresh decision
+        ids += _submit(s, 16)
+        _until(s, lambda m: m["auto"]["choice"] is not None, "auto's choice after the switch back")
+
+        def decision_saved(_m: dict[str, Any]) -> bool:
+            doc = json.loads(current.read_text())
+            return doc.get("auto", {}).get("choice", {}).get("pair") == "mct+iawp-pass"
+
+        _until(s, decision_saved, "a checkpoint of auto's decision")
         s.kill9()
         s.start()
         m = _models(s)
         assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
-        assert m["auto"]["choice"] is None and m["auto"]["running"] == "mct+iawp", m["auto"]
-        ids += _submit(s, 16)
-        m = _until(s, lambda m: m["auto"]["choice"] is not None, "auto's choice after the restart")
-        assert m["auto"]["running"] == "mct+iawp-pass", m["auto"]
+        assert m["auto"]["running"] == "mct+iawp-pass" and m["auto"]["restored"], m["auto"]
+        assert m["auto"]["choice"]["pair"] == "mct+iawp-pass", m["auto"]
+        ids += _submit(s, 32)
         db = sqlite3.connect(tmp_path / "queue.db")
         wait_drained(db)
         assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)

@@ -44,6 +44,8 @@ class Switchboard:
     choice: Choice | None = None
     #: Tasks seen before it, in arrival order.
     seen: list[Task] = field(default_factory=list)
+    #: Whether the decision was restored (a service restart) rather than made in this run.
+    restored: bool = False
     _ids: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -58,9 +60,21 @@ class Switchboard:
         return self.placers[self.current.partition("+")[2]]
 
     def reset(self) -> None:
-        self.current, self.choice = self.recogniser.default, None
+        self.current, self.choice, self.restored = self.recogniser.default, None, False
         self.seen.clear()
         self._ids.clear()
+
+    def restore(self, choice: Choice) -> bool:
+        """Take a decision made before (the service's checkpoint after a restart: the same
+        cluster and stream of work, so no new window of tasks on the default pair).
+
+        :param choice: the decision; refused (``False``) when its pair is not a candidate.
+        """
+        if choice.pair not in self.recogniser.candidates:
+            return False
+        self.choice, self.current, self.restored = choice, choice.pair, True
+        self.seen.clear()
+        return True
 
     def note(self, task: Task, view: ClusterView) -> None:
         """Count an arriving task; decide once ``window`` tasks have arrived."""
@@ -211,8 +225,8 @@ def describe(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
 
     :param scheduler: the scheduler running.
     """
-    board = getattr(scheduler.placer, "board", None) or getattr(scheduler.selector, "board", None)
-    if not isinstance(board, Switchboard):
+    board = switchboard(scheduler)
+    if board is None:
         return None
     r = board.recogniser
     return {
@@ -222,4 +236,11 @@ def describe(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
         "tasks_seen": r.window if board.choice is not None else len(board.seen),
         "running": board.current,
         "choice": board.choice.to_dict() if board.choice is not None else None,
+        "restored": board.restored,
     }
+
+
+def switchboard(scheduler: TwoStageScheduler) -> Switchboard | None:
+    """``auto``'s switchboard, or ``None`` for another scheduler."""
+    board = getattr(scheduler.selector, "board", None)
+    return board if isinstance(board, Switchboard) else None

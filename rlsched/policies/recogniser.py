@@ -58,6 +58,23 @@ class Choice:
             "features": {n: round(v, 4) for n, v in zip(FEATURES, self.features, strict=False)},
         }
 
+    @classmethod
+    def from_dict(cls, doc: dict[str, Any]) -> Choice:
+        """The choice :meth:`to_dict` wrote (a service checkpoint keeps it across restarts).
+
+        :raises ValueError: a document that is not one.
+        """
+        try:
+            feats = doc.get("features") or {}
+            return cls(
+                pair=str(doc["pair"]),
+                predicted={str(k): float(v) for k, v in dict(doc["predicted"]).items()},
+                neighbours=tuple(str(n) for n in doc.get("neighbours", ())),
+                features=tuple(float(feats[n]) for n in FEATURES if n in feats),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            raise ValueError(f"not a recogniser's choice: {e}") from None
+
 
 @dataclass(frozen=True)
 class Recogniser:

@@ -8,6 +8,9 @@ Layout of the state folder::
     promoted-<n>/                a network the learner proposed and the canary promoted: the
                                  incumbent selector after a restart
 
+``current.json`` also holds ``auto``'s decision (``scheduler = "auto"``): the pair it chose and
+the recogniser that chose it, so that a restarted service runs that pair at once.
+
 A checkpoint is written to a new folder; only then is ``current.json`` replaced (written to a
 temporary file, flushed to disk, renamed), so a crash at any moment leaves the previous state or
 the new one, never a mix. Folders ``current.json`` does not name are removed after the switch.
@@ -52,6 +55,7 @@ class Learned:
     :param selector_updates: the learner's gradient steps.
     :param promoted: a learnt network the canary promoted (network, metadata).
     :param selector_origin: sha256 of the selector checkpoint its learning started from.
+    :param auto: ``auto``'s decision: ``{"recogniser_sha256": ..., "choice": Choice.to_dict()}``.
     """
 
     interference: InterferencePredictor | None = None
@@ -63,6 +67,7 @@ class Learned:
     selector_updates: int = 0
     promoted: Network | None = None
     selector_origin: str | None = None
+    auto: dict[str, Any] | None = None
 
 
 class LearnedState:
@@ -110,6 +115,11 @@ class LearnedState:
         name = self._folder(path, doc, "promoted")
         if name is not None:
             out.promoted = scorer_from_checkpoint(self.folder / name)
+        auto = doc.get("auto")
+        if auto is not None:
+            if not isinstance(auto, dict) or not isinstance(auto.get("choice"), dict):
+                raise CheckpointError(path, "auto", "auto's decision: {recogniser_sha256, choice}", auto)
+            out.auto = auto
         self.saved_version = out.version
         return out
 
@@ -145,6 +155,8 @@ class LearnedState:
             }
         if learned.promoted is not None:
             doc["promoted"] = self._network(f"promoted-{version}", learned.promoted)
+        if learned.auto is not None:
+            doc["auto"] = learned.auto
         tmp = self.folder / (CURRENT + ".tmp")
         with tmp.open("w", encoding="utf-8") as f:
             json.dump(doc, f, indent=2, sort_keys=True)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from models.checkpoint import CheckpointError
 from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
+from rlsched.policies.auto import Switchboard, switchboard
+from rlsched.policies.recogniser import Choice
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.backend import ClusterBackend
@@ -56,6 +58,10 @@ class Learning:
         #: The selector's online learner (``selector_learning``), set by the service.
         self.selector: SelectorLearning | None = None
         self._last_save = time.monotonic()
+        #: ``auto``'s switchboard when the scheduler is ``auto`` (its decision is checkpointed).
+        self.board: Switchboard | None = None
+        #: The last interference model (and its updates) of a placer that was switched away from.
+        self._kept: tuple[InterferencePredictor, int] | None = None
         placer_name = config.scheduler.partition("+")[2]
         try:
             self.learned = self.state.load()
@@ -72,6 +78,10 @@ class Learning:
     def install(self, sched: TwoStageScheduler, started: bool) -> None:
         """Give the cluster ``sched``'s placer (starting the cluster unless ``started``), with its
         calibration under way in the background when it needs one."""
+        self.board = switchboard(sched)
+        if not started:
+            self._restore_choice()
+        self._keep_model()
         placer: Any = sched.placer
         observe = hand_over(placer, None)
         if not callable(getattr(placer, "adopt", None)):  # not interference-aware: nothing to learn here
@@ -102,11 +112,54 @@ class Learning:
             self._give(FALLBACK_PLACER, None, started)
         self.calibrator.check()
 
+    def _keep_model(self) -> None:
+        """Keep the model of the placer being replaced: an admin who switches to a placer that
+        predicts nothing and back gets it again (not a new survey, and no checkpoint without it)."""
+        predictor = getattr(self.placer, "predictor", None) if self.placer is not None else None
+        if predictor is not None:
+            with self.cluster.lock:
+                self._kept = (copy.deepcopy(predictor), int(getattr(self.placer, "updates", 0)))
+
+    def _recogniser_sha(self) -> str | None:
+        return next((v.sha256 for v in self.versions if v.role == "recogniser"), None)
+
+    def _restore_choice(self) -> None:
+        """``auto`` takes the decision of the checkpoint when the same recogniser made it (the
+        same cluster and stream of work: no new window of tasks on the default pair)."""
+        saved = self.learned.auto if self.learned is not None else None
+        if self.board is None or saved is None:
+            return
+        if saved.get("recogniser_sha256") != self._recogniser_sha():
+            log.warning(
+                "rlsched serve: auto's decision in %s was made by another recogniser: deciding again",
+                self.state.folder,
+            )
+            return
+        try:
+            choice = Choice.from_dict(saved["choice"])
+        except ValueError as e:
+            log.warning(
+                "rlsched serve: auto's decision in %s is unreadable (%s): deciding again",
+                self.state.folder,
+                e,
+            )
+            return
+        if self.board.restore(choice):
+            log.info("rlsched serve: auto runs %s, the pair it chose before the restart", choice.pair)
+
+    def _auto_decision(self) -> dict[str, Any] | None:
+        board = self.board
+        if board is None or board.choice is None:
+            return None
+        return {"recogniser_sha256": self._recogniser_sha(), "choice": board.choice.to_dict()}
+
     def _initial_model(self) -> tuple[InterferencePredictor | None, int, str]:
         """(model, its online updates so far, the calibration state of the GPU models it covers)."""
         current = getattr(self.placer, "predictor", None) if self.placer is not None else None
         if current is not None:  # an admin switched schedulers: the cluster is the same
             return copy.deepcopy(current), int(getattr(self.placer, "updates", 0)), "calibrated"
+        if self._kept is not None:  # ... by way of one that predicts nothing
+            return copy.deepcopy(self._kept[0]), self._kept[1], "calibrated"
         learned = self.learned
         if learned is not None and self.configured is not None and learned.origin != self.loaded_sha:
             log.warning(
@@ -124,6 +177,7 @@ class Learning:
                 sorted(learned.models),
                 learned.selector_updates,
                 learned.promoted is not None,
+                (learned.auto or {}).get("choice", {}).get("pair"),
             )
             return learned.interference, learned.interference_updates, "restored"
         if self.configured is not None:
@@ -159,7 +213,7 @@ class Learning:
         """Survey GPU models that joined; checkpoint when the interval has passed."""
         if self.calibrator is not None:
             self.calibrator.check()
-        elif self.selector is None:
+        elif self.selector is None and self.board is None:
             return
         if time.monotonic() - self._last_save >= self.config.checkpoint_interval_s:
             self.checkpoint()
@@ -177,13 +231,18 @@ class Learning:
                 for m, s in self.calibrator.states().items()
                 if s["state"] in ("calibrated", "restored", "loaded")
             ]
+        elif self._kept is not None:  # running a placer that predicts nothing: keep what was learnt
+            predictor, updates = copy.deepcopy(self._kept[0]), self._kept[1]
+            models = [m for m in self._models() if predictor.covers(m)]
         learned = Learned(predictor, updates, models, origin=self.loaded_sha)
         if self.selector is not None:
             learned.selector, learned.selector_updates, learned.promoted = self.selector.state()
             learned.selector_origin = self.selector.origin
-        if predictor is None and learned.selector is None:
+        learned.auto = self._auto_decision()
+        if predictor is None and learned.selector is None and learned.auto is None:
             return None
-        key = (updates, models, learned.selector_updates, learned.promoted is not None)
+        pair = learned.auto["choice"]["pair"] if learned.auto is not None else None
+        key = (updates, models, learned.selector_updates, learned.promoted is not None, pair)
         if key == self._saved_key:
             return None
         try:
