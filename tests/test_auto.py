@@ -187,6 +187,17 @@ def test_fit_recogniser_chooses_candidates_and_k_by_their_rules(
     assert (rec.k, rec.margin) == (8, 0.05)  # ties go to the largest k (8 rows), then margin
 
 
+def test_the_gain_rule_admits_a_pair_that_rescues_one_case(tmp_path: Path) -> None:
+    from experiments.recogniser_fit import candidates_by, read_grid
+
+    train = ["paper#100", "transfer-4#100", "hetero-saturated#100", "dynamic#100"]
+    best = dict.fromkeys(train, "mct+speedup") | {"hetero-saturated#100": "mlsm+speedup"}
+    grid = read_grid(_grid(tmp_path / "train", train, [5000, 5001], best))
+    assert candidates_by("count", grid) == ["ldwp+iawp", "mct+speedup"]
+    # mlsm+speedup is best on one case only, where nothing else comes within 0.8x: it joins
+    assert candidates_by("gain", grid) == ["ldwp+iawp", "mct+speedup", "mlsm+speedup"]
+
+
 def test_fit_recogniser_refuses_grids_on_the_wrong_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

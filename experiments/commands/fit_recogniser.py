@@ -36,6 +36,10 @@ class FitRecogniserArgs:
     :param k: training runs averaged per decision (without --validation-grid)
     :param margin: predicted gain (log throughput ratio) a pair needs over --default (without
         --validation-grid)
+    :param candidates: how the pairs to choose among are chosen from --grid: count (within 0.99x
+        of a case's best on at least 3 training cases, at most 8, most such cases first) or gain
+        (greedily the pair that most raises the training cases' geometric mean of the best ratio
+        among those chosen, while it rises by 0.002, at most 8); the default pair always
     :param out: output folder (recogniser.json, meta.json, validation.json); use it with
         `--recogniser OUT` or the service's `recogniser_model`
     """
@@ -46,6 +50,7 @@ class FitRecogniserArgs:
     default: str = "ldwp+iawp"
     k: int = flag(10, parse=values.COUNT)
     margin: float = flag(0.0, parse=values.nonneg_float)
+    candidates: str = flag("count", choices=("count", "gain"))
     out: str = flag(path=True)
 
 
@@ -70,7 +75,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
 
     t0 = time.perf_counter()
     train = _grid(args.grid, "--grid", "training")
-    candidates = rf.choose_candidates(train, args.default)
+    candidates = rf.candidates_by(args.candidates, train, args.default)
     if args.default not in {p for _, p, _ in train.throughput}:
         raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
     model = rf.fit(train, candidates, args.window, args.k, args.margin)
@@ -86,6 +91,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "grid": args.grid,
         "validation_grid": args.validation_grid,
         "command": " ".join(["rlsched", *argv]),
+        "candidate_rule": args.candidates,
     }
     out = model.save(args.out, meta)
     if table:
