@@ -21,7 +21,7 @@ import numpy as np
 
 from experiments.evaluation import load_entry
 from experiments.report_generalisation import best_heuristic, case_means, is_heuristic_row
-from rlsched.policies.case_features import case_features
+from rlsched.policies.case_features import FEATURES, case_features
 from rlsched.policies.recogniser import Recogniser
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.view import ClusterView
@@ -40,6 +40,10 @@ MAX_CANDIDATES = 8
 MIN_GAIN = 0.002
 #: The rules :func:`candidates_by` knows.
 CANDIDATE_RULES: tuple[str, ...] = ("count", "gain")
+#: Feature selection (``--features select``): the leave-one-case-out rule it scores with ...
+SELECT_K, SELECT_MARGIN = 10, 0.05
+#: ... and the rise of that score a feature must bring to join.
+MIN_FEATURE_GAIN = 0.002
 #: The ``k`` (training rows) and margins the validation grid chooses among.
 KS: tuple[int, ...] = (2, 4, 6, 10, 20, 40, 80)
 MARGINS: tuple[float, ...] = (0.0, 0.01, 0.02, 0.05)
@@ -206,6 +210,51 @@ def fit(
         tuple(candidates), candidates[0], window, min(k, len(rows)), margin,
         x.mean(axis=0), scale, x, np.asarray(scores), tuple(names),
     )  # fmt: skip
+
+
+def leave_one_case_out(recogniser: Recogniser, weights: np.ndarray, k: int, margin: float) -> float:
+    """Geometric mean over the training rows of the chosen candidate's ratio to the case's best
+    candidate, each row judged by the rows of the other cases only, with ``weights`` in the
+    distance (the training data's own estimate of how well those features recognise a case)."""
+    w = np.asarray(weights, dtype=float) / recogniser.scale
+    z = (recogniser.rows - recogniser.center) * w
+    dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
+    cases = np.asarray(recogniser.row_cases)
+    dist[cases[:, None] == cases[None, :]] = np.inf
+    default = recogniser.candidates.index(recogniser.default)
+    got = []
+    for i in range(len(z)):
+        near = np.argsort(dist[i], kind="stable")[:k]
+        predicted = recogniser.scores[near].mean(axis=0)
+        best = int(np.argmax(predicted))
+        pick = best if predicted[best] - predicted[default] > margin else default
+        got.append(recogniser.scores[i, pick])
+    return float(np.exp(np.mean(got)))
+
+
+def select_features(recogniser: Recogniser) -> tuple[np.ndarray, list[tuple[str, float]]]:
+    """Feature weights (1: used, 0: not) chosen greedily on the training rows: from none, add
+    the feature that most raises :func:`leave_one_case_out` (``k`` :data:`SELECT_K`, margin
+    :data:`SELECT_MARGIN`) while it rises by at least :data:`MIN_FEATURE_GAIN`; and each step
+    (feature, score), the first being ``("none", score)``."""
+    weights = np.zeros(len(FEATURES))
+    k = min(SELECT_K, len(recogniser.rows) - 1)
+    current = leave_one_case_out(recogniser, weights, k, SELECT_MARGIN)
+    steps = [("none", current)]
+    while True:
+        trials: dict[int, float] = {}
+        for f in (int(i) for i in np.flatnonzero(weights == 0)):
+            w = weights.copy()
+            w[f] = 1.0
+            trials[f] = leave_one_case_out(recogniser, w, k, SELECT_MARGIN)
+        if not trials:
+            break
+        top = max(trials, key=lambda i: (trials[i], -i))
+        if trials[top] - current < MIN_FEATURE_GAIN:
+            break
+        weights[top], current = 1.0, trials[top]
+        steps.append((FEATURES[top], current))
+    return weights, steps
 
 
 @dataclass(frozen=True)

@@ -198,6 +198,33 @@ def test_the_gain_rule_admits_a_pair_that_rescues_one_case(tmp_path: Path) -> No
     assert candidates_by("gain", grid) == ["ldwp+iawp", "mct+speedup", "mlsm+speedup"]
 
 
+def test_feature_selection_keeps_the_feature_that_tells_the_cases_apart(tmp_path: Path) -> None:
+    """Feature 3 says which pair wins; the others are noise that hides it from the full distance."""
+    from experiments.recogniser_fit import leave_one_case_out, select_features
+
+    rng = np.random.default_rng(0)
+    n = 40
+    rows = rng.normal(size=(n, F)) * 5.0
+    rows[:, 3] = np.repeat([0.0, 1.0], n // 2)
+    scores = np.where(rows[:, 3:4] > 0.5, [[0.5, 1.0]], [[1.0, 0.5]])
+    names = tuple(f"c{i // 2}" for i in range(n))  # two rows per case
+    r = Recogniser(
+        ("a+x", "b+y"), "a+x", 20, 10, 0.0, rows.mean(axis=0), rows.std(axis=0), rows, np.log(scores), names
+    )
+    weights, steps = select_features(r)
+    assert steps[0][0] == "none" and steps[1][0] == FEATURES[3]
+    assert weights[3] == 1.0 and weights.sum() < F
+    assert leave_one_case_out(r, weights, 10, 0.05) == pytest.approx(1.0)
+    assert leave_one_case_out(r, np.ones(F), 10, 0.05) < 0.95
+    picked = r.with_weights(weights)
+    assert picked.used_features[0] == FEATURES[3]
+    back = load_recogniser(picked.save(tmp_path / "rec"))
+    assert np.array_equal(back.weights, weights)  # the weights are part of the file
+    x = rows[0].copy()
+    x[3] = 1.0
+    assert back.choose(x).pair == "b+y"
+
+
 def test_fit_recogniser_refuses_grids_on_the_wrong_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -40,6 +40,9 @@ class FitRecogniserArgs:
         of a case's best on at least 3 training cases, at most 8, most such cases first) or gain
         (greedily the pair that most raises the training cases' geometric mean of the best ratio
         among those chosen, while it rises by 0.002, at most 8); the default pair always
+    :param features: all (every feature weighs the same in the distance) or select (features
+        chosen greedily on --grid alone, by the leave-one-case-out score of the choice they give;
+        the others get weight 0; the steps are printed and kept in meta.json)
     :param out: output folder (recogniser.json, meta.json, validation.json); use it with
         `--recogniser OUT` or the service's `recogniser_model`
     """
@@ -51,6 +54,7 @@ class FitRecogniserArgs:
     k: int = flag(10, parse=values.COUNT)
     margin: float = flag(0.0, parse=values.nonneg_float)
     candidates: str = flag("count", choices=("count", "gain"))
+    features: str = flag("all", choices=("all", "select"))
     out: str = flag(path=True)
 
 
@@ -79,6 +83,12 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
     if args.default not in {p for _, p, _ in train.throughput}:
         raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
     model = rf.fit(train, candidates, args.window, args.k, args.margin)
+    steps: list[tuple[str, float]] = []
+    if args.features == "select":
+        weights, steps = rf.select_features(model)
+        model = model.with_weights(weights)
+        for name, value in steps:
+            print(f"  feature {name:<24} leave-one-case-out {value:.4f}", file=sys.stderr)
     table: list[dict] = []
     if args.validation_grid is not None:
         model, scores = rf.tune(model, _grid(args.validation_grid, "--validation-grid", "validation"))
@@ -92,6 +102,8 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "validation_grid": args.validation_grid,
         "command": " ".join(["rlsched", *argv]),
         "candidate_rule": args.candidates,
+        "feature_rule": args.features,
+        "feature_steps": [[n, round(v, 4)] for n, v in steps],
     }
     out = model.save(args.out, meta)
     if table:
@@ -107,6 +119,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "k": model.k,
         "margin": model.margin,
         "window": model.window,
+        "features": list(model.used_features),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(summary))

@@ -14,6 +14,7 @@ which loading verifies (nothing is unpickled).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -90,6 +91,8 @@ class Recogniser:
     :param rows: (R, F) features of the training rows.
     :param scores: (R, C) log throughput ratio of each candidate to its case's best candidate.
     :param row_cases: the case of each row.
+    :param weights: per-feature weight in the distance (0: the feature is not used; default: 1
+        each). Files without it weigh every feature 1.
     """
 
     candidates: tuple[str, ...]
@@ -102,8 +105,14 @@ class Recogniser:
     rows: np.ndarray
     scores: np.ndarray
     row_cases: tuple[str, ...]
+    weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.weights is None:
+            object.__setattr__(self, "weights", np.ones(len(FEATURES)))
+        w = np.asarray(self.weights, dtype=float)
+        if w.shape != (len(FEATURES),) or (w < 0).any() or not np.isfinite(w).all():
+            raise ValueError(f"weights: expected {len(FEATURES)} finite non-negative numbers")
         if self.default not in self.candidates:
             raise ValueError(f"default {self.default!r} is not a candidate ({', '.join(self.candidates)})")
         if self.window < 2:
@@ -126,8 +135,9 @@ class Recogniser:
 
     def nearest(self, x: np.ndarray) -> np.ndarray:
         """Indices of the ``k`` training rows nearest ``x`` (ties: the earlier row)."""
-        z = (self.rows - self.center) / self.scale
-        d = np.linalg.norm(z - (np.asarray(x, dtype=float) - self.center) / self.scale, axis=1)
+        w = self.weights / self.scale
+        z = (self.rows - self.center) * w
+        d = np.linalg.norm(z - (np.asarray(x, dtype=float) - self.center) * w, axis=1)
         return np.argsort(d, kind="stable")[: self.k]
 
     def choose(self, x: np.ndarray) -> Choice:
@@ -149,8 +159,17 @@ class Recogniser:
         """The same training rows with another ``k`` and ``margin`` (tuned on validation cases)."""
         return Recogniser(
             self.candidates, self.default, self.window, k, margin,
-            self.center, self.scale, self.rows, self.scores, self.row_cases,
+            self.center, self.scale, self.rows, self.scores, self.row_cases, self.weights,
         )  # fmt: skip
+
+    @property
+    def used_features(self) -> tuple[str, ...]:
+        """The features with a non-zero weight in the distance."""
+        return tuple(n for n, w in zip(FEATURES, np.asarray(self.weights), strict=True) if w > 0)
+
+    def with_weights(self, weights: np.ndarray) -> Recogniser:
+        """The same recogniser measuring distance with other per-feature ``weights``."""
+        return dataclasses.replace(self, weights=np.asarray(weights, dtype=float))
 
     # ---- plain-data file ------------------------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -167,6 +186,7 @@ class Recogniser:
             "rows": self.rows.tolist(),
             "scores": self.scores.tolist(),
             "row_cases": list(self.row_cases),
+            "weights": np.asarray(self.weights, dtype=float).tolist(),
         }
 
     def save(self, directory: str | Path, meta: dict[str, Any] | None = None) -> Path:
@@ -264,6 +284,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
             rows=np.asarray(_field(data, path, "rows", list, "a list of feature rows"), dtype=float),
             scores=np.asarray(_field(data, path, "scores", list, "a list of score rows"), dtype=float),
             row_cases=row_cases,
+            weights=None if "weights" not in data else np.asarray(data["weights"], dtype=float),
         )
     except (ValueError, TypeError) as e:
         raise CheckpointError(path, "<model>", "a consistent recogniser", hint=str(e)) from None
