@@ -307,6 +307,38 @@ def describe_auto(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
     return describe(scheduler)
 
 
+def auto_choice(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
+    """``auto``'s decision as plain data (:meth:`Choice.to_dict`), or ``None`` when ``scheduler``
+    is not ``auto`` or has not decided yet (the service checkpoints it)."""
+    from rlsched.policies.auto import switchboard
+
+    board = switchboard(scheduler)
+    return None if board is None or board.choice is None else board.choice.to_dict()
+
+
+def restore_auto_choice(scheduler: TwoStageScheduler, doc: dict[str, Any]) -> str | None:
+    """Make ``auto`` take a decision saved by :func:`auto_choice`; the pair it runs now, or ``None``
+    when ``scheduler`` is not ``auto`` or the pair is not one of its candidates.
+
+    :raises ValueError: ``doc`` is not a saved decision.
+    """
+    from rlsched.policies.auto import switchboard
+    from rlsched.policies.recogniser import Choice
+
+    board = switchboard(scheduler)
+    choice = Choice.from_dict(doc)
+    if board is None or not board.restore(choice):
+        return None
+    return choice.pair
+
+
+def is_auto(scheduler: TwoStageScheduler) -> bool:
+    """Whether ``scheduler`` is ``auto``."""
+    from rlsched.policies.auto import switchboard
+
+    return switchboard(scheduler) is not None
+
+
 def _auto(options: PolicyOptions) -> TwoStageScheduler:
     """``auto`` with the recogniser and candidate checkpoints of ``options``."""
     from rlsched.policies.auto import build_auto

@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 from models.checkpoint import CheckpointError
 from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
-from rlsched.policies.auto import Switchboard, switchboard
-from rlsched.policies.recogniser import Choice
+from rlsched.policies.registry import auto_choice, is_auto, restore_auto_choice
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.backend import ClusterBackend
@@ -58,8 +57,8 @@ class Learning:
         #: The selector's online learner (``selector_learning``), set by the service.
         self.selector: SelectorLearning | None = None
         self._last_save = time.monotonic()
-        #: ``auto``'s switchboard when the scheduler is ``auto`` (its decision is checkpointed).
-        self.board: Switchboard | None = None
+        #: The scheduler when it is ``auto`` (its decision is checkpointed).
+        self.auto: TwoStageScheduler | None = None
         #: The last interference model (and its updates) of a placer that was switched away from.
         self._kept: tuple[InterferencePredictor, int] | None = None
         placer_name = config.scheduler.partition("+")[2]
@@ -78,7 +77,7 @@ class Learning:
     def install(self, sched: TwoStageScheduler, started: bool) -> None:
         """Give the cluster ``sched``'s placer (starting the cluster unless ``started``), with its
         calibration under way in the background when it needs one."""
-        self.board = switchboard(sched)
+        self.auto = sched if is_auto(sched) else None
         if not started:
             self._restore_choice()
         self._keep_model()
@@ -127,31 +126,25 @@ class Learning:
         """``auto`` takes the decision of the checkpoint when the same recogniser made it (the
         same cluster and stream of work: no new window of tasks on the default pair)."""
         saved = self.learned.auto if self.learned is not None else None
-        if self.board is None or saved is None:
+        if self.auto is None or saved is None:
             return
+        where = self.state.folder
         if saved.get("recogniser_sha256") != self._recogniser_sha():
             log.warning(
-                "rlsched serve: auto's decision in %s was made by another recogniser: deciding again",
-                self.state.folder,
+                "rlsched serve: auto's decision in %s was made by another recogniser: deciding again", where
             )
             return
         try:
-            choice = Choice.from_dict(saved["choice"])
+            pair = restore_auto_choice(self.auto, saved["choice"])
         except ValueError as e:
-            log.warning(
-                "rlsched serve: auto's decision in %s is unreadable (%s): deciding again",
-                self.state.folder,
-                e,
-            )
+            log.warning("rlsched serve: auto's decision in %s is unreadable (%s): deciding again", where, e)
             return
-        if self.board.restore(choice):
-            log.info("rlsched serve: auto runs %s, the pair it chose before the restart", choice.pair)
+        if pair is not None:
+            log.info("rlsched serve: auto runs %s, the pair it chose before the restart", pair)
 
     def _auto_decision(self) -> dict[str, Any] | None:
-        board = self.board
-        if board is None or board.choice is None:
-            return None
-        return {"recogniser_sha256": self._recogniser_sha(), "choice": board.choice.to_dict()}
+        choice = auto_choice(self.auto) if self.auto is not None else None
+        return None if choice is None else {"recogniser_sha256": self._recogniser_sha(), "choice": choice}
 
     def _initial_model(self) -> tuple[InterferencePredictor | None, int, str]:
         """(model, its online updates so far, the calibration state of the GPU models it covers)."""
@@ -213,7 +206,7 @@ class Learning:
         """Survey GPU models that joined; checkpoint when the interval has passed."""
         if self.calibrator is not None:
             self.calibrator.check()
-        elif self.selector is None and self.board is None:
+        elif self.selector is None and self.auto is None:
             return
         if time.monotonic() - self._last_save >= self.config.checkpoint_interval_s:
             self.checkpoint()
