@@ -232,9 +232,34 @@ def stream_queue_wait(view: ClusterView) -> np.ndarray:
 def stream_aware_estimates(task: Task, view: ClusterView) -> np.ndarray:
     """Per node: the task's ETC (relative to now) when a GPU's streams serve tasks side by side
     (:func:`stream_queue_wait`), counting the host-memory admission wait as ``mct-mem`` does."""
+    return _etc_after_gpu_wait(task, view, stream_queue_wait(view))
+
+
+def _etc_after_gpu_wait(task: Task, view: ClusterView, gpu_wait: np.ndarray) -> np.ndarray:
+    """Per node: the task's ETC when its work starts after ``gpu_wait``, the CPU queue
+    and the host-memory admission wait, whichever is longest."""
     st = _static(view)
     g_s, c_s, _, mem_wait = memory_aware_estimates(task, view)
     inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)
     cpu_wait = view.backlog_cpu_s * st["inv_cores"] * inv_cpu
-    wait = np.maximum(np.maximum(stream_queue_wait(view), cpu_wait), mem_wait)
+    wait = np.maximum(np.maximum(gpu_wait, cpu_wait), mem_wait)
     return view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
+
+
+def drain_wait(view: ClusterView) -> np.ndarray:
+    """Per node: estimated seconds before the node's GPUs have worked off what is assigned to them.
+
+    The node's GPU backlog (nominal seconds) over its measured aggregate GPU rate
+    (``ClusterView.node_gpu_rate``: per-run speed times co-runners, so streams that run side by
+    side count as much as they really deliver, interference included). Unlike
+    :func:`stream_queue_wait` it needs no model of how streams share a GPU: it is measured.
+    0 on a node without GPUs.
+    """
+    return np.where(view.n_gpus > 0, view.backlog_gpu_s / np.maximum(view.node_gpu_rate, 1e-6), 0.0)
+
+
+def drain_estimates(task: Task, view: ClusterView) -> np.ndarray:
+    """Per node: the task's ETC (relative to now) when its GPU work starts after the node's GPU
+    backlog drains at the measured aggregate rate (:func:`drain_wait`), counting the CPU queue and
+    the host-memory admission wait as ``mct-mem`` does."""
+    return _etc_after_gpu_wait(task, view, drain_wait(view))

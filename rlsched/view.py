@@ -195,6 +195,13 @@ class ClusterView:
     #: Host memory asked by tasks assigned to each node and waiting for it (admission is FIFO: a
     #: task's input transfer starts once its host memory fits), MB. A node agent knows its queue.
     host_mem_queued_mb: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: Measured aggregate rate of each GPU, in nominal seconds of work done per second: an EMA of
+    #: the per-run speed times the subtasks running on the GPU when one finishes (what side-by-side
+    #: streams really deliver, interference included), started at the GPU's stream count; and its
+    #: sum per node. Both worlds observe it the same way, through :meth:`gpu_finished`.
+    gpu_rate: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    node_gpu_rate: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    gpu_rate_samples: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     def __post_init__(self) -> None:
         n = len(self.node_names)
@@ -210,7 +217,11 @@ class ClusterView:
         self.node_bw_mean = np.where(ng > 0, (self.gpu_bw_gbs * valid).sum(axis=1) / ngc, 0.0)
         if self.host_mem_queued_mb.shape != (n,):
             self.host_mem_queued_mb = np.zeros(n)
-        self.resync(aggregates=self.node_gpu_running.shape != (n,))
+        if self.gpu_rate.shape != self.gpu_streams.shape:
+            self.gpu_rate = (self.gpu_streams * valid).astype(np.float64)
+        if self.gpu_rate_samples.shape != self.gpu_streams.shape:
+            self.gpu_rate_samples = np.zeros(self.gpu_streams.shape, dtype=np.int64)
+        self.resync(aggregates=self.node_gpu_running.shape != (n,) or self.node_gpu_rate.shape != (n,))
 
     def resync(self, aggregates: bool = True) -> None:
         """Recompute per-node aggregates and the Python mirrors from the per-GPU arrays, and
@@ -238,6 +249,7 @@ class ClusterView:
         self.node_gpus_active = ((self.gpu_running > 0) & valid).sum(axis=1)
         self.node_gpu_mem_used_mb = (self.gpu_mem_used_mb * valid).sum(axis=1)
         self.node_speed_gpu = np.where(ng > 0, (self.speed_gpu * valid).sum(axis=1) / np.maximum(ng, 1), 1.0)
+        self.node_gpu_rate = (self.gpu_rate * valid).sum(axis=1)
 
     # ---- updates (executors only) ------------------------------------------------------------
     # Each update writes the numpy arrays (what selectors and encoders read) and the Python
@@ -293,6 +305,17 @@ class ClusterView:
         """Account a subtask that left a GPU, with its measured speed (nominal / measured time)."""
         f = self.fast
         run = f.gpu_running[node]
+        if speed_sample > 0:
+            # run[gpu] still counts the finishing subtask: the co-runners it was measured among.
+            # The first samples weigh as a running mean (the start value is a guess, not a
+            # measurement), then as the speed EMA.
+            n = self.gpu_rate_samples[node, gpu] = self.gpu_rate_samples[node, gpu] + 1
+            old_rate = self.gpu_rate[node, gpu]
+            # SPEED_EMA, not ``ema``: the live runtime hands over speeds it smoothed itself (weight
+            # 1), but the co-runner count is this instant's.
+            new_rate = old_rate + max(SPEED_EMA, 1.0 / n) * (speed_sample * run[gpu] - old_rate)
+            self.gpu_rate[node, gpu] = new_rate
+            self.node_gpu_rate[node] += new_rate - old_rate
         run[gpu] -= 1
         if run[gpu] == 0:
             f.node_gpus_active[node] -= 1
@@ -381,6 +404,8 @@ class ClusterView:
             "gpu_running",
             "gpu_mem_used_mb",
             "speed_gpu",
+            "gpu_rate",
+            "gpu_rate_samples",
         ):
             a, b = getattr(self, name), getattr(joining, name)
             if name == "gpu_model":

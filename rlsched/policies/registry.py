@@ -28,6 +28,7 @@ from rlsched.policies.names import AUTO
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
     LeastLoadedSelector,
+    MctDrainSelector,
     MctMemSelector,
     MctSelector,
     MctStreamSelector,
@@ -121,6 +122,7 @@ SELECTORS: dict[str, SelectorFactory] = {
     "mct": _plain(MctSelector),
     "mct-mem": _plain(MctMemSelector),
     "mct-stream": _plain(MctStreamSelector),
+    "mct-drain": _plain(MctDrainSelector),
     "pats": _plain(PatsSelector),
     "mlsm": _plain(MlsmSelector),
     "ldwp": _ldwp,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlsched.estimates import (
+    drain_estimates,
     memory_aware_estimates,
     node_estimates,
     stream_aware_estimates,
@@ -134,6 +135,21 @@ class MctStreamSelector(_Selector):
         return masked_argmin(stream_aware_estimates(task, view), mask)
 
 
+class MctDrainSelector(_Selector):
+    """``mct-mem`` whose GPU wait is measured: the node's GPU backlog over the aggregate rate its
+    GPUs were seen to deliver (per-run speed times co-runners, :func:`rlsched.estimates.drain_wait`).
+
+    ``mct`` treats a GPU as one server, ``mct-stream`` as as many servers as it has streams; how
+    much side-by-side streams really add depends on how the kernels interfere, which this
+    selector reads from the speeds it observes instead of assuming.
+    """
+
+    name = "mct-drain"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return masked_argmin(drain_estimates(task, view), mask)
+
+
 class PatsSelector(_Selector):
     """PATS: relative CPU/GPU performance and load.
 
@@ -179,6 +195,7 @@ class MlsmSelector(_Selector):
 
 __all__ = [
     "LeastLoadedSelector",
+    "MctDrainSelector",
     "MctMemSelector",
     "MctSelector",
     "MctStreamSelector",

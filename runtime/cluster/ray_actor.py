@@ -69,6 +69,7 @@ def node_snapshot(view: ClusterView, node: int, seq: int, speeds: SpeedReference
         "gpu_running": list(f.gpu_running[node]),
         "gpu_mem_used_mb": list(f.gpu_mem_used[node]),
         "speed_gpu": list(f.speed_gpu[node]),
+        "gpu_rate": [float(x) for x in view.gpu_rate[node]],
         "speed_cpu": float(f.speed_cpu[node]),
         "tasks_on_node": int(view.tasks_on_node[node]),
         "backlog_gpu_s": float(view.backlog_gpu_s[node]),
@@ -96,19 +97,26 @@ def apply_node_snapshot(
     """
     if speeds is not None and "speed_table" in snap:
         speeds.load(node, snap["speed_table"])
-        n_gpus = len(snap.get("speed_gpu", ()))
+        own = snap.get("speed_gpu", ())
+        relative = [speeds.relative(node, g) for g in range(len(own))]
         snap = {
             **snap,
-            "speed_gpu": [speeds.relative(node, g) for g in range(n_gpus)],
+            "speed_gpu": relative,
             "speed_cpu": speeds.relative(node, CPU_UNIT),
         }
+        if "gpu_rate" in snap:
+            # A rate is a speed times co-runners: rescale it as its speed was rescaled.
+            snap["gpu_rate"] = [
+                r * (rel / sp if sp > 0 else 1.0)
+                for r, rel, sp in zip(snap["gpu_rate"], relative, own, strict=False)
+            ]
     for g, streams in enumerate(snap.get("gpu_streams", ())):
         if view.fast.gpu_streams[node][g] != streams:
             view.set_streams(node, g, int(streams))
     for key in ("cpu_busy", "tasks_on_node", "ready_waiting", "backlog_gpu_s", "backlog_cpu_s", "speed_cpu"):
         if key in snap:
             getattr(view, key)[node] = snap[key]
-    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu"):
+    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu", "gpu_rate"):
         if key in snap:
             row = snap[key]
             getattr(view, key)[node, : len(row)] = row
