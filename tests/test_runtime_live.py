@@ -207,3 +207,23 @@ def test_a_gpu_slower_than_its_datasheet_shows_in_the_measured_speeds() -> None:
     # The value after the last run is noisier than the EMA above: a fresh-clone CI run read 0.64x
     # (2026-12-04); the line is the same 0.7 (a GPU at its datasheet reads ~1).
     assert 0.5 < typical < 2.0 and view[0, 0] < 0.7 * typical, view
+
+
+def test_mct_drain_runs_live_on_rates_the_runtime_measured() -> None:
+    """The live runtime keeps each GPU's aggregate rate as the simulator does (per-run speed x
+    co-runners at each finish): mct-drain schedules on measurements, not on the stream counts."""
+    spec = default_live_cluster()
+    cluster = LocalCluster(spec, "numpy")
+    start = cluster.view.gpu_rate.copy()
+    w = LiveWorkload(apps=ALL_APPS, streams=4, tasks=40, rate_per_s=60.0, seed=5)
+    work = build_work(w)
+    data = {t.id: d for t, d in work}
+    res = run_live(cluster, parse_scheduler("mct-drain+mlsm"), work, LiveOptions(seed=5))
+    assert res.metrics.tasks_completed == 40 and res.metrics.tasks_lost == 0, res.errors
+    for tid, out in res.outcomes.items():
+        check_result(data[tid], out.outputs)
+    v = cluster.view
+    ran = v.gpu_rate_samples > 0
+    assert ran.sum() >= 2, v.gpu_rate_samples
+    assert np.all(v.gpu_rate[ran] > 0) and not np.allclose(v.gpu_rate[ran], start[ran])
+    assert np.allclose(v.node_gpu_rate, (v.gpu_rate * v.gpu_valid).sum(axis=1))
