@@ -101,6 +101,9 @@ class FastState:
     speed_gpu: list[list[float]]
     node_speed_gpu: list[float]
     speed_cpu: list[float]
+    gpu_rate: list[list[float]]
+    gpu_rate_samples: list[list[int]]
+    node_gpu_rate: list[float]
 
     @classmethod
     def of(cls, v: ClusterView) -> FastState:
@@ -127,6 +130,9 @@ class FastState:
             speed_gpu=v.speed_gpu.tolist(),
             node_speed_gpu=v.node_speed_gpu.tolist(),
             speed_cpu=v.speed_cpu.tolist(),
+            gpu_rate=v.gpu_rate.tolist(),
+            gpu_rate_samples=v.gpu_rate_samples.tolist(),
+            node_gpu_rate=v.node_gpu_rate.tolist(),
         )
 
 
@@ -308,14 +314,17 @@ class ClusterView:
         if speed_sample > 0:
             # run[gpu] still counts the finishing subtask: the co-runners it was measured among.
             # The first samples weigh as a running mean (the start value is a guess, not a
-            # measurement), then as the speed EMA.
-            n = self.gpu_rate_samples[node, gpu] = self.gpu_rate_samples[node, gpu] + 1
-            old_rate = self.gpu_rate[node, gpu]
-            # SPEED_EMA, not ``ema``: the live runtime hands over speeds it smoothed itself (weight
-            # 1), but the co-runner count is this instant's.
-            new_rate = old_rate + max(SPEED_EMA, 1.0 / n) * (speed_sample * run[gpu] - old_rate)
-            self.gpu_rate[node, gpu] = new_rate
-            self.node_gpu_rate[node] += new_rate - old_rate
+            # measurement), then as the speed EMA — SPEED_EMA, not ``ema``: the live runtime hands
+            # over speeds it smoothed itself (weight 1), but the co-runner count is this instant's.
+            n = f.gpu_rate_samples[node][gpu] = f.gpu_rate_samples[node][gpu] + 1
+            self.gpu_rate_samples[node, gpu] = n
+            rates = f.gpu_rate[node]
+            old_rate = rates[gpu]
+            w = 1.0 / n if n * SPEED_EMA < 1.0 else SPEED_EMA
+            rates[gpu] = old_rate + w * (speed_sample * run[gpu] - old_rate)
+            self.gpu_rate[node, gpu] = rates[gpu]
+            f.node_gpu_rate[node] += rates[gpu] - old_rate
+            self.node_gpu_rate[node] = f.node_gpu_rate[node]
         run[gpu] -= 1
         if run[gpu] == 0:
             f.node_gpus_active[node] -= 1
