@@ -237,3 +237,27 @@ def test_client_and_cli_commands(server: Server) -> None:
     assert " 0.0/s" not in r.stdout.splitlines()[0], r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")
     assert r.returncode == 2 and "NO_SUCH_VARIABLE" in r.stderr
+
+
+def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> None:
+    """An operator runs ``mct-drain``: tasks complete, and ``/v1/cluster`` shows each GPU's measured
+    speed and the rate its streams delivered, measured from the runs it served."""
+    port = _port()
+    s = Server(_config(tmp_path, port, scheduler="mct-drain+iawp-pass"), port)
+    s.start()
+    try:
+        r = httpx.post(
+            f"{s.url}/v1/tasks",
+            json=[{"app": "video_synopsis", "stream": k % 3, "chunk": k} for k in range(12)],
+            headers=_h("video"),
+        )
+        assert r.status_code == 201, r.text
+        rows = _wait_done(s, "video", [t["id"] for t in r.json()])
+        assert [t["state"] for t in rows] == ["done"] * 12, rows
+        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()
+        assert state["scheduler"] == "mct-drain+iawp-pass"
+        gpus = [g for n in state["nodes"] for g in n["gpus"]]
+        measured = [g for g in gpus if g["rate_samples"] > 0]
+        assert measured and all(g["rate"] > 0 and g["speed"] > 0 for g in measured), gpus
+    finally:
+        s.stop()

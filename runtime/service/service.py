@@ -376,6 +376,11 @@ class Service:
                             "running": int(v.gpu_running[i, j]),
                             "mem_used_mib": float(v.gpu_mem_used_mb[i, j]),
                             "mem_mib": float(v.gpu_mem_mb[i, j]),
+                            # What schedulers read: the measured speed, and the rate the GPU's
+                            # streams were seen to deliver (``mct-drain``) with its sample count.
+                            "speed": float(v.speed_gpu[i, j]),
+                            "rate": float(v.gpu_rate[i, j]),
+                            "rate_samples": int(v.gpu_rate_samples[i, j]),
                             **_device_figures(reports.get((n.name, j)) if v.alive[i] else None),
                         }
                         for j, g in enumerate(n.gpus)
