@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from experiments.benchmarks.against_best import merged_rows, picked_ratios
+from experiments.benchmarks.against_best import merged_rows, pick_ceiling, picked_ratios
 
 
 def _row(scenario: str, scheduler: str, seed: int, throughput: float) -> dict:
@@ -40,3 +40,21 @@ def test_candidates_learned_rows_are_renamed_and_stay_learned(tmp_path: Path) ->
     rows = merged_rows(str(grid), [("bc", str(cand))])
     assert [r["scheduler"] for r in rows] == ["mct+speedup", "ldwp+iawp@bc", "mct@bc+iawp-rl"]
     assert [r["throughput"] for r in rows] == [1.0, 3.0, 4.0]
+
+
+def test_the_ceiling_is_the_pair_picked_on_other_seeds_against_the_best_on_these() -> None:
+    """Picked on the other seeds, ``mct+speedup`` reads 8/12 where ``mlsm+speedup`` is best; on a
+    case where the pick holds, 1."""
+    pick = [
+        _row("a", "mct+speedup", 10001, 10.0),
+        _row("a", "mlsm+speedup", 10001, 9.0),
+        _row("b", "mct+speedup", 10001, 5.0),
+        _row("b", "mlsm+speedup", 10001, 9.0),
+    ]
+    test = [
+        _row("a", "mct+speedup", 20000, 8.0),
+        _row("a", "mlsm+speedup", 20000, 12.0),
+        _row("b", "mct+speedup", 20000, 5.0),
+        _row("b", "mlsm+speedup", 20000, 9.0),
+    ]
+    assert pick_ceiling(test, pick) == [8.0 / 12.0, 1.0]
