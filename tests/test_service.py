@@ -234,6 +234,7 @@ def test_client_and_cli_commands(server: Server) -> None:
         stop.set()
         feeder.join()
     assert r.returncode == 0 and "queued" in r.stdout and "V100M16" in r.stdout, r.stdout
+    assert "speed  rate" in r.stdout and " nan" not in r.stdout, r.stdout
     assert " 0.0/s" not in r.stdout.splitlines()[0], r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")
     assert r.returncode == 2 and "NO_SUCH_VARIABLE" in r.stderr

@@ -176,8 +176,9 @@ def task_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _top(client: Client, once: bool, interval: float) -> None:
-    """Frames of queue depth, running tasks, per-GPU streams and memory, and completions/s (with
-    ``once``, measured over one ``interval`` before the frame)."""
+    """Frames of queue depth, running tasks, per-GPU streams, memory, measured speed and the rate
+    its streams delivered, and completions/s (with ``once``, measured over one ``interval`` before
+    the frame)."""
     last: tuple[float, int] | None = None
     if once:
         last = (time.monotonic(), client.cluster()["done"])
@@ -191,13 +192,14 @@ def _top(client: Client, once: bool, interval: float) -> None:
         lines = [
             f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
             f"{state['running']} running, {done} done, {rate:.1f}/s",
-            "node        gpu model      streams running mem MiB",
+            "node        gpu model      streams running mem MiB        speed  rate",
         ]
         for n in state["nodes"]:
             for j, g in enumerate(n["gpus"]):
+                mem = f"{g['mem_used_mib']:.0f}/{g['mem_mib']:.0f}"
                 lines.append(
                     f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
-                    f"{g['mem_used_mib']:>7.0f}/{g['mem_mib']:.0f}"
+                    f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
                 )
         print("\n".join(lines), flush=True)
         if once:
