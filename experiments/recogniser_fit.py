@@ -76,11 +76,14 @@ class Grid:
         return None if m is None else m.throughput
 
 
-def read_grid(path: str | Path) -> Grid:
-    """The runs of an ``rlsched evaluate`` folder's ``results.json`` (or the file itself)."""
-    p = Path(path)
-    p = p / "results.json" if p.is_dir() else p
-    rows = json.loads(p.read_text(encoding="utf-8"))["rows"]
+def read_grid(*paths: str | Path) -> Grid:
+    """The runs of ``rlsched evaluate`` folders' ``results.json`` (or the files themselves),
+    together in the order given."""
+    rows = []
+    for path in paths:
+        p = Path(path)
+        p = p / "results.json" if p.is_dir() else p
+        rows += json.loads(p.read_text(encoding="utf-8"))["rows"]
     thr = {
         (r["scenario"], r["scheduler"], int(r["seed"])): r["throughput"] if r["status"] == "ok" else None
         for r in rows

@@ -187,6 +187,37 @@ def test_fit_recogniser_chooses_candidates_and_k_by_their_rules(
     assert (rec.k, rec.margin) == (8, 0.05)  # ties go to the largest k (8 rows), then margin
 
 
+def test_grids_repeated_are_read_together_as_one_grid_of_all_their_seeds(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """``--grid A --grid B`` (the same cases at more seeds) fits the recogniser one grid of both
+    would: the same file, byte for byte; a missing one is refused naming the flag."""
+    train = ["paper#100", "transfer-4#100", "hetero-saturated#100", "dynamic#100"]
+    best = dict.fromkeys(train, "mct+speedup") | {"hetero-saturated#100": "mlsm+speedup"}
+    both = _grid(tmp_path / "both", train, [5000, 5001], best)
+    first = _grid(tmp_path / "first", train, [5000], best)
+    second = _grid(tmp_path / "second", train, [5001], best)
+    common = ["--window", "20", "--k", "4"]
+    assert main(["fit-recogniser", "--grid", str(both), "--out", str(tmp_path / "a"), *common]) == 0
+    split = ["--grid", str(first), "--grid", str(second)]
+    assert main(["fit-recogniser", *split, "--out", str(tmp_path / "b"), *common]) == 0
+    a, b = (json.loads((tmp_path / d / "recogniser.json").read_text()) for d in "ab")
+    assert a == b and len(b["rows"]) == 8  # four cases, two seeds each
+    assert json.loads((tmp_path / "b" / "meta.json").read_text())["grid"] == [str(first), str(second)]
+    capsys.readouterr()
+    missing = [
+        "fit-recogniser",
+        "--grid",
+        str(first),
+        "--grid",
+        str(tmp_path / "nope"),
+        "--out",
+        str(tmp_path / "c"),
+    ]
+    assert main(missing) == 2
+    assert "--grid" in capsys.readouterr().err
+
+
 def test_the_gain_rule_admits_a_pair_that_rescues_one_case(tmp_path: Path) -> None:
     from experiments.recogniser_fit import candidates_by, read_grid
 

@@ -124,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|")
     for pair, mine in by_learned(ratios).items():
         t, lat = throughput_summary(mine), latency_summary(mine)
+        if not t.ratios:  # a run failed, or the pair did not run on every seed of any case
+            print(f"| {pair} | {t.cases} | no case with every seed ok | | | | | |")
+            continue
         tied = f"{lat.share(at_most=1.05):.0%} of {lat.cases}" if lat.cases else "none tied"
         print(
             f"| {pair} | {t.cases} | {_geomean(t.ratios):.3f} | {min(t.ratios):.3f} | {t.median():.3f} "

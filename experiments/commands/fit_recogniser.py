@@ -26,10 +26,11 @@ class FitRecogniserArgs:
 
     :param grid: an 'rlsched evaluate' folder (or its results.json) on training cases and training
         seeds, with the heuristic and learned pairs to choose among; its scenario entries must load
-        from the working directory
+        from the working directory. Repeat it to read several together (more pairs, or the same
+        cases at more seeds: a case's label is the mean over all its seeds)
     :param validation_grid: the same pairs on other cases at validation seeds: chooses k and the
         margin (the geometric mean of throughput over each case's best heuristic pair), and the
-        table is printed; without it, --k and --margin are used as given
+        table is printed; without it, --k and --margin are used as given. Repeatable as --grid
     :param window: tasks auto observes before it decides
     :param default: the pair auto runs first (it must have run in --grid), and keeps unless
         another is predicted better by --margin
@@ -47,8 +48,8 @@ class FitRecogniserArgs:
         `--recogniser OUT` or the service's `recogniser_model`
     """
 
-    grid: str = flag(path=True)
-    validation_grid: str | None = flag(None, path=True)
+    grid: list[str] = flag(repeat=True, path=True)  # noqa: RUF009 (a required flag: no default)
+    validation_grid: list[str] = flag([], repeat=True, path=True)  # noqa: RUF009 (flag() copies it)
     window: int = flag(50, parse=values.int_at_least(2))
     default: str = "ldwp+iawp"
     k: int = flag(10, parse=values.COUNT)
@@ -58,19 +59,25 @@ class FitRecogniserArgs:
     out: str = flag(path=True)
 
 
-def _grid(path: str, name: str, use: str) -> Grid:
-    """The grid at ``path`` (named by flag ``name``), checked for ``use``."""
+def _grid(paths: Sequence[str], name: str, use: str) -> Grid:
+    """The runs of every grid in ``paths`` (named by flag ``name``) together, checked for ``use``."""
     from experiments.recogniser_fit import check_grid_use, read_grid
 
-    p = Path(path)
-    if not (p / "results.json" if p.is_dir() else p).is_file():
-        raise InputError(path, name, "an rlsched evaluate folder or its results.json")
+    for path in paths:
+        p = Path(path)
+        if not (p / "results.json" if p.is_dir() else p).is_file():
+            raise InputError(path, name, "an rlsched evaluate folder or its results.json")
     try:
-        grid = read_grid(p)
+        grid = read_grid(*paths)
     except (KeyError, ValueError, TypeError) as e:
-        raise InputError(path, name, f"an rlsched evaluate results.json ({e})") from None
+        raise InputError(", ".join(paths), name, f"an rlsched evaluate results.json ({e})") from None
     check_grid_use(grid, use, name)
     return grid
+
+
+def _one_or_list(paths: list[str]) -> str | list[str] | None:
+    """How meta.json names grids: a path, several, or none."""
+    return (paths[0] if len(paths) == 1 else paths) if paths else None
 
 
 def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
@@ -90,7 +97,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         for name, value in steps:
             print(f"  feature {name:<24} leave-one-case-out {value:.4f}", file=sys.stderr)
     table: list[dict] = []
-    if args.validation_grid is not None:
+    if args.validation_grid:
         model, scores = rf.tune(model, _grid(args.validation_grid, "--validation-grid", "validation"))
         for s in scores:
             table.append({"k": s.k, "margin": s.margin, "geo_mean": round(s.geo_mean, 4),
@@ -98,8 +105,8 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         chosen = next(s for s in scores if (s.k, s.margin) == (model.k, model.margin))
         table_picks = {c: list(p) for c, p in chosen.picks.items()}
     meta = {
-        "grid": args.grid,
-        "validation_grid": args.validation_grid,
+        "grid": _one_or_list(args.grid),
+        "validation_grid": _one_or_list(args.validation_grid),
         "command": " ".join(["rlsched", *argv]),
         "candidate_rule": args.candidates,
         "feature_rule": args.features,
