@@ -71,6 +71,7 @@ def test_a_ray_snapshot_carries_the_rate_rescaled_with_the_speed() -> None:
     apply_node_snapshot(driver, 0, snap)
     assert driver.gpu_rate[0, 0] == pytest.approx(agent.gpu_rate[0, 0])
     assert driver.node_gpu_rate[0] == pytest.approx(agent.gpu_rate[0, 0])
+    assert driver.gpu_rate_samples[0, 0] == 1  # /v1/cluster reports how many samples it rests on
 
 
 def test_a_joining_node_starts_at_its_streams_and_the_others_keep_theirs() -> None:

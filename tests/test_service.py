@@ -241,8 +241,9 @@ def test_client_and_cli_commands(server: Server) -> None:
 
 
 def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> None:
-    """An operator runs ``mct-drain``: tasks complete, and ``/v1/cluster`` shows each GPU's measured
-    speed and the rate its streams delivered, measured from the runs it served."""
+    """An operator runs ``mct-drain``: tasks complete, ``/v1/cluster`` shows each GPU's measured
+    speed and the rate its streams delivered, ``/metrics`` counts them, and after ``kill -9`` and a
+    restart the service schedules on rates measured again (they are measurements, not state)."""
     port = _port()
     s = Server(_config(tmp_path, port, scheduler="mct-drain+iawp-pass"), port)
     s.start()
@@ -260,5 +261,23 @@ def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> N
         gpus = [g for n in state["nodes"] for g in n["gpus"]]
         measured = [g for g in gpus if g["rate_samples"] > 0]
         assert measured and all(g["rate"] > 0 and g["speed"] > 0 for g in measured), gpus
+        assert 'rlsched_tasks_completed_total{tenant="video"} 12.0' in httpx.get(f"{s.url}/metrics").text
+        # kill -9 and restart: nothing is lost, and the rates are measured again from the new runs
+        s.kill9()
+        s.start()
+        r = httpx.post(
+            f"{s.url}/v1/tasks",
+            json=[{"app": "video_synopsis", "stream": k % 3, "chunk": 100 + k} for k in range(12)],
+            headers=_h("video"),
+        )
+        assert r.status_code == 201, r.text
+        rows = _wait_done(s, "video", [t["id"] for t in r.json()])
+        assert [t["state"] for t in rows] == ["done"] * 12, rows
+        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()
+        assert state["scheduler"] == "mct-drain+iawp-pass" and state["done"] == 24, state
+        assert any(g["rate_samples"] > 0 for n in state["nodes"] for g in n["gpus"]), state
+        db = sqlite3.connect(tmp_path / "queue.db")
+        assert exactly_once_violations(db) == []
+        db.close()
     finally:
         s.stop()

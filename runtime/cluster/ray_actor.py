@@ -69,7 +69,8 @@ def node_snapshot(view: ClusterView, node: int, seq: int, speeds: SpeedReference
         "gpu_running": list(f.gpu_running[node]),
         "gpu_mem_used_mb": list(f.gpu_mem_used[node]),
         "speed_gpu": list(f.speed_gpu[node]),
-        "gpu_rate": [float(x) for x in view.gpu_rate[node]],
+        "gpu_rate": list(f.gpu_rate[node]),
+        "gpu_rate_samples": list(f.gpu_rate_samples[node]),
         "speed_cpu": float(f.speed_cpu[node]),
         "tasks_on_node": int(view.tasks_on_node[node]),
         "backlog_gpu_s": float(view.backlog_gpu_s[node]),
@@ -116,7 +117,7 @@ def apply_node_snapshot(
     for key in ("cpu_busy", "tasks_on_node", "ready_waiting", "backlog_gpu_s", "backlog_cpu_s", "speed_cpu"):
         if key in snap:
             getattr(view, key)[node] = snap[key]
-    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu", "gpu_rate"):
+    for key in ("gpu_running", "gpu_mem_used_mb", "speed_gpu", "gpu_rate", "gpu_rate_samples"):
         if key in snap:
             row = snap[key]
             getattr(view, key)[node, : len(row)] = row
