@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import subprocess
 import sys
@@ -254,6 +255,62 @@ def test_cupy_backend_on_a_gpu() -> None:
     with pytest.raises(DeviceFull):
         stream.run(lambda xp: xp.empty(128 * MB, dtype=xp.uint8))
     device.close()
+
+
+class _PoolOfCupy:
+    """The two calls of CuPy's default memory pool that CupyDevice makes, recorded (a stand-in
+    for the third-party library, so the pool-limit wiring is checked on machines without CUDA)."""
+
+    def __init__(self) -> None:
+        self.limits: list[int] = []
+
+    def set_limit(self, size: int) -> None:
+        self.limits.append(size)
+
+    def free_all_blocks(self) -> None:
+        """Nothing held."""
+
+
+def _cupy_stand_in(pool: _PoolOfCupy) -> ModuleType:
+    cp = ModuleType("cupy")
+    cuda = ModuleType("cupy.cuda")
+    cuda.Device = lambda index: contextlib.nullcontext()  # type: ignore[attr-defined]
+    cp.cuda = cuda  # type: ignore[attr-defined]
+    cp.get_default_memory_pool = lambda: pool  # type: ignore[attr-defined]
+    return cp
+
+
+def test_logical_gpus_folded_onto_one_device_share_its_pool_limit() -> None:
+    """A spec may fold several logical GPUs onto one real device; CuPy's pool per device is one,
+    so its limit is the sum of their caps (not the last one opened), and one closing gives back
+    only its own share."""
+    from runtime.backends.cupy_backend import CupyDevice
+
+    pool = _PoolOfCupy()
+    cp = _cupy_stand_in(pool)
+    a = CupyDevice(cp, ModuleType("cupyx"), config(index=7, mem_bytes=256 * MB))
+    b = CupyDevice(cp, ModuleType("cupyx"), config(index=7, mem_bytes=128 * MB))
+    other = CupyDevice(cp, ModuleType("cupyx"), config(index=8, mem_bytes=64 * MB))
+    assert pool.limits == [256 * MB, 384 * MB, 64 * MB]
+    b.close()
+    assert pool.limits[-1] == 256 * MB
+    a.close()
+    other.close()
+    assert len(pool.limits) == 4  # the last one closing leaves the limit as it was
+
+
+@pytest.mark.gpu
+def test_folded_gpus_can_use_their_summed_memory_on_a_gpu() -> None:
+    if cupy_unavailable_reason() is not None:
+        pytest.skip(f"no CuPy backend here: {cupy_unavailable_reason()}")
+    backend = choose_backend("cupy")
+    a, b = backend.open(config(mem_bytes=64 * MB)), backend.open(config(mem_bytes=64 * MB))
+    stream = a.new_stream()
+    stream.run(lambda xp: int(xp.ones(100 * MB, dtype=xp.uint8).sum()))  # 100 MB < 64 + 64
+    b.close()
+    with pytest.raises(DeviceFull):
+        stream.run(lambda xp: xp.ones(100 * MB, dtype=xp.uint8))
+    a.close()
 
 
 def _iterations_for(kernel: Callable[..., float], a: np.ndarray, target_s: float) -> int:

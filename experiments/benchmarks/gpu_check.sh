@@ -1,31 +1,73 @@
 #!/usr/bin/env bash
 # The GPU checks of the live runtime, as one prepared run for a session lent the device machine
-# (an H200 with CuPy, PyTorch and pytest in its image, no package registry). From the repo root:
-#     run(command="bash experiments/benchmarks/gpu_check.sh", timeout_s=420)
-# It runs the CuPy tests (kernels on CuPy vs NumPy, the CuPy backend, the agents on real GPUs) and
-# the live benchmark on the cupy backend, and leaves the logs, plots and the profiler's CSVs under
-# $OUT for BENCHMARKS.md. The image has no gymnasium or Ray: nothing here imports them.
+# (an H200 whose image has CuPy, PyTorch, pytest, httpx and prometheus_client, no package
+# registry, no gymnasium, fastapi or uvicorn). From the repo root, after `bash
+# experiments/benchmarks/gpu_wheels.sh` has fetched the wheels it lacks into the ignored .whl:
+#     run(command="bash experiments/benchmarks/gpu_check.sh", carry=[".whl"], timeout_s=450)
+# 2026-12-04 (first run, one H200): steps 1-4 took 35 s, 110+ s, 39 s (100 tasks, 1 seed, 2 pairs)
+# and 80 s; step 5 needs more than the 62 s that were left. Fifteen device minutes fit one full run
+# and one partial rerun: give each step what it needs, or split with STEPS.
+# Steps run in order of what matters most, each under its own limit and all under one deadline
+# (GPU_CHECK_SECONDS, default 420), so a slow step cannot starve the rest of their logs:
+#   1. the GPU tests (kernels on CuPy vs NumPy, the CuPy backend, the agents on real GPUs);
+#   2. bench_live on the cupy backend (dispatch, MLSM cache, feedback, streams, NumPy vs CuPy per
+#      kernel, the measured interference matrix);
+#   3. the live scheduler comparison (`rlsched demo --live --backend cupy`);
+#   4. the service on CuPy (accept load, then the same tasks through `rlsched serve` and run_live);
+#   5. the service's calibration and online learning of `ldwp+iawp` on real GPUs (a real test).
+# Logs, plots and CSVs go to one archive, $OUT/gpu_check.tgz (the device returns at most eight
+# files), beside $OUT/summary.txt. STEPS=1,3 runs a subset.
 set -o pipefail
 OUT=${OUT:-/tmp/gpu_check}
-mkdir -p "$OUT"
+LOGS=$(mktemp -d)/gpu_check
+mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-python3 -c "import cupy, numpy; print('cupy', cupy.__version__, 'numpy', numpy.__version__)" | tee -a "$OUT/gpu.txt"
-# Plain pytest options: the image has pytest-timeout but none of our other dev tools.
-timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" -o timeout=120 \
-    tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py 2>&1 | tee "$OUT/gpu_tests.txt"
-RLSCHED_BACKEND=cupy timeout 240 python3 -m experiments.benchmarks.bench_live --backend cupy \
-    --out "$OUT/bench" 2>&1 | tee "$OUT/bench_live.txt"
-# The service on the CuPy backend: accept load, then the same 300 tasks through `rlsched serve`
-# and through run_live (completed tasks/s of each), and the service's calibration of `ldwp+iawp`
-# on real GPUs. It needs fastapi, uvicorn, prometheus_client and httpx in the image; where they
-# are missing it says so and skips (carry them in a folder on PYTHONPATH to run it).
-if python3 -c "import fastapi, uvicorn, prometheus_client, httpx" 2>/dev/null; then
-    RLSCHED_BACKEND=cupy timeout 200 python3 -m experiments.benchmarks.bench_service --seconds 15 \
-        --e2e-tasks 300 2>&1 | tee "$OUT/bench_service_cupy.txt"
-    RLSCHED_TEST_BACKEND=cupy timeout 150 python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-        tests/test_service_learning.py -k calibrates 2>&1 | tee "$OUT/service_learning_cupy.txt"
-else
-    echo "service on CuPy skipped: fastapi, uvicorn, prometheus_client or httpx not in the image" \
-        | tee "$OUT/bench_service_cupy.txt"
+DEADLINE=$(($(date +%s) + ${GPU_CHECK_SECONDS:-420}))
+STEPS=${STEPS:-1,2,3,4,5}
+
+# Run "$@" under min(limit, time left before the deadline); log to $OUT/NAME.txt.
+step() {
+    local n=$1 name=$2 limit=$3
+    shift 3
+    [[ ",$STEPS," == *",$n,"* ]] || return 0
+    local left=$((DEADLINE - $(date +%s)))
+    ((left < limit)) && limit=$left
+    if ((limit < 10)); then
+        echo "== step $n $name: skipped, the deadline is near" | tee -a "$OUT/summary.txt"
+        return 0
+    fi
+    local t0=$(date +%s)
+    echo "== step $n $name (limit ${limit}s): $*" | tee "$LOGS/$name.txt"
+    timeout -s INT -k 10 "$limit" "$@" 2>&1 | tee -a "$LOGS/$name.txt"
+    local rc=$?
+    echo "== step $n $name: rc $rc in $(($(date +%s) - t0))s" | tee -a "$OUT/summary.txt"
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$LOGS/gpu.txt"
+python3 -c "import cupy, numpy, torch, sys; print('python', sys.version.split()[0], 'cupy', cupy.__version__,
+'numpy', numpy.__version__, 'torch', torch.__version__)" | tee -a "$LOGS/gpu.txt"
+nproc | sed 's/^/cpus /' | tee -a "$LOGS/gpu.txt"
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        .whl/*.whl 2>&1 | tail -5 && export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
+
+# Plain pytest options: the image has pytest-timeout but none of our other dev tools.
+PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" -o timeout=120)
+step 1 gpu_tests 120 "${PYTEST[@]}" -m gpu \
+    tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py
+step 2 bench_live 110 env RLSCHED_BACKEND=cupy python3 -m experiments.benchmarks.bench_live \
+    --backend cupy --out "$LOGS/bench"
+step 3 demo_live 100 python3 -m experiments.cli demo --live --backend cupy --seeds ${DEMO_SEEDS:-2} \
+    --tasks ${DEMO_TASKS:-300} --schedulers ${DEMO_SCHEDULERS:-mct+mlsm,ldwp+iawp,mct+iawp,auto}
+if python3 -c "import fastapi, uvicorn, prometheus_client, httpx" 2>&1 | tail -3 | tee -a "$OUT/summary.txt"; then
+    step 4 bench_service 80 env RLSCHED_BACKEND=cupy python3 -m experiments.benchmarks.bench_service \
+        --seconds 10 --e2e-tasks 300
+    step 5 service_learning 150 env RLSCHED_TEST_BACKEND=cupy "${PYTEST[@]}" -o timeout=150 \
+        tests/test_service_learning.py -k calibrates_learns
+else
+    echo "service on CuPy skipped: fastapi, uvicorn, prometheus_client or httpx missing (carry .whl)" \
+        | tee -a "$OUT/summary.txt"
+fi
+cat "$OUT/summary.txt"
+cp "$OUT/summary.txt" "$LOGS/" && tar -czf "$OUT/gpu_check.tgz" -C "$(dirname "$LOGS")" gpu_check

@@ -23,6 +23,29 @@ from runtime.backends.base import DeviceConfig, DeviceFull, TransferCounters
 
 T = TypeVar("T")
 
+# CuPy's default pool is one per process and device: logical GPUs that a spec folds onto one real
+# device (runtime.cluster.config.fold_ordinals) share it, so its limit must be the sum of their
+# caps. A last-writer-wins limit capped four folded GPUs of 896 MiB in all at the last one's 256.
+_POOL_SHARES: dict[int, dict[int, int]] = {}
+_POOL_LOCK = threading.Lock()
+
+
+def pool_limit_after(index: int, key: int, mem_bytes: int | None) -> int:
+    """Record (or, with ``mem_bytes=None``, drop) one logical GPU's cap on real device ``index``.
+
+    :param index: the CUDA ordinal.
+    :param key: the logical device's identity (``id()`` of its :class:`CupyDevice`).
+    :param mem_bytes: its cap, or None when it closes.
+    :return: the sum of the caps still open on that device (0 when none is).
+    """
+    with _POOL_LOCK:
+        shares = _POOL_SHARES.setdefault(index, {})
+        if mem_bytes is None:
+            shares.pop(key, None)
+        else:
+            shares[key] = mem_bytes
+        return sum(shares.values())
+
 
 class CupyStream:
     """One CUDA stream of a device.
@@ -119,9 +142,10 @@ class CupyDevice(TransferCounters):
         self.cuda_device = cp.cuda.Device(config.index)
         self._lock = threading.Lock()
         self._streams: list[CupyStream] = []
+        limit = pool_limit_after(config.index, id(self), config.mem_bytes)
         with self.cuda_device:
             # The default pool keeps one arena per device; set_limit acts on the current one.
-            cp.get_default_memory_pool().set_limit(size=config.mem_bytes)
+            cp.get_default_memory_pool().set_limit(size=limit)
 
     @contextlib.contextmanager
     def out_of_memory_as_full(self) -> Iterator[None]:
@@ -143,10 +167,14 @@ class CupyDevice(TransferCounters):
         """Wait for the streams, drop them and return the pool's free blocks to the driver."""
         with self._lock:
             streams, self._streams = self._streams, []
+        limit = pool_limit_after(self.config.index, id(self), None)
         with self.cuda_device:
             for s in streams:
                 s.cuda_stream.synchronize()
-            self.xp.get_default_memory_pool().free_all_blocks()
+            pool = self.xp.get_default_memory_pool()
+            if limit:  # the logical GPUs still open on this device keep their share
+                pool.set_limit(size=limit)
+            pool.free_all_blocks()
 
 
 class CupyBackend:
