@@ -226,9 +226,14 @@ def by_learned(ratios: Sequence[CaseRatio]) -> dict[str, list[CaseRatio]]:
 
 def case_label(c: CaseRatio) -> str:
     """A case as a reader knows it: the scenario file's name (or built-in name), and its load."""
-    name, suffix = split_suffix(c.scenario)
+    return scenario_label(c.scenario, c.load)
+
+
+def scenario_label(scenario: str, load: float | None) -> str:
+    """A scenario entry (at an offered load) as a reader knows it."""
+    name, suffix = split_suffix(scenario)
     label = Path(name).name + suffix
-    return label if c.load is None else f"{label} at load {c.load:g}"
+    return label if load is None else f"{label} at load {load:g}"
 
 
 # ---- the section -----------------------------------------------------------------------------------
