@@ -212,18 +212,33 @@ def test_a_gpu_slower_than_its_datasheet_shows_in_the_measured_speeds() -> None:
 def test_mct_drain_runs_live_on_rates_the_runtime_measured() -> None:
     """The live runtime keeps each GPU's aggregate rate as the simulator does (per-run speed x
     co-runners at each finish): mct-drain schedules on measurements, not on the stream counts."""
-    spec = default_live_cluster()
-    cluster = LocalCluster(spec, "numpy")
+    cluster = LocalCluster(default_live_cluster(), "numpy")
     start = cluster.view.gpu_rate.copy()
-    w = LiveWorkload(apps=ALL_APPS, streams=4, tasks=40, rate_per_s=60.0, seed=5)
-    work = build_work(w)
-    data = {t.id: d for t, d in work}
-    res = run_live(cluster, parse_scheduler("mct-drain+mlsm"), work, LiveOptions(seed=5))
-    assert res.metrics.tasks_completed == 40 and res.metrics.tasks_lost == 0, res.errors
-    for tid, out in res.outcomes.items():
-        check_result(data[tid], out.outputs)
+    _run_checked(cluster, "mct-drain+mlsm", tasks=40, seed=5)
     v = cluster.view
     ran = v.gpu_rate_samples > 0
     assert ran.sum() >= 2, v.gpu_rate_samples
     assert np.all(v.gpu_rate[ran] > 0) and not np.allclose(v.gpu_rate[ran], start[ran])
     assert np.allclose(v.node_gpu_rate, (v.gpu_rate * v.gpu_valid).sum(axis=1))
+
+
+def test_mct_cap_runs_live_on_the_speeds_the_runtime_measured() -> None:
+    """``mct-cap`` reads what the live runtime measures (per-run speeds) and its stream counts."""
+    from rlsched.estimates import capacity_wait
+
+    cluster = LocalCluster(default_live_cluster(), "numpy")
+    _run_checked(cluster, "mct-cap+iawp-pass", tasks=24, seed=6)
+    v = cluster.view
+    v.backlog_gpu_s[:] = 10.0
+    cap = (v.speed_gpu * v.gpu_streams * v.gpu_valid).sum(axis=1)
+    assert np.allclose(capacity_wait(v), 10.0 / cap) and not np.allclose(v.speed_gpu[v.gpu_valid], 1.0)
+
+
+def _run_checked(cluster: LocalCluster, spec: str, tasks: int, seed: int) -> None:
+    """Run ``tasks`` tasks of every app with ``spec``; all complete, every result right."""
+    work = build_work(LiveWorkload(apps=ALL_APPS, streams=4, tasks=tasks, rate_per_s=60.0, seed=seed))
+    data = {t.id: d for t, d in work}
+    res = run_live(cluster, parse_scheduler(spec), work, LiveOptions(seed=seed))
+    assert res.metrics.tasks_completed == tasks and res.metrics.tasks_lost == 0, res.errors
+    for tid, out in res.outcomes.items():
+        check_result(data[tid], out.outputs)

@@ -28,6 +28,7 @@ from rlsched.policies.names import AUTO
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
     LeastLoadedSelector,
+    MctCapSelector,
     MctDrainSelector,
     MctMemSelector,
     MctSelector,
@@ -123,6 +124,7 @@ SELECTORS: dict[str, SelectorFactory] = {
     "mct-mem": _plain(MctMemSelector),
     "mct-stream": _plain(MctStreamSelector),
     "mct-drain": _plain(MctDrainSelector),
+    "mct-cap": _plain(MctCapSelector),
     "pats": _plain(PatsSelector),
     "mlsm": _plain(MlsmSelector),
     "ldwp": _ldwp,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from rlsched.estimates import (
+    capacity_estimates,
     drain_estimates,
     memory_aware_estimates,
     node_estimates,
@@ -148,6 +149,20 @@ class MctDrainSelector(_Selector):
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         return masked_argmin(drain_estimates(task, view), mask)
+
+
+class MctCapSelector(_Selector):
+    """``mct-mem`` whose GPU wait is the node's GPU backlog over what its GPUs would deliver with
+    every stream busy: measured per-run speed times streams (:func:`rlsched.estimates.capacity_wait`).
+
+    ``mct-drain`` divides by what the streams were seen to deliver, which reads a lightly used
+    node as slow and so keeps it lightly used; this one reads it at its streams' capacity.
+    """
+
+    name = "mct-cap"
+
+    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return masked_argmin(capacity_estimates(task, view), mask)
 
 
 class PatsSelector(_Selector):
