@@ -37,10 +37,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
-import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,8 +54,15 @@ from models.interference.rows import Rows
 from models.interference.threads import one_thread
 from models.interference.training import NetTrainConfig, train
 from rlsched.hardware import device_models
+from rlsched.interference.fit_options import FitOptions
 from rlsched.interference.measurements import (
     ColocationData,
+)
+from rlsched.interference.side_features import (
+    DEVICE_DIM,
+    device_features,
+    family_of,
+    kind_name_features,
 )
 from rlsched.workloads import KINDS
 
@@ -68,133 +73,8 @@ FORMAT = "rlsched-interference"
 METHODS = ("ncf", "svd", "mean")
 #: Prefix of the sample-count tensors stored with the weights.
 COUNTS = "counts."
-_BATCH = re.compile(r"^(?P<family>.*?)\s*\(batch size (?P<batch>\d+)\)$")
-# Side features of a built-in kind after the family one-hot: has-batch, log batch, built-in flag,
-# then the nominal cost model.
-_KIND_TAIL = 9
-_DEVICE_DIM = 5
-
-
-# --- side information -------------------------------------------------------------------------
-
-
-def family_of(kind: str) -> str:
-    """Model family of a kind: ``"ResNet-18 (batch size 32)"`` -> ``"ResNet-18"``; otherwise the
-    name itself."""
-    m = _BATCH.match(kind)
-    return m["family"] if m else kind
-
-
-def kind_name_features(kinds: Sequence[str], families: Sequence[str]) -> np.ndarray:
-    """Side features of kinds: one-hot of the family among ``families`` (all zero for a family
-    not among them), the batch size when the name carries one, and the nominal cost model of the
-    simulator's built-in kinds.
-
-    :param kinds: kind names.
-    :param families: the family vocabulary fixed when the model was fitted.
-    """
-    col = {f: i for i, f in enumerate(families)}
-    x = np.zeros((len(kinds), len(families) + _KIND_TAIL), dtype=np.float32)
-    for i, k in enumerate(kinds):
-        m = _BATCH.match(k)
-        j = col.get(m["family"] if m else k)
-        if j is not None:
-            x[i, j] = 1.0
-        t = x[i, len(families) :]
-        if m:
-            # Batch sizes span 5..8192: log2, centred on 64.
-            t[0], t[1] = 1.0, (math.log2(int(m["batch"]) or 1) - 6.0) / 3.0
-        spec = KINDS.get(k)
-        if spec is not None:
-            t[2] = 1.0
-            t[3] = math.log10(max(spec.gflop_per_mb, 1e-6)) / 2.0
-            t[4] = math.log10(max(spec.gbytes_per_mb, 1e-6)) / 2.0
-            t[5] = math.log10(max(spec.intensity, 1e-6)) / 2.0
-            t[6] = math.log2(spec.fixed_mem_mb / 256.0) / 2.0
-            t[7] = spec.mem_mb_per_mb / 4.0
-            t[8] = float(spec.device.value == "gpu")
-    return x
-
-
-def device_features(devices: Sequence[str]) -> np.ndarray:
-    """Side features of devices from the catalog's public specs (averaged over the models a name
-    covers): has-specs flag, log FP32 TFLOP/s, log memory, log bandwidth, PCIe generation.
-
-    :param devices: device names (catalog names, aliases or prefixes such as ``v100``).
-    """
-    from rlsched.hardware import CATALOG
-
-    x = np.zeros((len(devices), _DEVICE_DIM), dtype=np.float32)
-    for i, d in enumerate(devices):
-        models = [CATALOG[m] for m in sorted(device_models(d))]
-        if not models:
-            continue
-        x[i, 0] = 1.0
-        x[i, 1] = np.mean([math.log2(g.fp32_tflops / 10.0) for g in models])
-        x[i, 2] = np.mean([math.log2(g.mem_gib / 16.0) for g in models])
-        x[i, 3] = np.mean([math.log2(g.mem_bw_gbs / 600.0) for g in models])
-        x[i, 4] = np.mean([g.pcie_gen - 3.0 for g in models])
-    return x
-
 
 # --- the predictor --------------------------------------------------------------------------------
-
-
-@dataclass
-class FitOptions:
-    """Hyper-parameters of :func:`fit_interference`.
-
-    Defaults were chosen on validation splits carved from the *observed* rows of the Gavel
-    benchmark (``experiments/benchmarks/bench_interference.py --dev``), the same way for ``ncf``
-    and ``svd``. Each method fits an ensemble over regularisation strengths
-    (:class:`models.interference.ensemble.Ensemble`): on a few hundred rows no single strength suits both
-    dense data and a device seen a few dozen times, and averaging them beats choosing one on a
-    validation split that small.
-
-    :param ncf: NeuMF constructor arguments (besides vocabulary and feature sizes).
-    :param ncf_train: NeuMF training (full-batch Adam, cosine decay over a fixed epoch count).
-    :param ncf_members: one NeuMF per entry, trained with ``ncf_train`` updated by the entry.
-    :param svd: BiasedMF constructor arguments (layout, rank).
-    :param svd_train: BiasedMF training (mini-batch SGD with momentum, Gaussian-prior L2).
-    :param svd_members: one BiasedMF per entry, trained with ``svd_train`` updated by the entry.
-    :param mirror_feasibility: ``ncf`` and ``svd`` also learn feasibility from each observed row
-        read the other way round (:meth:`models.interference.rows.Rows.mirrored`).
-    """
-
-    ncf: dict[str, Any] = field(
-        default_factory=lambda: {
-            "dim": 8,
-            "mlp_dim": 16,
-            "hidden": [64, 32],
-            "dropout": 0.0,
-            "wide": True,
-            "symmetric": True,
-        }
-    )
-    ncf_train: NetTrainConfig = field(
-        default_factory=lambda: NetTrainConfig(
-            epochs=300, lr=0.01, weight_decay=0.1, l2=1.0, prior=True, cosine=True, optimizer="adam"
-        )
-    )
-    ncf_members: list[dict[str, Any]] = field(
-        default_factory=lambda: [{"weight_decay": 0.1}, {"weight_decay": 1.0}, {"weight_decay": 3.0}]
-    )
-    svd: dict[str, Any] = field(default_factory=lambda: {"layout": "dk-p", "rank": 4})
-    # Full-batch (batch_size 0), 800 steps per member instead of 6,000 mini-batches: ~6x faster
-    # (Gavel CSV ~27 s -> ~4 s) and no worse. Chosen on validation rows (bench_interference
-    # --dev, seeds 0-2), dev MAE a/b: mini-batch (1,000 epochs, lr 0.2) 0.0771/0.0899; full
-    # batch 1,000 epochs lr 1.0 0.0758/0.0886, 1.5 0.0753/0.0885, 2.0 0.0733/0.0885, 3.0
-    # diverges (0.129/0.112); 800 epochs lr 1.5 0.0759/0.0885, 2.0 0.0751/0.0883. lr 1.5 keeps
-    # a 2x margin below divergence; 800 epochs keeps the fit under 5 s.
-    svd_train: NetTrainConfig = field(
-        default_factory=lambda: NetTrainConfig(
-            epochs=800, lr=1.5, batch_size=0, optimizer="sgd", weight_decay=0.0, l2=0.1, prior=True
-        )
-    )
-    svd_members: list[dict[str, Any]] = field(
-        default_factory=lambda: [{"l2": 0.03}, {"l2": 0.1}, {"l2": 0.3}]
-    )
-    mirror_feasibility: bool = True
 
 
 class InterferencePredictor:
@@ -530,7 +410,7 @@ def fit_interference(
         rows = rows.cat(_unobserved_mirrors(rows))
     if method == "ncf":
         kind_dim = rows.kind_x.shape[1] if rows.kind_x is not None else 0
-        sizes = {"kind_dim": kind_dim, "device_dim": _DEVICE_DIM, **opt.ncf}
+        sizes = {"kind_dim": kind_dim, "device_dim": DEVICE_DIM, **opt.ncf}
         base, members = opt.ncf_train, opt.ncf_members
     else:
         sizes, base, members = dict(opt.svd), opt.svd_train, opt.svd_members
