@@ -69,3 +69,11 @@ def test_evaluate_with_two_seeds_writes_the_subsection(tmp_path: Path) -> None:
     c = got["ldwp+speedup"]
     for seed, picked, ratio in zip(c["seeds"], c["picked"], c["ratios"], strict=True):
         assert ratio == pytest.approx(thr[("ldwp+speedup", seed)] / thr[(picked, seed)])
+
+
+def test_a_pair_that_completed_nothing_reads_zero_and_the_table_still_renders() -> None:
+    zero = {s: {**by, "ldwp+speedup": 0.0} for s, by in SEEDS.items()}
+    got = {c.pair: c for c in cross_seed_ratios(_rows(zero))}
+    assert got["ldwp+speedup"].ratio == 0.0
+    (table,) = [b for b in cross_seed_blocks(list(got.values())) if b.kind == "table"]
+    assert table.rows[0][0] == "ldwp+speedup" and float(table.rows[0][2]) == 0.0
