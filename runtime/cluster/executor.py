@@ -22,7 +22,6 @@ from rlsched.tasks import Subtask
 from rlsched.view import ClusterView
 from runtime import failpoints
 from runtime.cluster.runs import SubtaskJob
-from runtime.kernels.working_memory import working_bytes
 from runtime.mlsm.lanes import Lane
 from runtime.mlsm.residency import Residency
 from runtime.mlsm.streams import StreamPool
@@ -139,15 +138,7 @@ class SubtaskExecutor:
         stream = self.pools[g].streams[job.lane]
         ta = job.run.arrays
         inputs = {name: self.residency.on_device(ta, name, g, stream, job.pinned) for name in plan.reads}
-        # What the kernel allocates while it runs, reserved first (evicting unused inputs): a real
-        # GPU's pool refuses it otherwise, whatever MLSM's accounting says. DeviceFull hands back.
-        memory = self.residency.memory[g]
-        need = working_bytes(plan.spec.kind, sum(int(a.nbytes) for a in inputs.values()))
-        memory.reserve(need)
-        try:
-            out, secs = stream.run(plan.spec.fn, inputs, plan.params)
-        finally:
-            memory.release(need)
+        out, secs = stream.run(plan.spec.fn, inputs, plan.params)
         if failpoints.chance("lane-dies"):
             raise failpoints.LaneKilled(f"{self.name} gpu{g} stream {job.lane}")
         return out, secs
