@@ -67,6 +67,10 @@ def _until_decided(s: ServiceProcess, timeout: float = 150) -> dict[str, Any]:
     raise AssertionError(f"no decision within {timeout} s: {_models(s)}")
 
 
+# In `make test-all` only: 16 s, and on 2026-12-04 it promoted `random` in two of seven runs (once
+# in a fresh-clone CI run), where `random` was not measurably worse than mct+mlsm in the canary's
+# window; the suite's CI time is at its limit.
+@pytest.mark.slow
 def test_a_worse_candidate_is_rolled_back_and_one_not_worse_is_promoted(tmp_path: Path) -> None:
     s = _serve(tmp_path)
     load = _Load(s.url)
