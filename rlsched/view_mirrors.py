@@ -7,7 +7,7 @@ step with its arrays (:meth:`ClusterView.resync` rebuilds them, the update metho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 
@@ -44,29 +44,15 @@ class FastState:
     def of(cls, v: Any) -> FastState:
         """Mirror the current arrays of ``v``, a :class:`~rlsched.view.ClusterView` (not imported:
         the view imports this module)."""
-        return cls(
-            cores=v.cores.tolist(),
-            cpu_gflops=v.cpu_gflops.tolist(),
-            host_mem=v.host_mem_mb.tolist(),
-            n_gpus=v.n_gpus.tolist(),
-            gpu_streams=v.gpu_streams.tolist(),
-            gpu_mem=v.gpu_mem_mb.tolist(),
-            gpu_tflops=v.gpu_tflops.tolist(),
-            gpu_bw=v.gpu_bw_gbs.tolist(),
-            gpu_model=v.gpu_model.tolist(),
-            node_streams=v.node_streams.tolist(),
-            alive=v.alive.tolist(),
-            cpu_busy=v.cpu_busy.tolist(),
-            host_mem_used=v.host_mem_used_mb.tolist(),
-            gpu_running=v.gpu_running.tolist(),
-            gpu_mem_used=v.gpu_mem_used_mb.tolist(),
-            node_gpu_running=v.node_gpu_running.tolist(),
-            node_gpus_active=v.node_gpus_active.tolist(),
-            node_gpu_mem_used=v.node_gpu_mem_used_mb.tolist(),
-            speed_gpu=v.speed_gpu.tolist(),
-            node_speed_gpu=v.node_speed_gpu.tolist(),
-            speed_cpu=v.speed_cpu.tolist(),
-            gpu_rate=v.gpu_rate.tolist(),
-            gpu_rate_samples=v.gpu_rate_samples.tolist(),
-            node_gpu_rate=v.node_gpu_rate.tolist(),
-        )
+        return cls(**{f.name: getattr(v, _SOURCE.get(f.name, f.name)).tolist() for f in fields(cls)})
+
+
+#: The view's array behind each mirror whose name differs (the rest share the mirror's name).
+_SOURCE = {
+    "host_mem": "host_mem_mb",
+    "gpu_mem": "gpu_mem_mb",
+    "gpu_bw": "gpu_bw_gbs",
+    "host_mem_used": "host_mem_used_mb",
+    "gpu_mem_used": "gpu_mem_used_mb",
+    "node_gpu_mem_used": "node_gpu_mem_used_mb",
+}
