@@ -188,8 +188,11 @@ def test_a_gpu_slower_than_its_datasheet_shows_in_the_measured_speeds() -> None:
         spec, nodes=(dataclasses.replace(n0, gpus=(slow, *n0.gpus[1:])), *spec.nodes[1:])
     )
     cluster = LocalCluster(spec, "numpy")
+    # At 30 tasks/s, not 60: a measured time includes the host's contention, the same seconds on
+    # every GPU, which pulls the slow GPU's ratio toward 1 as load rises (at 60/s it read
+    # 0.17-0.76x over 13 runs and failed the 0.7 below twice; at 30/s 0.22-0.29x over 8).
     w = LiveWorkload(
-        apps={"intrusion_detection": 1.0, "video_synopsis": 1.0}, tasks=150, rate_per_s=60.0, seed=3
+        apps={"intrusion_detection": 1.0, "video_synopsis": 1.0}, tasks=150, rate_per_s=30.0, seed=3
     )
     # Work spread over every GPU: a measured time includes the wait for an engine, so a GPU given
     # more than its share (first-free's first GPU) reads slower for that too.
@@ -198,8 +201,7 @@ def test_a_gpu_slower_than_its_datasheet_shows_in_the_measured_speeds() -> None:
     speeds = {k: v for k, v in cluster.speeds.speeds().items() if k[1] >= 0}
     others = [v for k, v in speeds.items() if k != (0, 0)]
     # Emulation stretches time by FP32 TFLOP/s alone (memory-bound kinds put faithfully emulated
-    # models apart too) and 2 host cores run every device: measured, the slow GPU read 0.26-0.5x
-    # the others' median in 8 runs.
+    # models apart too) and 2 host cores run every device (the measured ratios: above).
     assert len(others) == 3 and 0.5 < float(np.median(others)) < 2.0, speeds
     assert speeds[(0, 0)] < 0.7 * float(np.median(others)), speeds
     view = cluster.view.speed_gpu  # what schedulers read: the value after each unit's last run

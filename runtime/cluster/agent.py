@@ -146,13 +146,20 @@ class NodeAgent:
         """Run ``sub`` on ``unit`` (a dispatch hook); False if no lane of the unit is free."""
         now = self.clock()
         self.util.advance_node(self.node, now)
+        held = self.executor.hold(run, sub, unit)
+        if held is None:  # no room for its working set now: it waits for memory to free
+            return False
         lane = self.executor.acquire(unit)
         if lane is None:
+            self.executor.unhold(unit, held)
             return False
         mark = self.units.started(sub, unit, now)
         if math.isnan(run.first_start_s):
             run.first_start_s = now
-        self.executor.launch(SubtaskJob(run, sub, unit, lane, now, mark), self._finished)
+        job = SubtaskJob(run, sub, unit, lane, now, mark, held_inputs=held[0], held_working=held[1])
+        if unit != CPU:
+            self.units.sync_memory(unit)
+        self.executor.launch(job, self._finished)
         return True
 
     # ---- completion (lane thread) ---------------------------------------------------------

@@ -21,7 +21,9 @@ from rlsched.tasks import Device as Where
 from rlsched.tasks import Subtask
 from rlsched.view import ClusterView
 from runtime import failpoints
-from runtime.cluster.runs import SubtaskJob
+from runtime.backends.base import DeviceFull
+from runtime.cluster.runs import SubtaskJob, TaskRun
+from runtime.kernels.working_memory import working_bytes
 from runtime.mlsm.lanes import Lane
 from runtime.mlsm.residency import Residency
 from runtime.mlsm.streams import StreamPool
@@ -79,6 +81,33 @@ class SubtaskExecutor:
             return self.free_cores.pop(0) if self.free_cores else None
         return self.pools[unit].acquire()
 
+    def hold(self, run: TaskRun, sub: Subtask, unit: int) -> tuple[int, int] | None:
+        """Take the device memory ``sub`` needs on GPU ``unit`` before it starts: its inputs not
+        yet resident there and what its kernel allocates while it runs (its kind's measured peak,
+        :mod:`runtime.kernels.working_memory`), evicting unused cached inputs. A real GPU's pool
+        refuses a kernel's temporaries when cached data fill it, whatever MLSM's accounting says,
+        so they are accounted before launch, where a refusal only means "not now".
+
+        :return: (input bytes, working bytes) held, ``(0, 0)`` on a core; ``None`` when they do
+            not fit even with every unused input evicted (nothing is taken then).
+        """
+        if unit == CPU:
+            return 0, 0
+        plan = run.plans[sub.index]
+        total, pending = self.residency.pending_bytes(run.arrays, plan.reads, unit)
+        working = working_bytes(plan.spec.kind, total)
+        try:
+            self.residency.memory[unit].reserve(pending + working)
+        except DeviceFull:
+            return None
+        return pending, working
+
+    def unhold(self, unit: int, held: tuple[int, int]) -> None:
+        """Give back what :meth:`hold` took for a subtask that did not start."""
+        nbytes = held[0] + held[1]
+        if unit != CPU and nbytes:
+            self.residency.memory[unit].release(nbytes)
+
     def release(self, job: SubtaskJob, work_s: float) -> None:
         """Give the job's lane back (``work_s``: GPU work done on it, for stream feedback; a core
         ignores it)."""
@@ -96,8 +125,15 @@ class SubtaskExecutor:
     def leave(self, job: SubtaskJob) -> None:
         """The job left its lane (it ended, or its lane died): its inputs are no longer pinned."""
         self._on_lane.pop((job.unit, job.lane), None)
+        if job.unit == CPU:
+            return
+        mem = self.residency.memory[job.unit]
         for data_id in job.pinned:
-            self.residency.memory[job.unit].unpin(data_id)
+            mem.unpin(data_id)
+        job.pinned.clear()
+        held, job.held_inputs, job.held_working = job.held_inputs + job.held_working, 0, 0
+        if held:
+            mem.release(held)
 
     def dead_jobs(self) -> list[SubtaskJob]:
         """The jobs of lanes whose thread died, taken off them (:meth:`leave`)."""
@@ -137,6 +173,10 @@ class SubtaskExecutor:
         g = job.unit
         stream = self.pools[g].streams[job.lane]
         ta = job.run.arrays
+        # The inputs' share of what start() held becomes their own accounting as they load.
+        placeholder, job.held_inputs = job.held_inputs, 0
+        if placeholder:
+            self.residency.memory[g].release(placeholder)
         inputs = {name: self.residency.on_device(ta, name, g, stream, job.pinned) for name in plan.reads}
         out, secs = stream.run(plan.spec.fn, inputs, plan.params)
         if failpoints.chance("lane-dies"):

@@ -80,3 +80,7 @@ class SubtaskJob:
     t_start: float
     mark: Mark | None = None  # GPU jobs: where their co-runners are counted from
     pinned: list[str] = field(default_factory=list)
+    #: GPU jobs: device bytes held for inputs not yet resident (given back as they load).
+    held_inputs: int = 0
+    #: GPU jobs: device bytes held for what the kernel allocates while it runs.
+    held_working: int = 0

@@ -3,8 +3,10 @@
 A live task is a :class:`~rlsched.tasks.Task` (what schedulers see: app, input size, the app's
 subtask DAG with nominal costs from ``rlsched.workloads``) plus its
 :class:`~runtime.kernels.TaskData` (the arrays the kernels compute on). The DAG's per-subtask
-memory is *measured*: the bytes a stage reads and writes on the reference run of the same app and
-size (what a profiler would report), not the nominal model of the simulator, whose fixed parts
+memory is *measured*: the bytes a stage reads on the reference run of the same app and size plus,
+for a kind that may run on a GPU, what its kernel allocates while it runs (temporaries and
+outputs; :mod:`runtime.kernels.working_memory`) — what a profiler would report as its peak, and
+what placers must find room for; not the nominal model of the simulator, whose fixed parts
 (framework state, model weights of real networks) our small kernels do not have.
 """
 
@@ -16,9 +18,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rlsched.tasks import Subtask, SubtaskGraph, Task
-from rlsched.workloads import build_graph
+from rlsched.tasks import Device, Subtask, SubtaskGraph, Task
+from rlsched.workloads import KINDS, build_graph
 from runtime.kernels import TaskData, make_task_data, run_task_numpy, stage_plan
+from runtime.kernels.working_memory import working_bytes
 
 MIB = float(1 << 20)
 #: Video apps with live kernels (the TPDS pipelines the runtime implements).
@@ -32,14 +35,19 @@ def input_id(task_id: int, data: TaskData, name: str) -> str:
 
 @functools.cache
 def stage_mem_mb(app: str, scale: str) -> tuple[float, ...]:
-    """Measured MB each stage of ``app`` reads and writes (reference run of chunk 0)."""
+    """Measured MB each stage of ``app`` takes at its peak (reference run of chunk 0): what it
+    reads, plus its kernel's working memory where it may run on a GPU (else what it writes)."""
     data = make_task_data(app, 0, 0, seed=0, scale=scale)
     out = run_task_numpy(data)
     every: dict[str, np.ndarray] = {**data.inputs, **out}
     mems = []
     for plan in stage_plan(app):
-        names = set(plan.reads) | set(plan.writes)
-        mems.append(sum(int(np.asarray(every[n]).nbytes) for n in names if n in every) / MIB)
+        reads = sum(int(np.asarray(every[n]).nbytes) for n in set(plan.reads) if n in every)
+        if KINDS[plan.spec.kind].device is Device.CPU:
+            extra = sum(int(np.asarray(every[n]).nbytes) for n in set(plan.writes) if n in every)
+        else:
+            extra = working_bytes(plan.spec.kind, reads)
+        mems.append((reads + extra) / MIB)
     return tuple(mems)
 
 

@@ -1,13 +1,13 @@
-"""How much device memory a kernel takes while it runs, for MLSM to reserve before launching it.
+"""How much device memory a kernel takes while it runs, for MLSM to hold before launching it.
 
 MLSM once accounted a running subtask's inputs and, after the kernel, its outputs — not what the
 kernel allocates while it runs. A real GPU's pool, capped at the same bytes, refuses those
 allocations: on the first GPU run, with 24 MiB, `kmeans_assign` (8.4 MB of temporaries on 1.3 MB
 of inputs and no output) was refused until its task failed (BENCHMARKS.md, "The live runtime on
 a real GPU"). Each kind's peak allocation per byte of its inputs is measured here on NumPy with
-``tracemalloc`` (the kernels allocate the same arrays on CuPy). The runtime does not reserve it
-yet: reserving it before each GPU kernel made the emulated GPUs reproduce the GPU's losses, and
-moved a live test's measured speeds out of their bounds; both wait for the fix (BENCHMARKS.md).
+``tracemalloc`` (the kernels allocate the same arrays on CuPy). A live subtask declares its inputs
+plus this as its memory (``runtime.cluster.workload.stage_mem_mb``), and the node agent holds it
+in MLSM before the kernel starts (``SubtaskExecutor.hold``).
 """
 
 from __future__ import annotations

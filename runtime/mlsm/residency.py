@@ -91,6 +91,21 @@ class Residency:
             ta.reserved.append((g, held.nbytes))
         return stream.upload(host)
 
+    def pending_bytes(self, ta: TaskArrays, names: Iterable[str], g: int) -> tuple[int, int]:
+        """(bytes of ``names``, bytes of them not yet resident on GPU ``g``)."""
+        total = pending = 0
+        mem = self.memory[g]
+        for name in names:
+            if name in ta.data.inputs:
+                nbytes = int(ta.data.inputs[name].nbytes)
+                here = mem.contains(input_id(ta.task_id, ta.data, name))
+            else:
+                held = ta.store[name]
+                nbytes, here = held.nbytes, held.loc == g
+            total += nbytes
+            pending += 0 if here else nbytes
+        return total, pending
+
     def keep_outputs(self, ta: TaskArrays, unit: int, out: dict[str, Any]) -> None:
         """Keep a subtask's outputs where it ran (on the host if the GPU has no room)."""
         for name, value in out.items():
