@@ -28,12 +28,14 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth
 from envs.network import Link
+from envs.rebalancing import TICK_S, withdraw
 from rlsched import dispatch
 from rlsched.estimates import backlog_seconds, subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.hardware import GpuModel
 from rlsched.interference.calibration import CalibratingPlacer
 from rlsched.metrics import RunMetrics, summarise
+from rlsched.overload import OverloadWatch
 from rlsched.records import TaskRecord
 from rlsched.scenarios.spec import Scenario
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
@@ -46,7 +48,7 @@ if TYPE_CHECKING:
     from envs.simulated_instrument import Testbed
 
 # Event kinds, ordered so that at equal times departures free resources before arrivals look.
-_DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE = range(7)
+_DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE, _TICK = range(8)
 
 
 class PlacementError(RuntimeError):
@@ -65,6 +67,7 @@ class TaskRun:
     started: list[bool] = field(default_factory=list)
     gpu_nominal: list[float] = field(default_factory=list)
     cpu_nominal: list[float] = field(default_factory=list)
+    withdrawn: bool = False  # moved off its node before it started (rebalancing)
 
 
 @dataclass(slots=True, eq=False)
@@ -118,6 +121,8 @@ class Simulator:
     :param placer: the stage-2 policy used on every node.
     :param seed: drives drift (the tasks were drawn from their own seed).
     :param trace: keep a log of subtask executions (for tests).
+    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+        ``rlsched serve`` does (:mod:`envs.rebalancing`).
     """
 
     def __init__(
@@ -127,8 +132,10 @@ class Simulator:
         placer: SubtaskPlacer,
         seed: int = 0,
         trace: bool = False,
+        rebalance: bool = False,
     ) -> None:
         self.scenario = scenario
+        self.rebalance = rebalance
         self.tasks = tasks
         self.placer = placer
         self.seed = seed
@@ -179,6 +186,10 @@ class Simulator:
         self.in_system = 0
         self.area = 0.0  # integral of tasks in system over time
         self._util = UtilAccumulator(self.view)
+        self._watch = OverloadWatch() if self.rebalance else None
+        self._ticking = False
+        self.moved = 0  # tasks rebalancing took off a node
+        self._avoid: dict[int, int] = {}  # moved task -> the node it left
         for t in self.tasks:
             self._push(t.arrival_s, _ARRIVE, t.id)
         for i, node in enumerate(self.nodes):
@@ -291,12 +302,16 @@ class Simulator:
             if static is None:
                 static = self._static_ok[task.id] = static_feasible(self.needs(task), self.view)
             self._mask_val = self.view.alive & static
+            away = self._avoid.get(task.id)
+            if away is not None and self._mask_val.sum() > 1:
+                self._mask_val[away] = False  # as the service: a moved task goes elsewhere
             self._mask_key = key
         return self._mask_val
 
     def assign(self, task: Task, node: int) -> None:
         """Apply a stage-1 decision for the task :meth:`next_decision` returned."""
         take_decision(self.pending, task, node, self.mask(task))
+        self._avoid.pop(task.id, None)
         self.decisions += 1
         self._to_node(task, node)
 
@@ -338,6 +353,11 @@ class Simulator:
             self.in_system += 1
             self.pending.append(obj)
             self._screen_pending()
+            if self._watch is not None and not self._ticking:
+                self._ticking = True
+                self._push(self.now + TICK_S, _TICK, None)
+        elif kind == _TICK:
+            self._tick()
         elif kind == _XFER:
             self._transfer_done(obj)
         elif kind == _UPLOAD:
@@ -401,8 +421,8 @@ class Simulator:
             self._push(end, _XFER, tr, tr.epoch)
 
     def _transfer_done(self, tr: TaskRun) -> None:
-        if tr.epoch != self._epoch[tr.node]:
-            return  # the node left while the input was in flight
+        if tr.epoch != self._epoch[tr.node] or tr.withdrawn:
+            return  # the node left, or the task was moved, while the input was in flight
         for s in tr.task.graph.subtasks:
             if not s.parents:
                 self._ready(tr, s)
@@ -527,6 +547,16 @@ class Simulator:
         self._admit_tasks(node)
 
     # ---- dynamics --------------------------------------------------------------------------
+    def _tick(self) -> None:
+        """The service's overload check, every :data:`TICK_S` while tasks are in the system."""
+        assert self._watch is not None
+        for node, k in self._watch.moves(self.view, set()):
+            self.moved += withdraw(self, node, k)
+        # Tasks no node can run stay in the system for ever: tick while some node holds work.
+        self._ticking = bool(self.view.tasks_on_node.any())
+        if self._ticking:
+            self._push(self.now + TICK_S, _TICK, None)
+
     def _drift(self) -> None:
         self.truth.step_drift()
         for n in range(self.view.n_nodes):

@@ -234,6 +234,8 @@ class EvalConfig:
     :param loads: offered loads to run each scenario at (``experiments/load_curves.py``); empty:
         each scenario at its own rate.
     :param load_of: what ``loads`` are relative to: ``"bound"`` or a ``SELECTOR+PLACER`` spec.
+    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+        ``rlsched serve`` does (``envs/rebalancing.py``).
     """
 
     scenarios: list[str]
@@ -252,6 +254,7 @@ class EvalConfig:
     convergence_steps: int = 20_000
     loads: tuple[float, ...] = ()
     load_of: str = "bound"
+    rebalance: bool = False
 
 
 @dataclass(frozen=True)

@@ -147,6 +147,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
             placer_model=cfg.placer_model,
             arrival_scale=k,
             recogniser=cfg.recogniser,
+            rebalance=cfg.rebalance,
         )
         for sc, seed, k in grid
         for s in cfg.schedulers

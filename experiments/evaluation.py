@@ -41,6 +41,7 @@ class Case:
     :param detail: keep per-task latencies and per-device busy samples.
     :param arrival_scale: arrivals come this many times faster (:func:`scale_arrivals`).
     :param recogniser: the ``auto`` scheduler's recogniser folder (``None``: shipped).
+    :param rebalance: move not-started tasks off nodes that stay overloaded (as the service).
     """
 
     scenario: str
@@ -53,6 +54,7 @@ class Case:
     placer_model: str | None = None
     arrival_scale: float = 1.0
     recogniser: str | None = None
+    rebalance: bool = False
 
 
 @dataclass
@@ -205,7 +207,7 @@ def _run(case: Case) -> CaseResult:
     )
     tasks = generate_tasks(scenario, case.seed)
     sched = parse_scheduler(case.scheduler, PolicyOptions(case.model, case.placer_model, case.recogniser))
-    sim = Simulator(scenario, tasks, sched.placer, seed=case.seed)
+    sim = Simulator(scenario, tasks, sched.placer, seed=case.seed, rebalance=case.rebalance)
     devices = [(n, g) for n, node in enumerate(scenario.cluster.nodes) for g in range(len(node.gpus))]
     valid = sim.view.gpu_valid
     samples: list[tuple[float, np.ndarray]] = []

@@ -25,6 +25,7 @@ def simulate(
     seed: int | None = None,
     progress: bool = False,
     options: PolicyOptions = SHIPPED,
+    rebalance: bool = False,
 ) -> RunMetrics:
     """Run one scenario to completion.
 
@@ -33,12 +34,13 @@ def simulate(
     :param seed: tasks and drift seed (``None`` = the scenario's).
     :param progress: show a progress bar of decisions on stderr.
     :param options: checkpoints of learned policies (``ldwp``, ``iawp-rl``).
+    :param rebalance: move not-started tasks off nodes that stay overloaded, as the service does.
     """
     seed = scenario.seed if seed is None else seed
     sched = parse_scheduler(scheduler, options)
     scenario = scenario_for_seed(scenario, seed)
     tasks = generate_tasks(scenario, seed)
-    sim = Simulator(scenario, tasks, sched.placer, seed=seed)
+    sim = Simulator(scenario, tasks, sched.placer, seed=seed, rebalance=rebalance)
     if not progress:
         return sim.run(sched)
     desc = f"{scenario.name} {scheduler}"

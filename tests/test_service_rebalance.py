@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 
 from experiments.benchmarks.bench_rebalance import FirstNode, slow_and_fast
+from rlsched.overload import OverloadWatch
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.view import ClusterView
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode, default_live_cluster
 from runtime.cluster.local import LocalCluster
 from runtime.service.config import ServiceConfig, Tenant, hash_token
-from runtime.service.rebalance import OverloadWatch
 from runtime.service.service import Service
 from runtime.service.store import NewTask, exactly_once_violations
 

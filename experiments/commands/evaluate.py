@@ -39,6 +39,8 @@ class EvaluateArgs:
     :param runs: NAME=DIR of a training run whose curves to plot (repeatable)
     :param convergence_steps: --suite paper without --runs: DQN steps of each convergence run (0
         skips)
+    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+        rlsched serve does (its rebalance key, on by default there)
     :param out: output folder (report.md, report.html, results.*, img/)
     """
 
@@ -57,6 +59,7 @@ class EvaluateArgs:
     timeout_s: float = flag(default(EvalConfig, "timeout_s"), name="--timeout", parse=values.positive_float)
     runs: list[str] = flag([], repeat=True)  # noqa: RUF009 (flag() copies the list per instance)
     convergence_steps: int = flag(default(EvalConfig, "convergence_steps"), parse=values.STEPS)
+    rebalance: bool = False
     out: str = flag(path=True)
 
 
@@ -125,6 +128,7 @@ def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
         convergence_steps=args.convergence_steps,
         loads=loads,
         load_of=args.load_of,
+        rebalance=args.rebalance,
     )
 
 

@@ -27,6 +27,8 @@ class SimulateArgs:
     :param model: checkpoint directory for the ldwp selector (default: shipped)
     :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
     :param recogniser: the auto scheduler's recogniser (rlsched fit-recogniser; default: shipped)
+    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+        rlsched serve does
     """
 
     scenario: str = flag("paper", path=True)
@@ -38,6 +40,7 @@ class SimulateArgs:
     model: str | None = flag(None, path=True)
     placer_model: str | None = flag(None, path=True)
     recogniser: str | None = flag(None, path=True)
+    rebalance: bool = False
 
 
 def run(args: SimulateArgs, argv: Sequence[str]) -> int:
@@ -50,7 +53,7 @@ def run(args: SimulateArgs, argv: Sequence[str]) -> int:
     spec = inputs.scheduler(args.scheduler, "--scheduler")
     options = inputs.policy_options([spec], args.model, args.placer_model, args.recogniser)
     progress = not args.json and sys.stderr.isatty()
-    m = simulate(scenario, spec, args.seed, progress=progress, options=options)
+    m = simulate(scenario, spec, args.seed, progress=progress, options=options, rebalance=args.rebalance)
     seed = scenario.seed if args.seed is None else args.seed
     out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rlsched.overload import OverloadWatch
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -47,7 +48,6 @@ from runtime.service.canary import Canary
 from runtime.service.config import Tenant
 from runtime.service.promotion import Promotion
 from runtime.service.queue_world import QueueWorld
-from runtime.service.rebalance import OverloadWatch
 from runtime.service.store import StorageError, TaskRow, TaskStore
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,9 @@ practice of GPU servers (move queued work away from a device that stays saturate
 stage-1 decisions that turned out badly (a node slower than its datasheet, a burst of long tasks)
 without touching work that already runs.
 
-The watch reads only the :class:`~rlsched.view.ClusterView`, i.e. what the node agents measured.
+The watch reads only the :class:`~rlsched.view.ClusterView`, i.e. what the node agents measured,
+so the same watch runs in both worlds: the service's dispatcher ticks it every 0.25 s, and the
+simulator (``envs.simulator``, with ``rebalance`` on) ticks it at the same period of simulated time.
 """
 
 from __future__ import annotations

@@ -1,0 +1,61 @@
+"""Moving not-yet-started tasks off an overloaded simulated node, as the service does live.
+
+The service's dispatcher checks :class:`~rlsched.overload.OverloadWatch` every
+:data:`TICK_S` seconds and withdraws queued tasks from nodes that stay overloaded, for stage 1 to
+place again (``runtime/service/dispatcher.py``); with ``rebalance`` on, the simulator runs the
+same watch at the same period of simulated time, so what an operator gets from ``rlsched serve``
+is what the simulator evaluates. Only tasks none of whose subtasks has started move (nothing is
+lost); an input transfer already under way is abandoned, its link time spent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from envs.simulator import Simulator, TaskRun
+
+#: The service's feedback tick (``rlsched serve`` checks for overload this often).
+TICK_S = 0.25
+
+
+def withdraw(sim: Simulator, node: int, limit: int) -> int:
+    """Take up to ``limit`` tasks that have not started off ``node``, youngest first, and put them
+    back before stage 1; how many moved.
+
+    :param sim: the simulator.
+    :param node: the overloaded node.
+    :param limit: at most this many tasks.
+    """
+    idle = [tr for tr in sim._on_node[node].values() if not any(tr.started)]
+    idle.sort(key=lambda tr: (tr.task.arrival_s, tr.task.id), reverse=True)
+    moved = idle[: max(limit, 0)]
+    for tr in moved:
+        _undo(sim, tr)
+    if moved:
+        sim._admit_tasks(node)  # host memory freed: queued inputs may start
+        sim.pending.sort()
+    return len(moved)
+
+
+def _undo(sim: Simulator, tr: TaskRun) -> None:
+    v, node, task = sim.view, tr.node, tr.task
+    tr.withdrawn = True  # an input transfer in flight ends without effect
+    if tr in sim._admit[node]:
+        sim._admit[node].remove(tr)
+        v.host_mem_queue_changed(node, -task.host_mem_mb)
+    else:
+        v.host_mem_changed(node, -task.host_mem_mb)
+    queue = sim._waiting[node]
+    before = len(queue)
+    queue.drop(tr)
+    v.ready_waiting[node] -= before - len(queue)
+    v.backlog_gpu_s[node] -= sum(tr.gpu_nominal)
+    v.backlog_cpu_s[node] -= sum(tr.cpu_nominal)
+    v.tasks_on_node[node] -= 1
+    del sim._on_node[node][task.id]
+    rec = sim.records[task.id]
+    rec.node = -1
+    rec.requeues += 1
+    sim._avoid[task.id] = node  # stage 1 places it elsewhere where it can, as the service does
+    sim.pending.append(task.id)
