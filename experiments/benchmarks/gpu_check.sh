@@ -55,7 +55,8 @@ fi
 # Plain pytest options: the image has pytest-timeout but none of our other dev tools.
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" -o timeout=120)
 step 1 gpu_tests 120 "${PYTEST[@]}" -m gpu \
-    tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py
+    tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py \
+    tests/test_gpu_working_memory.py
 step 2 bench_live 110 env RLSCHED_BACKEND=cupy python3 -m experiments.benchmarks.bench_live \
     --backend cupy --out "$LOGS/bench"
 step 3 demo_live 100 python3 -m experiments.cli demo --live --backend cupy --seeds ${DEMO_SEEDS:-2} \
