@@ -10,16 +10,33 @@ lost); an input transfer already under way is abandoned, its link time spent.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from envs.simulator import Simulator, TaskRun
+from envs.sim_runs import TaskRun
+from rlsched import dispatch
+from rlsched.records import TaskRecord
+from rlsched.view import ClusterView
 
 #: The service's feedback tick (``rlsched serve`` checks for overload this often).
 TICK_S = 0.25
 
 
-def withdraw(sim: Simulator, node: int, limit: int) -> int:
+class Host(Protocol):
+    """The simulator as rebalancing sees it: its per-node task state (kept by the simulator, and
+    changed here only through :func:`withdraw`)."""
+
+    view: ClusterView
+    records: list[TaskRecord]
+    pending: list[int]
+    _on_node: list[dict[int, TaskRun]]
+    _admit: list[list[TaskRun]]
+    _waiting: list[dispatch.ReadyQueue]
+    _avoid: dict[int, int]
+
+    def _admit_tasks(self, node: int) -> None: ...
+
+
+def withdraw(sim: Host, node: int, limit: int) -> int:
     """Take up to ``limit`` tasks that have not started off ``node``, youngest first, and put them
     back before stage 1; how many moved.
 
@@ -38,7 +55,7 @@ def withdraw(sim: Simulator, node: int, limit: int) -> int:
     return len(moved)
 
 
-def _undo(sim: Simulator, tr: TaskRun) -> None:
+def _undo(sim: Host, tr: TaskRun) -> None:
     v, node, task = sim.view, tr.node, tr.task
     tr.withdrawn = True  # an input transfer in flight ends without effect
     if tr in sim._admit[node]:

@@ -21,7 +21,6 @@ import heapq
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -29,6 +28,7 @@ import numpy as np
 from envs.ground_truth import GroundTruth
 from envs.network import Link
 from envs.rebalancing import TICK_S, withdraw
+from envs.sim_runs import Run, TaskRun
 from rlsched import dispatch
 from rlsched.estimates import backlog_seconds, subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
@@ -53,37 +53,6 @@ _DONE, _XFER, _UPLOAD, _LEAVE, _JOIN, _DRIFT, _ARRIVE, _TICK = range(8)
 
 class PlacementError(RuntimeError):
     """A placer returned a unit that cannot take the subtask."""
-
-
-@dataclass(slots=True, eq=False)
-class TaskRun:
-    """A task while it is on a node."""
-
-    task: Task
-    node: int
-    epoch: int
-    deps_left: list[int]
-    done: int = 0
-    started: list[bool] = field(default_factory=list)
-    gpu_nominal: list[float] = field(default_factory=list)
-    cpu_nominal: list[float] = field(default_factory=list)
-    withdrawn: bool = False  # moved off its node before it started (rebalancing)
-
-
-@dataclass(slots=True, eq=False)
-class Run:
-    """A subtask executing on a unit."""
-
-    tr: TaskRun
-    sub: Subtask
-    gpu: int  # GPU index or CPU
-    solo_s: float
-    remaining: float = 1.0  # fraction of the work left
-    rate: float = 0.0  # fraction per second
-    t_last: float = 0.0
-    t_start: float = 0.0
-    version: int = 0
-    partners: tuple[str, ...] = ()  # co-runner kinds at start (kept only for observing placers)
 
 
 class _NodeDispatch:
