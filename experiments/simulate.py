@@ -44,7 +44,9 @@ def simulate(
     if not progress:
         return sim.run(sched)
     desc = f"{scenario.name} {scheduler}"
-    with tqdm(total=len(tasks), desc=desc, unit="task", leave=False, disable=None) as bar:
+    # Rebalancing decides a moved task again: the decision count may pass the task count.
+    total, unit = (None, "decision") if rebalance else (len(tasks), "task")
+    with tqdm(total=total, desc=desc, unit=unit, leave=False, disable=None) as bar:
         return sim.run(sched, on_decision=bar.update)
 
 
