@@ -68,6 +68,8 @@ class DeviceReport:
     evictions: int
     h2d_bytes_loaded: int
     h2d_bytes_saved: int
+    #: Requests for device memory MLSM refused (a GPU subtask waited for memory to free).
+    memory_refusals: int = 0
 
     @property
     def hit_rate(self) -> float:

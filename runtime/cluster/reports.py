@@ -80,6 +80,7 @@ class NodeReports:
                     st.evictions,
                     st.h2d_bytes_loaded,
                     st.h2d_bytes_saved,
+                    st.refusals,
                 )
             )
         return out

@@ -36,6 +36,8 @@ class MemoryStats:
     :param h2d_bytes_loaded: bytes of successful loads.
     :param h2d_bytes_saved: bytes of hits (transfers avoided).
     :param peak_bytes: largest ``used_bytes`` seen.
+    :param refusals: requests that did not fit even with every unused input evicted (a GPU
+        subtask then waits for memory, an output stays on the host).
     """
 
     capacity_bytes: int
@@ -48,6 +50,7 @@ class MemoryStats:
     h2d_bytes_loaded: int
     h2d_bytes_saved: int
     peak_bytes: int
+    refusals: int = 0
 
     @property
     def held_bytes(self) -> int:
@@ -86,6 +89,7 @@ class DeviceMemory:
         self._hits = self._misses = self._evictions = 0
         self._loaded = self._saved = 0
         self._peak = 0
+        self._refusals = 0
 
     # ---- working memory --------------------------------------------------------------------
     def reserve(self, nbytes: int) -> None:
@@ -207,6 +211,7 @@ class DeviceMemory:
                 h2d_bytes_loaded=self._loaded,
                 h2d_bytes_saved=self._saved,
                 peak_bytes=self._peak,
+                refusals=self._refusals,
             )
 
     # ---- internals ---------------------------------------------------------------------------
@@ -270,6 +275,7 @@ class DeviceMemory:
                 if nbytes <= free:
                     break
         if nbytes > free:
+            self._refusals += 1
             raise DeviceFull(
                 f"{self._label()}{nbytes} B do not fit: {self.capacity_bytes} B capacity, "
                 f"{self._working} B reserved, {self._cached} B cached ({free} B obtainable)"

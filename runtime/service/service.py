@@ -87,6 +87,12 @@ class ServiceMetrics:
         )
         self.mem = Gauge("rlsched_device_memory_used_mib", "device memory held", ["node", "gpu"], registry=r)
         self.hits = Gauge("rlsched_cache_hits", "input cache hits", ["node", "gpu"], registry=r)
+        self.refusals = Gauge(
+            "rlsched_device_memory_refusals",
+            "device memory requests refused (a subtask waited for memory to free)",
+            ["node", "gpu"],
+            registry=r,
+        )
         self.streams = Gauge("rlsched_streams", "active streams", ["node", "gpu"], registry=r)
         self.model_info = Gauge(
             "rlsched_model_info",
@@ -146,6 +152,7 @@ class ServiceMetrics:
                 labels = (d.node, str(d.gpu))
                 self.util.labels(*labels).set(d.util)
                 self.hits.labels(*labels).set(d.hits)
+                self.refusals.labels(*labels).set(d.memory_refusals)
                 self.streams.labels(*labels).set(d.streams)
                 self.mem.labels(*labels).set(float(view.gpu_mem_used_mb[n, d.gpu]))
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
@@ -401,8 +408,13 @@ class Service:
 def _device_figures(d: DeviceReport | None) -> dict[str, float | int | None]:
     """A GPU's utilisation and input-cache counters for ``/v1/cluster`` (``None``: unknown)."""
     if d is None:
-        return {"utilisation": None, "cache_hits": None, "cache_misses": None}
-    return {"utilisation": d.util, "cache_hits": d.hits, "cache_misses": d.misses}
+        return {"utilisation": None, "cache_hits": None, "cache_misses": None, "memory_refusals": None}
+    return {
+        "utilisation": d.util,
+        "cache_hits": d.hits,
+        "cache_misses": d.misses,
+        "memory_refusals": d.memory_refusals,
+    }
 
 
 def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend:
