@@ -1,11 +1,12 @@
 """Moving not-yet-started tasks off an overloaded simulated node, as the service does live.
 
 The service's dispatcher checks :class:`~rlsched.overload.OverloadWatch` every
-:data:`TICK_S` seconds and withdraws queued tasks from nodes that stay overloaded, for stage 1 to
-place again (``runtime/service/dispatcher.py``); with ``rebalance`` on, the simulator runs the
-same watch at the same period of simulated time, so what an operator gets from ``rlsched serve``
-is what the simulator evaluates. Only tasks none of whose subtasks has started move (nothing is
-lost); an input transfer already under way is abandoned, its link time spent.
+:data:`~rlsched.overload.TICK_S` seconds and withdraws queued tasks from nodes that stay
+overloaded, for stage 1 to place again (``runtime/service/dispatcher.py``). With ``rebalance``
+on, the simulator runs the same watch at the same period of simulated time, so what an operator
+gets from ``rlsched serve`` is what the simulator evaluates. Only tasks none of whose subtasks
+has started move (nothing is lost); an input transfer already under way is abandoned, its link
+time spent.
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ from envs.sim_runs import TaskRun
 from rlsched import dispatch
 from rlsched.records import TaskRecord
 from rlsched.view import ClusterView
-
-#: The service's feedback tick (``rlsched serve`` checks for overload this often).
-TICK_S = 0.25
 
 
 class Host(Protocol):

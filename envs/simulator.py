@@ -27,7 +27,7 @@ import numpy as np
 
 from envs.ground_truth import GroundTruth
 from envs.network import Link
-from envs.rebalancing import TICK_S, withdraw
+from envs.rebalancing import withdraw
 from envs.sim_runs import Run, TaskRun
 from rlsched import dispatch
 from rlsched.estimates import backlog_seconds, subtask_cpu_seconds, subtask_gpu_seconds
@@ -35,7 +35,7 @@ from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.hardware import GpuModel
 from rlsched.interference.calibration import CalibratingPlacer
 from rlsched.metrics import RunMetrics, summarise
-from rlsched.overload import OverloadWatch
+from rlsched.overload import TICK_S, OverloadWatch
 from rlsched.records import TaskRecord
 from rlsched.scenarios.spec import Scenario
 from rlsched.scheduler import CPU, SubtaskPlacer, TwoStageScheduler, is_clairvoyant

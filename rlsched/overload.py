@@ -22,6 +22,10 @@ import numpy as np
 
 from rlsched.view import ClusterView
 
+#: How often the service runs stream feedback and this check (and the simulator, with
+#: ``rebalance`` on, this check), in seconds.
+TICK_S = 0.25
+
 
 @dataclass
 class OverloadWatch:

@@ -5,28 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
-
 from envs.rebalancing import withdraw
 from envs.simulator import Simulator
+from experiments.benchmarks.bench_rebalance import FirstNode
 from rlsched.policies.registry import make_placer, parse_scheduler
 from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import TwoStageScheduler
-from rlsched.tasks import Task
-from rlsched.view import ClusterView
 from tests.test_simulator import check_accounting, check_view
-
-
-class FirstNode:
-    """Stage 1 that always takes the first feasible node (it never balances anything)."""
-
-    name = "first-node"
-
-    def reset(self, view: ClusterView, seed: int) -> None:
-        """Nothing to reset."""
-
-    def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        return int(np.flatnonzero(mask)[0])
 
 
 def _run(sc, tasks, rebalance: bool) -> tuple[Simulator, dict]:  # type: ignore[no-untyped-def]

@@ -22,6 +22,7 @@ from prometheus_client import (
 )
 
 from rlsched.errors import InputError
+from rlsched.overload import TICK_S
 from rlsched.policies.registry import AUTO
 from rlsched.scheduler import TwoStageScheduler
 from runtime.cluster.backend import ClusterBackend, DeviceReport
@@ -38,7 +39,6 @@ from runtime.service.store import STATES, TaskStore
 
 log = logging.getLogger(__name__)
 #: Seconds between feedback ticks (stream feedback, overload check).
-TICK_S = 0.25
 #: Ticks between two looks for Ray nodes that joined.
 DISCOVER_EVERY = 8
 #: Ticks between two checkpoints of the queue's WAL (:meth:`TaskStore.checkpoint_wal`).
