@@ -65,6 +65,19 @@ class CheckpointError(Exception):
         return (type(self), (self.path, self.field, self.expected, got, self.hint))
 
 
+def verify_listed(path: Path, digest: str) -> None:
+    """Check a file that a ``meta.json`` lists exists and has the checksum it records.
+
+    :raises CheckpointError: naming the file: missing, or corrupt or modified.
+    """
+    if not path.is_file():
+        raise CheckpointError(path, "<file>", f"an existing file ({META} lists it)")
+    if sha256(path) != digest:
+        raise CheckpointError(
+            path, "sha256", f"the checksum {META} records", hint="the file is corrupt or was modified"
+        )
+
+
 def sha256(path: Path) -> str:
     """Hex sha256 of a file."""
     h = hashlib.sha256()
@@ -131,13 +144,7 @@ def load_checkpoint(
     for name, digest in files.items():
         if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
             raise CheckpointError(meta_path, "files", "plain file names", name)
-        p = d / name
-        if not p.is_file():
-            raise CheckpointError(p, "<file>", f"an existing file ({META} lists it)")
-        if sha256(p) != digest:
-            raise CheckpointError(
-                p, "sha256", f"the checksum {META} records", hint="the file is corrupt or was modified"
-            )
+        verify_listed(d / name, digest)
     got = meta.get("feature_version")
     if got != feature_version:
         raise CheckpointError(

@@ -26,6 +26,8 @@ from experiments.benchmarks.service_process import (
 )
 from rlsched.policies.case_features import FEATURES
 from rlsched.policies.recogniser import Recogniser
+from rlsched.policies.revisit import Revisit
+from rlsched.policies.run_features import RUN_FEATURES
 from runtime.service.config import load_service_config
 from runtime.service.models import build_scheduler
 from runtime.service.store import exactly_once_violations
@@ -33,16 +35,21 @@ from runtime.service.store import exactly_once_violations
 TOKENS = {"ops": "tok-ops"}
 H = {"Authorization": "Bearer tok-ops"}
 TOP = 'calibration_apps = ["video_synopsis"]\ncalibration_budget_s = 120\n'
-F = len(FEATURES)
+F, R = len(FEATURES), len(RUN_FEATURES)
 
 
 def _recogniser(folder: Path) -> Path:
-    """Every training case says ``mct+iawp-pass`` beats the default ``mct+iawp`` by far."""
+    """Every training case says ``mct+iawp-pass`` beats the default ``mct+iawp`` by far; and
+    the second decision, at the 24th arrival, that switching from it to ``mct+speedup`` doubles
+    throughput."""
     rows = np.arange(2 * F, dtype=float).reshape(2, F)
     scores = np.log(np.array([[0.5, 1.0, 0.6], [0.5, 1.0, 0.6]]))
     pairs = ("mct+iawp", "mct+iawp-pass", "mct+speedup")
     r = Recogniser(pairs, pairs[0], 12, 2, 0.0, rows.mean(axis=0), np.ones(F), rows, scores, ("a", "b"))
-    return r.save(folder / "rec")
+    folder = r.save(folder / "rec")
+    zero, one, gain = np.zeros((1, R)), np.ones(R), np.log([[2.0]])
+    Revisit(24, ("mct+speedup",), 1, 0.0, zero[0], one, zero, ("mct+iawp-pass",), gain).save(folder)
+    return folder
 
 
 def _models(s: ServiceProcess) -> dict[str, Any]:
@@ -116,7 +123,20 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
         assert m["auto"]["running"] == "mct+iawp-pass" and m["auto"]["restored"], m["auto"]
         assert m["auto"]["choice"]["pair"] == "mct+iawp-pass", m["auto"]
+        assert m["auto"]["second"] is None and m["auto"]["revisit_at"] == 24, m["auto"]
+        # The second decision was not made before the kill (16 arrivals after the switch back):
+        # it is made 24 arrivals into the run, counting the window, and checkpointed.
         ids += _submit(s, 32)
+        m = _until(s, lambda m: m["auto"]["second"] is not None, "auto's second decision")
+        assert m["auto"]["second"]["running"] == "mct+iawp-pass", m["auto"]
+        assert m["auto"]["second"]["pair"] == "mct+speedup" == m["auto"]["running"], m["auto"]
+        assert m["models"]["revisit"]["source"] == str(rec), m["models"]
+
+        def second_saved(_m: dict[str, Any]) -> bool:
+            doc = json.loads(current.read_text())
+            return doc.get("auto", {}).get("second", {}).get("pair") == "mct+speedup"
+
+        _until(s, second_saved, "a checkpoint of auto's second decision")
         db = sqlite3.connect(tmp_path / "queue.db")
         wait_drained(db)
         assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == len(ids)
@@ -160,6 +180,6 @@ def test_auto_takes_the_services_fallback_line_on_each_of_its_predicting_placers
     )
     placers = sched.placer.board.placers  # type: ignore[attr-defined]
     assert placers["iawp"].fallback == 0.4 and placers["iawp-pass"].fallback == 0.4
-    assert [v.role for v in versions] == ["recogniser"]
+    assert [v.role for v in versions] == ["recogniser", "revisit"]
     meta = json.loads((rec / "meta.json").read_text())
     assert versions[0].sha256 == meta["files"]["recogniser.json"]

@@ -21,6 +21,8 @@ from rlsched.interference.calibration import CalibratingPlacer, ObservingPlacer,
 from rlsched.policies.case_features import case_features
 from rlsched.policies.names import AUTO
 from rlsched.policies.recogniser import Choice, Recogniser
+from rlsched.policies.revisit import SecondChoice, SecondDecision
+from rlsched.policies.run_features import RunWatch
 from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler
 from rlsched.tasks import Subtask, Task
 from rlsched.view import ClusterView
@@ -33,11 +35,13 @@ class Switchboard:
     :param recogniser: what decides.
     :param selectors: a selector per selector name of the candidates.
     :param placers: a placer per placer name of the candidates.
+    :param revisit: the second decision, or ``None`` (one decision per run).
     """
 
     recogniser: Recogniser
     selectors: dict[str, NodeSelector]
     placers: dict[str, SubtaskPlacer]
+    revisit: SecondDecision | None = None
     #: The pair running now.
     current: str = ""
     #: The decision, once made.
@@ -46,6 +50,11 @@ class Switchboard:
     seen: list[Task] = field(default_factory=list)
     #: Whether the decision was restored (a service restart) rather than made in this run.
     restored: bool = False
+    #: The second decision, once made.
+    second: SecondChoice | None = None
+    #: Distinct tasks that arrived until the last decision.
+    arrived: int = 0
+    watch: RunWatch = field(default_factory=RunWatch)
     _ids: set[int] = field(default_factory=set)
 
     def __post_init__(self) -> None:
@@ -61,31 +70,58 @@ class Switchboard:
 
     def reset(self) -> None:
         self.current, self.choice, self.restored = self.recogniser.default, None, False
+        self.second, self.arrived = None, 0
         self.seen.clear()
         self._ids.clear()
+        self.watch.reset()
 
-    def restore(self, choice: Choice) -> bool:
-        """Take a decision made before (the service's checkpoint after a restart: the same
+    def restore(self, choice: Choice, second: SecondChoice | None = None) -> bool:
+        """Take decisions made before (the service's checkpoint after a restart: the same
         cluster and stream of work, so no new window of tasks on the default pair).
 
-        :param choice: the decision; refused (``False``) when its pair is not a candidate.
+        :param choice: the first decision; refused (``False``) when its pair is not a candidate.
+        :param second: the second one, if it was made; ignored when this ``auto`` has no second
+            decision or its pair is not a target. Without it, the second decision comes
+            ``revisit.at`` arrivals into the run as before the restart (counting the window as seen).
         """
         if choice.pair not in self.recogniser.candidates:
             return False
         self.choice, self.current, self.restored = choice, choice.pair, True
         self.seen.clear()
+        self.arrived = self.recogniser.window
+        if second is not None and self.revisit is not None and self._runs(second.pair):
+            self.second, self.current = second, second.pair
         return True
 
+    def _runs(self, pair: str) -> bool:
+        sel, _, plc = pair.partition("+")
+        return sel in self.selectors and plc in self.placers
+
+    @property
+    def decided(self) -> bool:
+        """Whether every decision of the run is made (nothing more to watch)."""
+        return self.choice is not None and (self.revisit is None or self.second is not None)
+
     def note(self, task: Task, view: ClusterView) -> None:
-        """Count an arriving task; decide once ``window`` tasks have arrived."""
-        if self.choice is not None or task.id in self._ids:
+        """Count an arriving task; decide once ``window`` tasks have arrived, and again (the
+        revisit, where there is one) once ``revisit.at`` have."""
+        if self.decided or task.id in self._ids:
             return
         self._ids.add(task.id)
-        self.seen.append(task)
-        if len(self.seen) >= self.recogniser.window:
-            self.choice = self.recogniser.choose(case_features(view, self.seen))
-            self.current = self.choice.pair
-            self.seen.clear()  # kept only until the decision
+        self.arrived += 1
+        if self.choice is None:
+            self.seen.append(task)
+            if len(self.seen) >= self.recogniser.window:
+                self.choice = self.recogniser.choose(case_features(view, self.seen))
+                self.current = self.choice.pair
+                self.seen.clear()  # kept only until the decision
+            return
+        assert self.revisit is not None
+        self.watch.observe(view)
+        if self.arrived >= self.revisit.at:
+            self.second = self.revisit.decide(self.watch.features(view, self.arrived), self.current)
+            self.current = self.second.pair
+            self._ids.clear()
 
 
 class AutoSelector:
@@ -203,19 +239,23 @@ def build_auto(
     recogniser: Recogniser,
     make_selector: Callable[[str], NodeSelector],
     make_placer: Callable[[str], SubtaskPlacer],
+    revisit: SecondDecision | None = None,
 ) -> TwoStageScheduler:
-    """The ``auto`` scheduler over ``recogniser``'s candidates.
+    """The ``auto`` scheduler over ``recogniser``'s candidates (and ``revisit``'s targets).
 
     :param recogniser: the model that chooses.
     :param make_selector: builds a selector by name (the registry's, with its checkpoints).
     :param make_placer: builds a placer by name.
+    :param revisit: the second decision, or ``None``.
     """
-    sels = {c.partition("+")[0] for c in recogniser.candidates}
-    plcs = {c.partition("+")[2] for c in recogniser.candidates}
+    pairs = [*recogniser.candidates, *(revisit.targets if revisit is not None else ())]
+    sels = {c.partition("+")[0] for c in pairs}
+    plcs = {c.partition("+")[2] for c in pairs}
     board = Switchboard(
         recogniser,
         {s: make_selector(s) for s in sorted(sels)},
         {p: make_placer(p) for p in sorted(plcs)},
+        revisit,
     )
     return AutoScheduler(AutoSelector(board), AutoPlacer(board))
 
@@ -237,6 +277,8 @@ def describe(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
         "running": board.current,
         "choice": board.choice.to_dict() if board.choice is not None else None,
         "restored": board.restored,
+        "revisit_at": board.revisit.at if board.revisit is not None else None,
+        "second": board.second.to_dict() if board.second is not None else None,
     }
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from models import PRETRAINED_RECOGNISER
-from models.checkpoint import META, CheckpointError, sha256
+from models.checkpoint import META, CheckpointError, sha256, verify_listed
 from rlsched.policies.case_features import FEATURES
 
 #: The file that holds the model; ``meta.json`` beside it holds its checksum.
@@ -251,12 +251,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
     if not isinstance(files, dict) or not isinstance(files.get(MODEL_FILE), str):
         raise CheckpointError(d / META, "files", f"the sha256 checksum of {MODEL_FILE}", files)
     path = d / MODEL_FILE
-    if not path.is_file():
-        raise CheckpointError(path, "<file>", f"an existing file ({META} lists it)")
-    if sha256(path) != files[MODEL_FILE]:
-        raise CheckpointError(
-            path, "sha256", f"the checksum {META} records", hint="the file is corrupt or was modified"
-        )
+    verify_listed(path, files[MODEL_FILE])
     data = _read_json(path)
     if data.get("feature_version") != FEATURE_VERSION or data.get("features") != list(FEATURES):
         raise CheckpointError(

@@ -296,9 +296,19 @@ def recogniser_version(folder: str | None) -> str:
     :raises models.checkpoint.CheckpointError: naming its file and what is wrong.
     """
     from rlsched.policies.recogniser import load_recogniser, model_sha256
+    from rlsched.policies.revisit import load_revisit
 
     load_recogniser(folder)
+    load_revisit(folder)
     return model_sha256(folder)
+
+
+def revisit_version(folder: str | None) -> str | None:
+    """The sha256 of ``auto``'s second decision in the recogniser ``folder`` (verified when
+    ``auto`` loads it), or ``None`` when it has none."""
+    from rlsched.policies.revisit import revisit_sha256
+
+    return revisit_sha256(folder)
 
 
 def describe_auto(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
@@ -320,20 +330,34 @@ def auto_choice(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
     return None if board is None or board.choice is None else board.choice.to_dict()
 
 
-def restore_auto_choice(scheduler: TwoStageScheduler, doc: dict[str, Any]) -> str | None:
-    """Make ``auto`` take a decision saved by :func:`auto_choice`; the pair it runs now, or ``None``
-    when ``scheduler`` is not ``auto`` or the pair is not one of its candidates.
+def auto_second(scheduler: TwoStageScheduler) -> dict[str, Any] | None:
+    """``auto``'s second decision as plain data (:meth:`SecondChoice.to_dict`), or ``None`` when
+    ``scheduler`` is not ``auto`` or has not made it (the service checkpoints it)."""
+    from rlsched.policies.auto import switchboard
 
-    :raises ValueError: ``doc`` is not a saved decision.
+    board = switchboard(scheduler)
+    return None if board is None or board.second is None else board.second.to_dict()
+
+
+def restore_auto_choice(
+    scheduler: TwoStageScheduler, doc: dict[str, Any], second: dict[str, Any] | None = None
+) -> str | None:
+    """Make ``auto`` take a decision saved by :func:`auto_choice` (and the second one saved by
+    :func:`auto_second`, when given); the pair it runs now, or ``None`` when ``scheduler`` is not
+    ``auto`` or the pair is not one of its candidates.
+
+    :raises ValueError: ``doc`` or ``second`` is not a saved decision.
     """
     from rlsched.policies.auto import switchboard
     from rlsched.policies.recogniser import Choice
+    from rlsched.policies.revisit import SecondChoice
 
     board = switchboard(scheduler)
     choice = Choice.from_dict(doc)
-    if board is None or not board.restore(choice):
+    later = SecondChoice.from_dict(second) if second is not None else None
+    if board is None or not board.restore(choice, later):
         return None
-    return choice.pair
+    return board.current
 
 
 def is_auto(scheduler: TwoStageScheduler) -> bool:
@@ -347,9 +371,13 @@ def _auto(options: PolicyOptions) -> TwoStageScheduler:
     """``auto`` with the recogniser and candidate checkpoints of ``options``."""
     from rlsched.policies.auto import build_auto
     from rlsched.policies.recogniser import load_recogniser
+    from rlsched.policies.revisit import load_revisit
 
-    recogniser = load_recogniser(options.recogniser_model)
-    return build_auto(recogniser, lambda s: make_selector(s, options), lambda p: make_placer(p, options))
+    folder = options.recogniser_model
+    recogniser, revisit = load_recogniser(folder), load_revisit(folder)
+    return build_auto(
+        recogniser, lambda s: make_selector(s, options), lambda p: make_placer(p, options), revisit
+    )
 
 
 def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageScheduler:

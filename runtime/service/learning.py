@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from models.checkpoint import CheckpointError
 from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
-from rlsched.policies.registry import auto_choice, is_auto, restore_auto_choice
+from rlsched.policies.registry import auto_choice, auto_second, is_auto, restore_auto_choice
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.backend import ClusterBackend
@@ -122,6 +122,9 @@ class Learning:
     def _recogniser_sha(self) -> str | None:
         return next((v.sha256 for v in self.versions if v.role == "recogniser"), None)
 
+    def _revisit_sha(self) -> str | None:
+        return next((v.sha256 for v in self.versions if v.role == "revisit"), None)
+
     def _restore_choice(self) -> None:
         """``auto`` takes the decision of the checkpoint when the same recogniser made it (the
         same cluster and stream of work: no new window of tasks on the default pair)."""
@@ -134,8 +137,14 @@ class Learning:
                 "rlsched serve: auto's decision in %s was made by another recogniser: deciding again", where
             )
             return
+        second = saved.get("second")
+        if second is not None and saved.get("revisit_sha256") != self._revisit_sha():
+            log.warning(
+                "rlsched serve: auto's second decision in %s was made by another model: deciding again", where
+            )
+            second = None
         try:
-            pair = restore_auto_choice(self.auto, saved["choice"])
+            pair = restore_auto_choice(self.auto, saved["choice"], second)
         except ValueError as e:
             log.warning("rlsched serve: auto's decision in %s is unreadable (%s): deciding again", where, e)
             return
@@ -144,7 +153,13 @@ class Learning:
 
     def _auto_decision(self) -> dict[str, Any] | None:
         choice = auto_choice(self.auto) if self.auto is not None else None
-        return None if choice is None else {"recogniser_sha256": self._recogniser_sha(), "choice": choice}
+        if choice is None:
+            return None
+        out = {"recogniser_sha256": self._recogniser_sha(), "choice": choice}
+        second = auto_second(self.auto) if self.auto is not None else None
+        if second is not None:
+            out |= {"revisit_sha256": self._revisit_sha(), "second": second}
+        return out
 
     def _initial_model(self) -> tuple[InterferencePredictor | None, int, str]:
         """(model, its online updates so far, the calibration state of the GPU models it covers)."""
@@ -171,6 +186,7 @@ class Learning:
                 learned.selector_updates,
                 learned.promoted is not None,
                 (learned.auto or {}).get("choice", {}).get("pair"),
+                (learned.auto or {}).get("second", {}).get("pair"),
             )
             return learned.interference, learned.interference_updates, "restored"
         if self.configured is not None:
@@ -235,7 +251,8 @@ class Learning:
         if predictor is None and learned.selector is None and learned.auto is None:
             return None
         pair = learned.auto["choice"]["pair"] if learned.auto is not None else None
-        key = (updates, models, learned.selector_updates, learned.promoted is not None, pair)
+        second = (learned.auto or {}).get("second", {}).get("pair")
+        key = (updates, models, learned.selector_updates, learned.promoted is not None, pair, second)
         if key == self._saved_key:
             return None
         try:

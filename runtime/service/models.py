@@ -29,7 +29,7 @@ from rlsched.errors import InputError
 from rlsched.interference.measurements import read_colocation_csv
 from rlsched.interference.predictor import InterferencePredictor, fit_interference
 from rlsched.policies import PolicyOptions, make_placer, make_selector
-from rlsched.policies.registry import AUTO, parse_scheduler, recogniser_version
+from rlsched.policies.registry import AUTO, parse_scheduler, recogniser_version, revisit_version
 from rlsched.scheduler import TwoStageScheduler
 
 #: Placers that take an interference model.
@@ -71,6 +71,9 @@ def _auto(options: PolicyOptions, where: str) -> tuple[TwoStageScheduler, list[M
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, f"selector_model ({where})") from None
     versions = [ModelVersion("recogniser", "auto", folder or "shipped", digest)]
+    second = revisit_version(folder)
+    if second is not None:
+        versions.append(ModelVersion("revisit", "auto", folder or "shipped", second))
     ldwp = sched.selector.board.selectors.get("ldwp")  # type: ignore[attr-defined]
     if ldwp is not None:
         versions.append(
