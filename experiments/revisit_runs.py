@@ -23,24 +23,14 @@ import numpy as np
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
 from rlsched.policies.auto import build_auto
+from rlsched.policies.names import REVISIT_AT, REVISIT_TARGETS
 from rlsched.policies.recogniser import load_recogniser
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.policies.revisit import SecondChoice
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
-#: Arrivals before the second decision (switching after 100-200 recovered most of the right
-#: pair's throughput: ``experiments/benchmarks/late_switch.py``).
-AT = 200
-#: The pairs a second decision may switch to: the selectors that win where ``auto``'s first
-#: choice loses on validation (``mlsm``, ``mct-stream``), the first decision's two most chosen
-#: heuristic pairs, and the learned pair of the Alibaba-like cases.
-TARGETS: tuple[str, ...] = (
-    "mlsm+iawp-pass",
-    "mct-stream+iawp-pass",
-    "mct-drain+iawp-pass",
-    "mct+iawp-pass",
-    "ldwp+speedup",
-)
+#: Arrivals before the second decision and the pairs it may switch to, by default.
+AT, TARGETS = REVISIT_AT, REVISIT_TARGETS
 
 
 @dataclass

@@ -16,6 +16,7 @@ from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
 from rlsched.errors import InputError
+from rlsched.policies.names import REVISIT_AT, REVISIT_TARGETS
 
 if TYPE_CHECKING:
     from rlsched.policies.revisit import Revisit
@@ -54,10 +55,8 @@ class FitRevisitArgs:
     validation_grid: list[str] = flag([], repeat=True, path=True)  # noqa: RUF009
     train_rows: str | None = flag(None, path=True)
     validation_rows: str | None = flag(None, path=True)
-    at: int = flag(200, parse=values.int_at_least(3))
-    targets: str = ",".join(
-        ("mlsm+iawp-pass", "mct-stream+iawp-pass", "mct-drain+iawp-pass", "mct+iawp-pass", "ldwp+speedup")
-    )
+    at: int = flag(REVISIT_AT, parse=values.int_at_least(3))
+    targets: str = ",".join(REVISIT_TARGETS)
     k: int = flag(10, parse=values.COUNT)
     margin: float = flag(0.0, parse=values.nonneg_float)
     jobs: int = flag(1, parse=values.COUNT)
