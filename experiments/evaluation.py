@@ -289,7 +289,8 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def _worker_init() -> None:
+def worker_init() -> None:
+    """A worker process's set-up: one BLAS and torch thread (workers are one per core)."""
     # The environment is read when a library starts its pool, and the worker imported numpy (its
     # BLAS) while unpickling this function: limit the pools that have started, too.
     from threadpoolctl import threadpool_limits
@@ -382,7 +383,7 @@ def run_grid(
             # Spawned, not forked: a fork of a process that has started torch's or BLAS's thread
             # pools can deadlock; one BLAS/torch thread per worker, as workers are one per core.
             ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=_worker_init) as pool:
+            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
                 # Bounds are short; then the longest runs first, so the tail stays short (the last
                 # oracle run on a large scenario used to start last and run alone for minutes).
                 futs: list[Future] = [pool.submit(run_bound, b) for b in bounds]

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry
+from experiments.evaluation import load_entry, worker_init
 from rlsched.policies.auto import build_auto
 from rlsched.policies.names import REVISIT_AT, REVISIT_TARGETS
 from rlsched.policies.recogniser import load_recogniser
@@ -99,7 +99,10 @@ def collect(
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w", encoding="utf-8") as f:
         results: Iterable[dict[str, Any] | None]
-        pool = multiprocessing.Pool(workers) if workers > 1 else None
+        # Spawned with one thread each, as `evaluate`'s workers (a fork of a process that started
+        # torch's or BLAS's thread pools can deadlock).
+        ctx = multiprocessing.get_context("spawn")
+        pool = ctx.Pool(workers, initializer=worker_init) if workers > 1 else None
         try:
             results = pool.imap(row, jobs) if pool is not None else map(row, jobs)
             for i, r in enumerate(results, 1):

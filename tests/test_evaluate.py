@@ -397,10 +397,10 @@ def test_workers_run_torch_and_blas_on_one_thread() -> None:
     5x slower in the pool than alone, measured on 2 cores)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from experiments.evaluation import _ONE_THREAD, _worker_init
+    from experiments.evaluation import _ONE_THREAD, worker_init
 
     ctx = __import__("multiprocessing").get_context("spawn")
-    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_worker_init) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=worker_init) as pool:
         assert pool.submit(_threads).result() == (1, [1])
     assert set(_ONE_THREAD) == {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry
+from experiments.evaluation import load_entry, worker_init
 from experiments.revisit_fit import read_rows
 from experiments.revisit_runs import Fixed
 from rlsched.policies.auto import AutoSelector, build_auto
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = sys.argv[1:] if argv is None else argv
     print("$ python -m experiments.benchmarks.probe_switch " + shlex.join(shown), flush=True)
     rows = read_rows(args.rows)
-    with multiprocessing.Pool(args.jobs) as pool:
+    with multiprocessing.get_context("spawn").Pool(args.jobs, initializer=worker_init) as pool:
         got = pool.map(run, [(r["case"], r["seed"]) for r in rows])
     ratio = [g["throughput"] / r["stay"] for g, r in zip(got, rows, strict=True)]
     best = [max(r["stay"], r["switch"][THEN]) / r["stay"] for r in rows]

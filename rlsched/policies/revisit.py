@@ -11,6 +11,7 @@ that clears ``margin``, and otherwise keeps the running pair.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,9 +137,7 @@ class Revisit:
 
     def with_choice_rule(self, k: int, margin: float) -> Revisit:
         """The same rows with another ``k`` and ``margin`` (tuned on validation runs)."""
-        return Revisit(
-            self.at, self.targets, k, margin, self.center, self.scale, self.rows, self.running, self.gains
-        )
+        return dataclasses.replace(self, k=k, margin=margin)
 
     # ---- plain-data file (beside the recogniser's, in the same folder) --------------------
     def to_json(self) -> dict[str, Any]:

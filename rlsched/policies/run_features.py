@@ -50,14 +50,10 @@ def snapshot(view: ClusterView) -> tuple[float, float, float, float]:
 
 
 class RunWatch:
-    """Averages :func:`snapshot` over the arrivals it is shown.
+    """Averages :func:`snapshot` over the arrivals it is shown (those between ``auto``'s two
+    decisions: it keeps a sum, not the samples)."""
 
-    :param max_samples: at most this many samples are kept (one per arrival between the
-        decisions, so a bound the second decision's spacing already sets).
-    """
-
-    def __init__(self, max_samples: int = 100_000) -> None:
-        self.max_samples = max_samples
+    def __init__(self) -> None:
         self._sum = np.zeros(4)
         self.samples = 0
 
@@ -67,9 +63,8 @@ class RunWatch:
 
     def observe(self, view: ClusterView) -> None:
         """Sample the view (call once per arriving task)."""
-        if self.samples < self.max_samples:
-            self._sum += snapshot(view)
-            self.samples += 1
+        self._sum += snapshot(view)
+        self.samples += 1
 
     def features(self, view: ClusterView, arrived: int) -> np.ndarray:
         """The :data:`RUN_FEATURES` now.
