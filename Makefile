@@ -33,11 +33,15 @@ demo: setup
 		--schedulers mct+speedup,mct+iawp,mct+iawp-pass,ldwp+iawp
 	$(VENV)/bin/rlsched demo --live
 
+# Two passes: the tests that need no clock run two at a time (pytest-xdist, one per core); those
+# marked `serial` (real servers, clusters and timing: tests/conftest.py) then run alone.
 test: setup lint type
-	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -n 2 -m "not slow and not serial"
+	$(PY) -m pytest -q -m "not slow and serial"
 
 test-all: setup lint type
-	RLSCHED_FULL_PROPERTIES=1 $(PY) -m pytest -q
+	RLSCHED_FULL_PROPERTIES=1 $(PY) -m pytest -q -n 2 -m "not serial"
+	RLSCHED_FULL_PROPERTIES=1 $(PY) -m pytest -q -m serial
 
 type: setup
 	$(VENV)/bin/mypy

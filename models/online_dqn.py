@@ -130,7 +130,7 @@ class OnlineDqn:
         self.updates += 1
         if self.updates % self.cfg.target_every == 0:
             self.target.load_state_dict(self.net.state_dict())
-        return float(loss)
+        return float(loss.detach())
 
     def _sample(
         self,

@@ -34,6 +34,31 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 FULL_PROPERTIES = os.environ.get("RLSCHED_FULL_PROPERTIES") == "1"
 
 
+#: Test files whose tests run real servers, clusters, live kernels, Ray or signals, against the
+#: clock: `make test` runs them alone, one at a time, after the others have run two at a time
+#: (pytest-xdist). They pace work to what 2 cores do in a given time, which another test on the
+#: other core would change. Marked here, by file, so a new test in one of them is serial too.
+SERIAL_FILES = (
+    "test_active_profiling.py",
+    "test_bench_live.py",
+    "test_chaos.py",
+    "test_cluster_backend_protocol.py",
+    "test_gpu_working_memory.py",
+    "test_plugins.py",
+    "test_runtime_",
+    "test_serve_extra.py",
+    "test_service",
+    "test_train.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`SERIAL_FILES` ``serial``."""
+    for item in items:
+        if item.path.name.startswith(SERIAL_FILES):
+            item.add_marker(pytest.mark.serial)
+
+
 def examples(n: int) -> int:
     """Examples a heavy property test draws: ``n`` under ``make test-all``, else an eighth."""
     return n if FULL_PROPERTIES else max(4, n // 8)

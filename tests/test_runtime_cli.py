@@ -49,8 +49,18 @@ def test_live_demo_rejects_bad_arguments(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a two-GPU cluster file (``--cluster``): the live co-location survey, most of the run,
+    grows with the square of the devices' kinds times the devices; the embedded cluster has four."""
     out = tmp_path / "ft"
+    cluster = tmp_path / "live.toml"
+    cluster.write_text(
+        "".join(
+            f'[[nodes]]\nname = "{m}"\ncpu_cores = 1\n[[nodes.gpus]]\nmodel = "{m}"\n\n'
+            for m in ("V100M16", "T4")
+        )
+    )
     args = ["--from", str(PRETRAINED), "--live", "--steps", "24", "--tasks", "12", "--eval-tasks", "12"]
+    args += ["--cluster", str(cluster)]
     rc = main(["finetune", *args, "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
     line = json.loads(capsys.readouterr().out)

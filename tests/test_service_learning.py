@@ -35,11 +35,12 @@ from runtime.service.store import exactly_once_violations
 TOKENS = {"ops": "tok-ops"}
 H = {"Authorization": "Bearer tok-ops"}
 #: Learning settings of these tests: a checkpoint every second, one video app surveyed (the
-#: default surveys two; one keeps the survey within seconds on 2 cores), an update every 64
-#: observed co-runs (the default 256 takes some 500 tasks of this workload).
+#: default surveys two; one keeps the survey within seconds on 2 cores), an update every 16
+#: samples from observed co-runs (the default 256 takes some 500 tasks of this workload; with 64,
+#: one CI run saw 50 co-runs in the 180 s after the restart, short of a second update).
 TOP = (
     'checkpoint_interval_s = 1\ncalibration_apps = ["video_synopsis"]\ncalibration_budget_s = 120\n'
-    "online_batch = 64\n"
+    "online_batch = 16\n"
 )
 
 
@@ -184,6 +185,8 @@ def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path:
     recovered = re.findall(r"queue recovered: (\d+) tasks", log)
     assert len(recovered) == 2, log[-2000:]  # the first start and the one after kill -9
     assert log.rstrip().endswith("stopped; learned state checkpointed, queue closed"), log[-2000:]
+    # Nothing from the learners' internals: the selector's DQN steps once warned on every update.
+    assert "Warning" not in log, [x for x in log.splitlines() if "Warning" in x][:3]
 
 
 def _serve_exit(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
