@@ -7,9 +7,12 @@ every other arriving task is sent where the probe's selector (``mlsm``) would se
 where the running pair would; at the ``AT``-th arrival it compares the two halves' mean latency
 so far (a task not yet done counts the time it has waited: what the service sees of it) and
 switches to ``THEN`` when the probe's half is faster by more than ``DELTA``. The threshold is
-fixed here, not tuned. Each (case, seed) is one run; it prints, over the runs of a ``rlsched
-fit-revisit`` runs file (the same cases and seeds), the geometric mean of this run's throughput
-over keeping the pair (the file's "stay") and of the best of keeping and switching there.
+fixed here, not tuned. With ``--split`` the halves do not share state: the nodes are dealt into
+two groups alike in hardware, and each half's tasks go only to its own group's nodes (a real A/B;
+a task that fits no node of its group may use any). Each (case, seed) is one run; it prints, over
+the runs of a ``rlsched fit-revisit`` runs file (the same cases and seeds), the geometric mean of
+this run's throughput over keeping the pair (the file's "stay") and of the best of keeping and
+switching there.
 
     python -m experiments.benchmarks.probe_switch --rows revisit/train.jsonl --jobs 2
 """
@@ -29,6 +32,7 @@ from envs.simulator import Simulator
 from experiments.evaluation import load_entry, worker_init
 from experiments.revisit_fit import read_rows
 from experiments.revisit_runs import Fixed
+from rlsched.cluster import ClusterSpec
 from rlsched.policies.auto import AutoSelector, build_auto
 from rlsched.policies.recogniser import load_recogniser
 from rlsched.policies.registry import make_placer, make_selector
@@ -53,6 +57,7 @@ class ProbingSelector(AutoSelector):
         self.probe = probe
         self.by = by
         self.routed: dict[int, bool] = {}  # task id -> by the probe
+        self.group: np.ndarray | None = None  # per node: the probe's group (with --split)
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         b = self.board
@@ -61,8 +66,13 @@ class ProbingSelector(AutoSelector):
         if b.choice is not None and b.second is None and task.id not in self.routed:
             by_probe = len(self.routed) % 2 == 1
             self.routed[task.id] = by_probe
+            own = mask
+            if self.group is not None:
+                own = mask & (self.group if by_probe else ~self.group)
+                own = own if own.any() else mask
             if by_probe:
-                return int(self.by.select(task, view, mask))
+                return int(self.by.select(task, view, own))
+            return b.selector.select(task, view, own)
         return b.selector.select(task, view, mask)
 
     def halves(self, now: float) -> tuple[float, float]:
@@ -90,14 +100,28 @@ class Probe(Fixed):
         return super().decide(x, running)
 
 
-def run(job: tuple[str, int]) -> dict[str, Any]:
-    case, seed = job
+def split(cluster: ClusterSpec) -> np.ndarray:
+    """Deal the nodes, sorted by their hardware, alternately into two groups (True: the probe's)."""
+    key = [
+        (tuple(g.name for g in n.gpus), n.streams_per_gpu, n.cpu_cores, i)
+        for i, n in enumerate(cluster.nodes)
+    ]
+    group = np.zeros(len(key), dtype=bool)
+    for rank, k in enumerate(sorted(key)):
+        group[k[-1]] = rank % 2 == 1
+    return group
+
+
+def run(job: tuple[str, int, bool]) -> dict[str, Any]:
+    case, seed, halved = job
     sc = scenario_for_seed(load_entry(case, None), seed)
     probe = Probe(AT, None)
     sched = build_auto(load_recogniser(None), make_selector, make_placer, probe)
     sim = Simulator(sc, generate_tasks(sc, seed), sched.placer, seed=seed)
     sel = ProbingSelector(sched.selector, sim.records, probe, make_selector(PROBE))  # type: ignore[arg-type]
     probe.selector = sel
+    if halved:
+        sel.group = split(sc.cluster)
     sched.selector = sel
     m = sim.run(sched)
     return {"case": case, "seed": seed, "throughput": float(m.throughput), "switched": probe.then is not None,
@@ -108,12 +132,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", required=True, help="a runs file of rlsched fit-revisit")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--split", action="store_true", help="each half on its own group of nodes")
     args = ap.parse_args(argv)
     shown = sys.argv[1:] if argv is None else argv
     print("$ python -m experiments.benchmarks.probe_switch " + shlex.join(shown), flush=True)
     rows = read_rows(args.rows)
     with multiprocessing.get_context("spawn").Pool(args.jobs, initializer=worker_init) as pool:
-        got = pool.map(run, [(r["case"], r["seed"]) for r in rows])
+        got = pool.map(run, [(r["case"], r["seed"], args.split) for r in rows])
     ratio = [g["throughput"] / r["stay"] for g, r in zip(got, rows, strict=True)]
     best = [max(r["stay"], r["switch"][THEN]) / r["stay"] for r in rows]
     print(f"runs {len(rows)}, switched {sum(g['switched'] for g in got)}")
