@@ -150,7 +150,24 @@ def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
     return st
 
 
-def node_estimates(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _cpu_seconds_scale(
+    view: ClusterView, st: dict[str, np.ndarray | bool], as_trained: bool = False
+) -> np.ndarray:
+    """What one second of a node's CPU backlog takes there: 1 / its measured core speed
+    (``backlog_cpu_s`` is already in seconds of one of its cores).
+
+    :param as_trained: the form the shipped LDWP network's features were trained with, divided by
+        the core's GFLOP/s as well: a unit slip that read a node's CPU queue ~25x too short
+        (until 2026-12-04 every ETC had it, and ``mct`` sent a burst to nodes whose cores were
+        already queued for half a minute). Only the learned features keep it.
+    """
+    speed = np.maximum(view.speed_cpu, 1e-3)
+    return st["inv_cgf"] / speed if as_trained else 1.0 / speed  # the first bit for bit as before
+
+
+def node_estimates(
+    task: Task, view: ClusterView, as_trained: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's (GPU-side run time, CPU-side run time, expected completion time).
 
     Run times come from datasheets corrected by measured speeds; GPU-capable work is costed on the
@@ -169,7 +186,8 @@ def node_estimates(task: Task, view: ClusterView) -> tuple[np.ndarray, np.ndarra
         g_s = np.where(st["has_gpu"], g_s, cpu_seconds(gf, gb, 1.0) * inv_cpu)
     c_s = cpu_seconds(cf, cb, 1.0) * inv_cpu
     wait = np.maximum(
-        view.backlog_gpu_s * st["inv_ng"] * inv_sp, view.backlog_cpu_s * st["inv_cores"] * inv_cpu
+        view.backlog_gpu_s * st["inv_ng"] * inv_sp,
+        view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st, as_trained),
     )
     etc = view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
     return g_s, c_s, etc
@@ -197,11 +215,14 @@ def host_memory_wait(task: Task, view: ClusterView) -> np.ndarray:
 
 
 def memory_aware_estimates(
-    task: Task, view: ClusterView
+    task: Task, view: ClusterView, as_trained: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's GPU and CPU seconds and ETC as :func:`node_estimates`, except that the ETC
-    counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits)."""
-    g_s, c_s, etc = node_estimates(task, view)
+    counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits).
+
+    :param as_trained: the CPU queue's wait as the shipped LDWP features read it
+        (:func:`_cpu_seconds_scale`)."""
+    g_s, c_s, etc = node_estimates(task, view, as_trained)
     wait = host_memory_wait(task, view)
     after_mem = wait + task.input_mb * _static(view)["inv_net"] + g_s + c_s
     return g_s, c_s, np.maximum(etc, after_mem), wait
@@ -240,8 +261,7 @@ def _etc_after_gpu_wait(task: Task, view: ClusterView, gpu_wait: np.ndarray) -> 
     and the host-memory admission wait, whichever is longest."""
     st = _static(view)
     g_s, c_s, _, mem_wait = memory_aware_estimates(task, view)
-    inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)
-    cpu_wait = view.backlog_cpu_s * st["inv_cores"] * inv_cpu
+    cpu_wait = view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st)
     wait = np.maximum(np.maximum(gpu_wait, cpu_wait), mem_wait)
     return view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
 

@@ -128,7 +128,9 @@ def encode_nodes(
     """
     if state is None:
         state = node_state(view)
-    g_s, c_s, etc, wait = memory_aware_estimates(task, view)
+    # The ETC as the shipped networks were trained with it (CPU queue ~25x short): a feature's
+    # meaning is fixed by FEATURE_VERSION; the heuristics use the corrected one.
+    g_s, c_s, etc, wait = memory_aware_estimates(task, view, as_trained=True)
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state
