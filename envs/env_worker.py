@@ -37,6 +37,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from envs.simulated_worlds import SimulatedWorlds
+from rlsched.features import FEATURE_VERSION
 from rlsched.scenarios.spec import Scenario
 from rlsched.scheduling_env import SchedulingEnv
 
@@ -78,6 +79,7 @@ def serve(
     max_tasks: int | None,
     reward: str,
     threads: int | None,
+    feature_version: int = FEATURE_VERSION,
 ) -> None:
     """The worker: one :class:`~rlsched.scheduling_env.SchedulingEnv` over simulated worlds,
     driven by requests from ``conn`` until ``close`` or until the env's process is gone.
@@ -89,11 +91,12 @@ def serve(
     :param reward: ``"latency"`` or ``"throughput"``.
     :param threads: torch threads of the env's process (interference-aware placers use torch
         here as they would in-process), or ``None`` to leave the default.
+    :param feature_version: the observations' feature version.
     """
     if threads is not None:  # read by torch when (if) a placer imports it
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(threads)
     worlds = SimulatedWorlds(scenarios, placer, max_tasks)
-    env = SchedulingEnv(worlds, reward)
+    env = SchedulingEnv(worlds, reward, feature_version)
 
     def reset(seed: int | None, options: dict[str, Any] | None) -> tuple:
         obs, info = env.reset(seed=seed, options=options)
@@ -225,16 +228,21 @@ class EnvWorker:
     :param placer: stage-2 policy name.
     :param max_tasks: cap on tasks per episode.
     :param reward: ``"latency"`` or ``"throughput"``.
+    :param feature_version: the observations' feature version.
     """
 
     def __init__(
-        self, scenarios: Sequence[Scenario], placer: str, max_tasks: int | None, reward: str
+        self,
+        scenarios: Sequence[Scenario],
+        placer: str,
+        max_tasks: int | None,
+        reward: str,
+        feature_version: int = FEATURE_VERSION,
     ) -> None:
         torch = sys.modules.get("torch")
         self.conn, self.pid = _Launcher.fork_worker()
-        self.conn.send(
-            (list(scenarios), placer, max_tasks, reward, torch.get_num_threads() if torch else None)
-        )
+        threads = torch.get_num_threads() if torch else None
+        self.conn.send((list(scenarios), placer, max_tasks, reward, threads, feature_version))
         self.closed = False
 
     def call(self, cmd: str, *args: Any) -> Any:

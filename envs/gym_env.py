@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.env_worker import EnvWorker
-from rlsched.features import observation_space
+from rlsched.features import FEATURE_VERSION, READABLE_FEATURE_VERSIONS, observation_space
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import placer_names
 from rlsched.scenarios.loader import load_scenario
@@ -48,7 +48,9 @@ class ClusterSchedulingEnv(gym.Env):
     :param max_tasks: cap on tasks per episode (``None`` = the scenario's count).
     :param reward: ``"latency"`` or ``"throughput"``.
     :param rate_per_min: override the scenario's arrival rate.
-    :raises ValueError: for an unknown reward or placer.
+    :param feature_version: the observations' feature version (the network's being trained:
+        fine-tuning a network of an earlier version feeds it that version).
+    :raises ValueError: for an unknown reward, placer or feature version.
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012
@@ -60,10 +62,16 @@ class ClusterSchedulingEnv(gym.Env):
         max_tasks: int | None = None,
         reward: str = "latency",
         rate_per_min: float | None = None,
+        feature_version: int = FEATURE_VERSION,
     ) -> None:
         super().__init__()
         if reward not in REWARDS:
             raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
+        if feature_version not in READABLE_FEATURE_VERSIONS:
+            raise ValueError(
+                f"feature_version: expected one of {READABLE_FEATURE_VERSIONS}, got {feature_version!r}"
+            )
+        self.feature_version = feature_version
         if placer not in placer_names():
             raise ValueError(f"unknown placer {placer!r}; known: {', '.join(placer_names())}")
         many = [scenario] if isinstance(scenario, str | Scenario) else list(scenario)
@@ -92,7 +100,9 @@ class ClusterSchedulingEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
         if self._worker is None:
-            self._worker = EnvWorker(self.scenarios, self.placer_name, self.max_tasks, self.reward_kind)
+            self._worker = EnvWorker(
+                self.scenarios, self.placer_name, self.max_tasks, self.reward_kind, self.feature_version
+            )
             # Stops the worker when the env is collected without close() (holds the worker, not the env).
             weakref.finalize(self, self._worker.close)
         obs, info, self._mask, self._index = self._worker.call("reset", seed, options)

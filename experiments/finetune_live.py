@@ -35,6 +35,7 @@ from experiments.train import build_dqn
 from experiments.train_evaluation import GreedySelector
 from models.checkpoint import save_checkpoint
 from models.qnet import NodeScorer
+from rlsched.features import network_feature_version
 from rlsched.interference.predictor import ColocationData, evaluate, fit_interference
 from rlsched.policies.registry import make_placer
 from rlsched.policies.selectors import MctSelector
@@ -169,7 +170,8 @@ def finetune_live(
     zero_shot = evaluate_live(GreedySelector(net), spec, cfg, make)
     mct = evaluate_live(MctSelector(), spec, cfg, make)
     workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)
-    env = LiveSchedulingEnv(spec, make, workload, placer=cfg.placer)
+    version = network_feature_version(net)  # fed what it was trained on; meta keeps saying so
+    env = LiveSchedulingEnv(spec, make, workload, placer=cfg.placer, feature_version=version)
     # Live steps are real tasks: a small buffer and an early start, the rest as in simulation.
     tc = TrainConfig(
         net_arch=tuple(meta["net_arch"]),
@@ -181,6 +183,7 @@ def finetune_live(
     )
     model = build_dqn(env, tc)
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
+    scorer.feature_version = version
     scorer.load_state_dict(net.state_dict())
     model.q_net_target.scorer.load_state_dict(net.state_dict())  # type: ignore[union-attr]
     if cfg.steps > 0:

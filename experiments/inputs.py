@@ -187,10 +187,10 @@ def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> 
     """
     from models.checkpoint import CheckpointError, load_checkpoint, load_weights
     from models.qnet import NodeScorer
-    from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+    from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, READABLE_FEATURE_VERSIONS, TASK_FEATURES
 
     try:
-        state, _ = load_checkpoint(path, FEATURE_VERSION)
+        state, _ = load_checkpoint(path, READABLE_FEATURE_VERSIONS)
         net = NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), list(net_arch))
         load_weights(net, state, path)
     except CheckpointError as e:

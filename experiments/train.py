@@ -34,7 +34,14 @@ from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
 from models.time_discount import TimeDiscountReplayBuffer
-from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+from rlsched.features import (
+    CLUSTER_FEATURES,
+    FEATURE_VERSION,
+    NODE_FEATURES,
+    READABLE_FEATURE_VERSIONS,
+    TASK_FEATURES,
+    network_feature_version,
+)
 from rlsched.policies.registry import make_selector
 from rlsched.scenarios.spec import Scenario
 from rlsched.seeds import VALIDATION, describe, training_seed
@@ -148,10 +155,16 @@ def behaviour_clone(net: NodeScorer, data: dict[str, np.ndarray], cfg: TrainConf
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
-def checkpoint_meta(cfg: TrainConfig, steps: int, ev: dict[str, float] | None, bc_acc: float | None) -> dict:
+def checkpoint_meta(
+    cfg: TrainConfig,
+    steps: int,
+    ev: dict[str, float] | None,
+    bc_acc: float | None,
+    version: int = FEATURE_VERSION,
+) -> dict:
     n, t, c = dims()
     return {
-        "feature_version": FEATURE_VERSION,
+        "feature_version": version,
         "node_dim": n,
         "task_dim": t,
         "cluster_dim": c,
@@ -220,7 +233,7 @@ class _Progress(BaseCallback):
             self.logger.record("eval/throughput_per_min", ev["throughput_per_min"])
             self.logger.record("eval/latency_p95_s", ev["latency_p95_s"])
             self.logger.record("eval/relative_throughput", ev["relative_throughput"])
-        meta = checkpoint_meta(self.cfg, self.steps, ev, self.bc_acc)
+        meta = checkpoint_meta(self.cfg, self.steps, ev, self.bc_acc, network_feature_version(scorer))
         save_checkpoint(self.out / "last", scorer.state_dict(), meta)
         if score(ev, self.cfg.objective) > self.best:
             self.best = score(ev, self.cfg.objective)
@@ -354,18 +367,24 @@ def train(
     # The network is small: one thread avoids synchronisation overhead that outweighs the gain.
     torch.set_num_threads(cfg.threads)
     scenarios = training_scenarios(cfg)
-    env = ClusterSchedulingEnv(scenarios, placer=cfg.placer)
+    # A network keeps the feature version it was trained on: resuming or fine-tuning one of an
+    # earlier version feeds it that version, and its checkpoints record it.
+    origin = resume if resume is not None else start_weights
+    first = load_checkpoint(origin, READABLE_FEATURE_VERSIONS) if origin is not None else None
+    version = int(first[1]["feature_version"]) if first is not None else FEATURE_VERSION
+    env = ClusterSchedulingEnv(scenarios, placer=cfg.placer, feature_version=version)
     model = build_dqn(env, cfg, tensorboard_log=str(out / "tb"))
     scorer: NodeScorer = model.q_net.scorer  # type: ignore[assignment]
+    scorer.feature_version = version
     bc_acc = None
     done, history = 0, []
-    if resume is not None:
-        state, resumed = load_checkpoint(resume, FEATURE_VERSION)
+    if resume is not None and first is not None:
+        state, resumed = first
         load_weights(scorer, state, resume)
         done, bc_acc = int(resumed.get("dqn_steps") or 0), resumed.get("bc_accuracy")
         history = _earlier_history(out / "history.json", done)
-    elif start_weights is not None:
-        state, source = load_checkpoint(start_weights, FEATURE_VERSION)
+    elif start_weights is not None and first is not None:
+        state, source = first
         load_weights(scorer, state, start_weights)
         bc_acc = source.get("bc_accuracy")
     elif cfg.pretrain:
@@ -387,14 +406,15 @@ def train(
     evaluated = bool(history) and history[-1]["step"] == done
     start = history[-1] if evaluated else cb.evaluate_and_save()
     if resume is None and start_weights is None:
-        save_checkpoint(out / "pretrained", scorer.state_dict(), checkpoint_meta(cfg, 0, start, bc_acc))
+        meta = checkpoint_meta(cfg, 0, start, bc_acc, version)
+        save_checkpoint(out / "pretrained", scorer.state_dict(), meta)
     if cfg.steps > done:
         try:
             model.learn(total_timesteps=cfg.steps - done, callback=cb)
         except KeyboardInterrupt:
             # Keep what was learnt since the last evaluation: last/ gets the current weights
             # (not evaluated), best/ and history.json stay as the evaluations left them.
-            meta = checkpoint_meta(cfg, cb.steps, None, bc_acc)
+            meta = checkpoint_meta(cfg, cb.steps, None, bc_acc, version)
             save_checkpoint(out / "last", scorer.state_dict(), meta)
             raise TrainingInterrupted(out / "last", cb.steps) from None
     last = cb.history[-1]

@@ -16,6 +16,7 @@ import torch
 from envs.simulator import Simulator
 from experiments.configs import TrainConfig
 from models.qnet import NodeScorer
+from rlsched.features import network_feature_version
 from rlsched.policies.ldwp import encode_batch
 from rlsched.policies.registry import make_placer, make_selector
 from rlsched.scenarios.spec import Scenario
@@ -44,7 +45,7 @@ class GreedySelector:
 
     @torch.no_grad()
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        b = encode_batch(view, task, mask)
+        b = encode_batch(view, task, mask, network_feature_version(self.net))
         return int(self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].argmax())
 
 

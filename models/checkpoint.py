@@ -112,12 +112,12 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
 
 
 def load_checkpoint(
-    directory: str | Path, feature_version: int, retrain: str = "rlsched train"
+    directory: str | Path, feature_version: int | tuple[int, ...], retrain: str = "rlsched train"
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Verify and load a checkpoint.
 
     :param directory: a directory written by :func:`save_checkpoint`.
-    :param feature_version: the feature-encoder version of the caller.
+    :param feature_version: the feature-encoder version of the caller, or the versions it encodes.
     :param retrain: the command that makes a checkpoint of this kind (named in the version error).
     :raises CheckpointError: naming the file and what is wrong.
     """
@@ -146,11 +146,12 @@ def load_checkpoint(
             raise CheckpointError(meta_path, "files", "plain file names", name)
         verify_listed(d / name, digest)
     got = meta.get("feature_version")
-    if got != feature_version:
+    accepted = (feature_version,) if isinstance(feature_version, int) else feature_version
+    if got not in accepted or isinstance(got, bool):
         raise CheckpointError(
             meta_path,
             "feature_version",
-            f"{feature_version}, the feature version this build encodes",
+            f"{' or '.join(map(str, accepted))}, the feature version this build encodes",
             got,
             hint=f"retrain ({retrain}) or use a build with matching features",
         )

@@ -39,6 +39,9 @@ class NodeScorer(nn.Module):
     ) -> None:
         super().__init__()
         self.dims = (node_dim, task_dim, cluster_dim)
+        #: The feature version it was trained on, once known (set by whoever loads or trains it;
+        #: ``None``: the encoder's current one, ``rlsched.features.network_feature_version``).
+        self.feature_version: int | None = None
         layers: list[nn.Module] = []
         width = node_dim + task_dim + cluster_dim
         for h in hidden:

@@ -151,22 +151,22 @@ def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
 
 
 def _cpu_seconds_scale(
-    view: ClusterView, st: dict[str, np.ndarray | bool], as_trained: bool = False
+    view: ClusterView, st: dict[str, np.ndarray | bool], legacy_cpu_wait: bool = False
 ) -> np.ndarray:
     """What one second of a node's CPU backlog takes there: 1 / its measured core speed
     (``backlog_cpu_s`` is already in seconds of one of its cores).
 
-    :param as_trained: the form the shipped LDWP network's features were trained with, divided by
-        the core's GFLOP/s as well: a unit slip that read a node's CPU queue ~25x too short
-        (until 2026-12-04 every ETC had it, and ``mct`` sent a burst to nodes whose cores were
-        already queued for half a minute). Only the learned features keep it.
+    :param legacy_cpu_wait: the form LDWP feature version 2 reads (the shipped network was trained
+        on it): divided by the core's GFLOP/s as well, a unit slip that read a node's CPU queue
+        ~25x too short (until 2026-12-04 every ETC had it, and ``mct`` sent a burst to nodes whose
+        cores were already queued for half a minute). Only version-2 features keep it.
     """
     speed = np.maximum(view.speed_cpu, 1e-3)
-    return st["inv_cgf"] / speed if as_trained else 1.0 / speed  # the first bit for bit as before
+    return st["inv_cgf"] / speed if legacy_cpu_wait else 1.0 / speed  # the first bit for bit as before
 
 
 def node_estimates(
-    task: Task, view: ClusterView, as_trained: bool = False
+    task: Task, view: ClusterView, legacy_cpu_wait: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's (GPU-side run time, CPU-side run time, expected completion time).
 
@@ -174,6 +174,9 @@ def node_estimates(
     node's average GPU, and on a core where a node has no GPU. The expected completion time (ETC,
     relative to now) adds the input transfer after what the NIC already has queued and the queued
     work ahead of the task on the node's GPUs or cores, whichever is longer.
+
+    :param legacy_cpu_wait: the CPU queue's wait as feature version 2 reads it
+        (:func:`_cpu_seconds_scale`); every heuristic uses the corrected one.
     """
     st = _static(view)
     gf, gb, cf, cb = task_work_vector(task)
@@ -187,7 +190,7 @@ def node_estimates(
     c_s = cpu_seconds(cf, cb, 1.0) * inv_cpu
     wait = np.maximum(
         view.backlog_gpu_s * st["inv_ng"] * inv_sp,
-        view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st, as_trained),
+        view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st, legacy_cpu_wait),
     )
     etc = view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
     return g_s, c_s, etc
@@ -215,14 +218,14 @@ def host_memory_wait(task: Task, view: ClusterView) -> np.ndarray:
 
 
 def memory_aware_estimates(
-    task: Task, view: ClusterView, as_trained: bool = False
+    task: Task, view: ClusterView, legacy_cpu_wait: bool = False
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's GPU and CPU seconds and ETC as :func:`node_estimates`, except that the ETC
     counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits).
 
-    :param as_trained: the CPU queue's wait as the shipped LDWP features read it
+    :param legacy_cpu_wait: the CPU queue's wait as feature version 2 reads it
         (:func:`_cpu_seconds_scale`)."""
-    g_s, c_s, etc = node_estimates(task, view, as_trained)
+    g_s, c_s, etc = node_estimates(task, view, legacy_cpu_wait)
     wait = host_memory_wait(task, view)
     after_mem = wait + task.input_mb * _static(view)["inv_net"] + g_s + c_s
     return g_s, c_s, np.maximum(etc, after_mem), wait

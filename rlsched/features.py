@@ -2,7 +2,8 @@
 
 Used by learning policies in the simulator and in the live runtime alike; it reads only a
 :class:`ClusterView` and a :class:`Task`. Bump :data:`FEATURE_VERSION` whenever a feature's
-meaning, order or scaling changes: checkpoints record it and refuse to load across versions.
+meaning, order or scaling changes: checkpoints record it, and a network is always fed the version
+it was trained on (:data:`READABLE_FEATURE_VERSIONS`; others are refused).
 
 Scaling: counts and durations go through ``log1p`` and utilisations stay in [0, 1], so every
 feature is O(1) on clusters from 4 to 1,024 nodes — what lets one network serve any size.
@@ -20,7 +21,12 @@ from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.tasks import Task
 from rlsched.view import DYN_COLUMNS, ClusterView
 
-FEATURE_VERSION = 2
+#: What ``rlsched train`` encodes: version 3 reads each node's CPU queue in seconds.
+FEATURE_VERSION = 3
+#: Versions this build still encodes, for networks trained on them. Version 2 (the shipped LDWP
+#: network's) differs only in ``etc_log``, ``etc_rel_best`` and ``mem_wait_log``: its CPU-queue wait
+#: was also divided by the core's GFLOP/s (~25x short; :func:`rlsched.estimates.node_estimates`).
+READABLE_FEATURE_VERSIONS: tuple[int, ...] = (2, 3)
 
 NODE_FEATURES: tuple[str, ...] = (
     "alive",
@@ -117,7 +123,11 @@ def node_state(view: ClusterView) -> np.ndarray:
 
 
 def encode_nodes(
-    view: ClusterView, task: Task, mask: np.ndarray, state: np.ndarray | None = None
+    view: ClusterView,
+    task: Task,
+    mask: np.ndarray,
+    state: np.ndarray | None = None,
+    version: int = FEATURE_VERSION,
 ) -> np.ndarray:
     """(N, len(NODE_FEATURES)) float32 features of every node for placing ``task``.
 
@@ -125,12 +135,12 @@ def encode_nodes(
     :param task: the task awaiting a node.
     :param mask: (N,) feasible nodes.
     :param state: :func:`node_state` of ``view`` if already computed.
+    :param version: the feature version of the network that reads them
+        (:data:`READABLE_FEATURE_VERSIONS`).
     """
     if state is None:
         state = node_state(view)
-    # The ETC as the shipped networks were trained with it (CPU queue ~25x short): a feature's
-    # meaning is fixed by FEATURE_VERSION; the heuristics use the corrected one.
-    g_s, c_s, etc, wait = memory_aware_estimates(task, view, as_trained=True)
+    g_s, c_s, etc, wait = memory_aware_estimates(task, view, legacy_cpu_wait=version < 3)
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state
@@ -244,14 +254,21 @@ def encode_cluster(view: ClusterView, state: np.ndarray | None = None) -> np.nda
     return out
 
 
-def encode_observation(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, np.ndarray]:
+def encode_observation(
+    view: ClusterView, task: Task, mask: np.ndarray, version: int = FEATURE_VERSION
+) -> dict[str, np.ndarray]:
     """The stage-1 observation: ``nodes``, ``task``, ``cluster`` and the int8 ``mask``.
 
     What the Gym environment returns and what the LDWP network reads at decision time.
+
+    :param version: the feature version of the network that reads it.
+    :raises ValueError: for a version this build does not encode.
     """
+    if version not in READABLE_FEATURE_VERSIONS:
+        raise ValueError(f"feature version: expected one of {READABLE_FEATURE_VERSIONS}, got {version!r}")
     state = node_state(view)
     return {
-        "nodes": encode_nodes(view, task, mask, state),
+        "nodes": encode_nodes(view, task, mask, state, version),
         "task": encode_task(task, view),
         "cluster": encode_cluster(view, state),
         "mask": mask.astype(np.int8),
@@ -281,3 +298,10 @@ def terminal_observation(n_nodes: int) -> dict[str, np.ndarray]:
         "cluster": np.zeros(len(CLUSTER_FEATURES), dtype=np.float32),
         "mask": np.ones(n_nodes, dtype=np.int8),
     }
+
+
+def network_feature_version(net: object) -> int:
+    """The feature version a loaded network was trained on (set when its checkpoint is read;
+    a network built here and not loaded reads this build's :data:`FEATURE_VERSION`)."""
+    version = getattr(net, "feature_version", None)
+    return FEATURE_VERSION if version is None else int(version)

@@ -32,7 +32,13 @@ import numpy as np
 from gymnasium import spaces
 
 from rlsched.estimates import best_etc_node
-from rlsched.features import encode_observation, observation_space, terminal_observation
+from rlsched.features import (
+    FEATURE_VERSION,
+    READABLE_FEATURE_VERSIONS,
+    encode_observation,
+    observation_space,
+    terminal_observation,
+)
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -70,16 +76,25 @@ class SchedulingEnv(gym.Env):
 
     :param source: opens each episode's world.
     :param reward: ``"latency"`` or ``"throughput"``.
+    :param feature_version: the observations' feature version (the network's being trained).
     """
 
     metadata = {"render_modes": []}  # noqa: RUF012
 
-    def __init__(self, source: WorldSource, reward: str = "latency") -> None:
+    def __init__(
+        self, source: WorldSource, reward: str = "latency", feature_version: int = FEATURE_VERSION
+    ) -> None:
         super().__init__()
         if reward not in REWARDS:
             raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
+        if feature_version not in READABLE_FEATURE_VERSIONS:
+            raise ValueError(
+                f"feature_version: expected one of {READABLE_FEATURE_VERSIONS}, got {feature_version!r}"
+            )
         self.source = source
         self.reward_kind = reward
+        #: The feature version of the observations (that of the network being trained).
+        self.feature_version = feature_version
         self.n_max = source.n_nodes
         self.observation_space = observation_space(self.n_max)
         self.action_space = spaces.Discrete(self.n_max)
@@ -189,7 +204,7 @@ class SchedulingEnv(gym.Env):
         if task is None:  # terminal: any valid-looking observation; it is never acted on
             return terminal_observation(self.n_max)
         with world.lock():
-            obs = encode_observation(world.view, task, self._mask)
+            obs = encode_observation(world.view, task, self._mask, self.feature_version)
         n = len(self._mask)
         if n < self.n_max:
             nodes = np.zeros((self.n_max, obs["nodes"].shape[1]), dtype=np.float32)

@@ -10,12 +10,13 @@ from pathlib import Path
 
 from models.checkpoint import CheckpointError, load_checkpoint, load_weights
 from models.qnet import NodeScorer
-from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
+from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, READABLE_FEATURE_VERSIONS, TASK_FEATURES
 
 
 def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
-    """Build the network a checkpoint describes and load its verified weights."""
-    state, meta = load_checkpoint(directory, FEATURE_VERSION)
+    """Build the network a checkpoint describes and load its verified weights; the network's
+    ``feature_version`` is the one it was trained on (what it must be fed)."""
+    state, meta = load_checkpoint(directory, READABLE_FEATURE_VERSIONS)
     dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
     if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
         got = (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim"))
@@ -27,5 +28,6 @@ def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
         raise CheckpointError(Path(directory) / "meta.json", "net_arch", "a list of layer widths", arch)
     net = NodeScorer(*dims, hidden=arch)
     load_weights(net, state, directory)
+    net.feature_version = int(meta["feature_version"])
     net.eval()
     return net, meta

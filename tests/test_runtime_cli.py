@@ -14,7 +14,7 @@ import pytest
 
 from experiments.cli import main
 from models.checkpoint import load_checkpoint
-from rlsched.features import FEATURE_VERSION
+from rlsched.features import READABLE_FEATURE_VERSIONS
 from rlsched.policies.ldwp import PRETRAINED
 from tests.conftest import ctrl_c_able
 
@@ -68,7 +68,10 @@ def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.C
     report = json.loads((out / "transfer.json").read_text())
     ix = report["interference"]
     assert ix["live_rows"] > 0 and 0 <= ix["sim_pretrained_then_live_update"]["mae"] < 1
-    load_checkpoint(out / "last", FEATURE_VERSION)  # checksummed, loadable
+    _, meta = load_checkpoint(out / "last", READABLE_FEATURE_VERSIONS)  # checksummed, loadable
+    # fine-tuned on the features it was trained on, and says so
+    source = json.loads((PRETRAINED / "meta.json").read_text())["feature_version"]
+    assert meta["feature_version"] == source
     assert (out / "interference").is_dir() and (out / "colocation.csv").is_file()
 
 

@@ -119,5 +119,5 @@ def test_the_cpu_queue_waits_its_seconds_over_the_cores() -> None:
     for name, estimate in ETCS.items():
         etc = estimate(task, v)
         assert etc[0] - etc[1] == pytest.approx(20.0), name
-    _, _, trained = node_estimates(task, v, as_trained=True)
+    _, _, trained = node_estimates(task, v, legacy_cpu_wait=True)
     assert trained[0] - trained[1] == pytest.approx(20.0 / v.cpu_gflops[0])

@@ -18,7 +18,8 @@ from experiments.train import TrainConfig, behaviour_clone, collect_teacher, tra
 from experiments.train_evaluation import TEACHERS, evaluate_selector, pick_teacher, score
 from models.checkpoint import load_checkpoint
 from models.qnet import NodeScorer
-from rlsched.features import FEATURE_VERSION
+from rlsched.features import FEATURE_VERSION, READABLE_FEATURE_VERSIONS
+from rlsched.policies.ldwp import PRETRAINED
 from rlsched.policies.registry import make_selector
 from rlsched.scenarios.loader import load_scenario
 from tests.conftest import interrupt_rlsched
@@ -128,6 +129,26 @@ def test_simulate_with_a_bad_model_exits_2(tmp_path: Path, capsys) -> None:  # t
         f"rlsched: error: {tmp_path / 'meta.json'}: <file>: expected a checkpoint's meta.json"
     )
     assert "not found" in err and err.strip().endswith("the checkpoint of --model")
+
+
+def test_training_from_an_earlier_versions_network_keeps_its_features(tiny: Path, tmp_path: Path) -> None:
+    """The shipped network reads feature version 2: fine-tuning or resuming it feeds it version 2
+    and its checkpoints say so (a later build still reads them)."""
+    shipped = json.loads((PRETRAINED / "meta.json").read_text())
+    assert shipped["feature_version"] == 2 != FEATURE_VERSION
+    cfg = TrainConfig(
+        scenario=str(tiny),
+        rate_per_min=None,
+        steps=200,
+        learning_starts=100,
+        eval_every=200,
+        eval_seeds=(10_101,),
+        net_arch=tuple(shipped["net_arch"]),
+    )
+    train(cfg, tmp_path / "ft", start_weights=PRETRAINED)
+    for sub in ("best", "last"):
+        _, meta = load_checkpoint(tmp_path / "ft" / sub, READABLE_FEATURE_VERSIONS)
+        assert meta["feature_version"] == 2
 
 
 def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(

@@ -9,7 +9,7 @@ import torch
 
 import models
 from models.qnet import NodeScorer
-from rlsched.features import encode_observation
+from rlsched.features import FEATURE_VERSION, encode_observation, network_feature_version
 from rlsched.scorer_io import scorer_from_checkpoint
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -18,9 +18,15 @@ from rlsched.view import ClusterView
 PRETRAINED = models.PRETRAINED_LDWP
 
 
-def encode_batch(view: ClusterView, task: Task, mask: np.ndarray) -> dict[str, torch.Tensor]:
-    """The observation of one decision as a batch of one (what the Q-network reads)."""
-    return {k: torch.from_numpy(v)[None] for k, v in encode_observation(view, task, mask).items()}
+def encode_batch(
+    view: ClusterView, task: Task, mask: np.ndarray, version: int = FEATURE_VERSION
+) -> dict[str, torch.Tensor]:
+    """The observation of one decision as a batch of one (what the Q-network reads).
+
+    :param version: the feature version of the network that reads it.
+    """
+    obs = encode_observation(view, task, mask, version)
+    return {k: torch.from_numpy(v)[None] for k, v in obs.items()}
 
 
 class LdwpSelector:
@@ -34,6 +40,8 @@ class LdwpSelector:
     def __init__(self, model_dir: str | Path | None = None) -> None:
         self.model_dir = Path(model_dir) if model_dir is not None else PRETRAINED
         self.net, self.meta = scorer_from_checkpoint(self.model_dir)
+        #: The feature version the network was trained on (what it is fed).
+        self.feature_version = network_feature_version(self.net)
 
     @classmethod
     def from_network(cls, net: NodeScorer, meta: dict, model_dir: str | Path) -> LdwpSelector:
@@ -43,6 +51,7 @@ class LdwpSelector:
         """
         sel = cls.__new__(cls)  # no checkpoint to read
         sel.model_dir, sel.net, sel.meta = Path(model_dir), net.eval(), meta
+        sel.feature_version = int(meta.get("feature_version", network_feature_version(net)))
         return sel
 
     def reset(self, view: ClusterView, seed: int) -> None:
@@ -50,6 +59,6 @@ class LdwpSelector:
 
     @torch.no_grad()
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        b = encode_batch(view, task, mask)
+        b = encode_batch(view, task, mask, self.feature_version)
         q = self.net(b["nodes"], b["task"], b["cluster"], b["mask"])
         return int(q[0].argmax())

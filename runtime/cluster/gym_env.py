@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 from gymnasium.envs.registration import EnvSpec
 
+from rlsched.features import FEATURE_VERSION
 from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.policies.registry import make_placer, make_selector, placer_names
 from rlsched.scheduler import TwoStageScheduler
@@ -81,6 +82,7 @@ class LiveSchedulingEnv(SchedulingEnv):
     :param workload: tasks per episode, streams and rate (its seed is drawn per episode).
     :param placer: stage-2 policy on every node (a registry name).
     :param instrument: builds the profiling instrument of an episode's cluster (IAWP calibration).
+    :param feature_version: the observations' feature version (the network's being fine-tuned).
     """
 
     def __init__(
@@ -90,14 +92,17 @@ class LiveSchedulingEnv(SchedulingEnv):
         workload: LiveWorkload,
         placer: str = "mlsm",
         instrument: Callable[[ClusterBackend], ProfilingInstrument] | None = None,
+        feature_version: int = FEATURE_VERSION,
     ) -> None:
         self.worlds = LiveWorlds(spec, make_cluster, workload, placer, instrument)
-        super().__init__(self.worlds)
+        super().__init__(self.worlds, feature_version=feature_version)
         self.cluster_spec = spec
         # Real executions: the same seed and actions give other timings, so other rewards.
         self.spec = EnvSpec(
             "rlsched/LiveScheduling-v0",
-            entry_point=lambda **_: LiveSchedulingEnv(spec, make_cluster, workload, placer, instrument),
+            entry_point=lambda **_: LiveSchedulingEnv(
+                spec, make_cluster, workload, placer, instrument, feature_version
+            ),
             nondeterministic=True,
             disable_env_checker=True,
         )

@@ -35,7 +35,7 @@ import torch
 
 from models.online_dqn import OnlineDqn, OnlineDqnConfig
 from models.qnet import NodeScorer
-from rlsched.features import encode_observation
+from rlsched.features import FEATURE_VERSION, encode_observation
 from rlsched.policies import ldwp_from_network
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
@@ -82,6 +82,8 @@ class SelectorLearning:
     ) -> None:
         self.origin, self.promotion, self.candidate_updates = origin, promotion, candidate_updates
         self.meta = dict(incumbent.meta)
+        #: The incumbent's feature version: what its transitions are encoded in.
+        self.feature_version = int(self.meta.get("feature_version", FEATURE_VERSION))
         self.promoted: NodeScorer | None = None
         start, updates = incumbent.net, 0
         if learned is not None and learned.selector is not None and learned.selector_origin == origin:
@@ -107,7 +109,7 @@ class SelectorLearning:
     # ---- the dispatcher's side (cluster lock held) ---------------------------------------------
     def record(self, task: Task, view: ClusterView, mask: np.ndarray, node: int) -> None:
         """The incumbent sent ``task`` to ``node``: it completes the previous transition."""
-        obs = encode_observation(view, task, mask)
+        obs = encode_observation(view, task, mask, self.feature_version)
         now = float(view.time_s)
         prev = self._prev
         if prev is not None:
