@@ -8,7 +8,11 @@ and after it::
     python -m experiments.benchmarks.regression_grid --out after.json --compare before.json
 
 ``experiments/benchmarks/regression_reference.json`` is the committed reference: the grid as the
-code computed it before the world/dispatch refactor (issue 14), unchanged by it.
+code computed it on 2026-12-05 (commit 0748b78). Against the previous reference (before the
+world/dispatch refactor of issue 14, unchanged by it) only what two meant changes touch differs:
+the CPU-queue fix of the ``mct`` family's estimates (21 runs of ``mct`` and ``mct-mem`` pairs) and
+LDWP feature version 3 in the Gym environment's observations (one digest); every other run,
+``ldwp`` and ``ldwp+iawp`` included, is bit-identical.
 
 Each run keeps every metric except wall-clock ones (and the ``clairvoyant`` label), and a
 SHA-256 of its per-task latencies and completion times (``repr`` of each float, so one changed bit
