@@ -23,7 +23,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs.env_worker import EnvWorker
-from rlsched.features import FEATURE_VERSION, READABLE_FEATURE_VERSIONS, observation_space
+from rlsched.features import FEATURE_VERSION, check_feature_version, observation_space
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import placer_names
 from rlsched.scenarios.loader import load_scenario
@@ -67,11 +67,7 @@ class ClusterSchedulingEnv(gym.Env):
         super().__init__()
         if reward not in REWARDS:
             raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
-        if feature_version not in READABLE_FEATURE_VERSIONS:
-            raise ValueError(
-                f"feature_version: expected one of {READABLE_FEATURE_VERSIONS}, got {feature_version!r}"
-            )
-        self.feature_version = feature_version
+        self.feature_version = check_feature_version(feature_version)
         if placer not in placer_names():
             raise ValueError(f"unknown placer {placer!r}; known: {', '.join(placer_names())}")
         many = [scenario] if isinstance(scenario, str | Scenario) else list(scenario)

@@ -264,8 +264,7 @@ def encode_observation(
     :param version: the feature version of the network that reads it.
     :raises ValueError: for a version this build does not encode.
     """
-    if version not in READABLE_FEATURE_VERSIONS:
-        raise ValueError(f"feature version: expected one of {READABLE_FEATURE_VERSIONS}, got {version!r}")
+    check_feature_version(version)
     state = node_state(view)
     return {
         "nodes": encode_nodes(view, task, mask, state, version),
@@ -305,3 +304,13 @@ def network_feature_version(net: object) -> int:
     a network built here and not loaded reads this build's :data:`FEATURE_VERSION`)."""
     version = getattr(net, "feature_version", None)
     return FEATURE_VERSION if version is None else int(version)
+
+
+def check_feature_version(version: int) -> int:
+    """``version`` if this build encodes it (:data:`READABLE_FEATURE_VERSIONS`).
+
+    :raises ValueError: naming ``feature_version`` and the versions it could be.
+    """
+    if isinstance(version, bool) or version not in READABLE_FEATURE_VERSIONS:
+        raise ValueError(f"feature_version: expected one of {READABLE_FEATURE_VERSIONS}, got {version!r}")
+    return version

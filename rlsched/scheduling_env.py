@@ -34,7 +34,7 @@ from gymnasium import spaces
 from rlsched.estimates import best_etc_node
 from rlsched.features import (
     FEATURE_VERSION,
-    READABLE_FEATURE_VERSIONS,
+    check_feature_version,
     encode_observation,
     observation_space,
     terminal_observation,
@@ -87,14 +87,10 @@ class SchedulingEnv(gym.Env):
         super().__init__()
         if reward not in REWARDS:
             raise ValueError(f"reward must be 'latency' or 'throughput', got {reward!r}")
-        if feature_version not in READABLE_FEATURE_VERSIONS:
-            raise ValueError(
-                f"feature_version: expected one of {READABLE_FEATURE_VERSIONS}, got {feature_version!r}"
-            )
         self.source = source
         self.reward_kind = reward
         #: The feature version of the observations (that of the network being trained).
-        self.feature_version = feature_version
+        self.feature_version = check_feature_version(feature_version)
         self.n_max = source.n_nodes
         self.observation_space = observation_space(self.n_max)
         self.action_space = spaces.Discrete(self.n_max)

@@ -114,7 +114,7 @@ def test_another_version_is_refused_naming_the_readable_ones(tmp_path: Path) -> 
         scorer_from_checkpoint(_relabelled(tmp_path, 1))
     with pytest.raises(ValueError, match="feature_version"):
         ClusterSchedulingEnv(CPU_QUEUES, feature_version=4)
-    with pytest.raises(ValueError, match="feature version"):
+    with pytest.raises(ValueError, match="feature_version"):
         encode_observation(
             ClusterView.from_spec(CPU_QUEUES.cluster),
             generate_tasks(CPU_QUEUES, 0)[0],
