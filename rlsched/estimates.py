@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rlsched.tasks import Device, Subtask, Task
+from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
+from rlsched.tasks import Device, Subtask, SubtaskGraph, Task
 from rlsched.view import ClusterView
 
 #: Fraction of peak FP32 that the nominal model assumes a kernel reaches.
@@ -26,6 +27,9 @@ NOMINAL_COMPUTE_EFF = 0.5
 NOMINAL_BW_EFF = 0.7
 #: Memory bandwidth one CPU core can draw, GB/s.
 CPU_CORE_BW_GBS = 8.0
+#: The device a task's critical-path share is costed on (the share is a ratio, so which one
+#: matters only through the roofline's compute/bandwidth balance; it is the features' reference).
+_PATH_REF = gpu_model("T4")
 
 
 def gpu_seconds(gflop: float, gbytes: float, tflops: float, bw_gbs: float) -> float:
@@ -111,6 +115,42 @@ def task_split_seconds(task: Task, tflops: float, bw_gbs: float, core_gflops: fl
     return g, c
 
 
+def critical_path_shares(graph: SubtaskGraph) -> tuple[float, float]:
+    """(GPU-capable, CPU-only) critical path of a task's DAG over its total work, each in (0, 1].
+
+    A task whose subtasks form one chain has 1: it runs no faster on a node with more devices.
+    One of eight independent subtasks (an eight-GPU pod) has 1/8: a node with eight GPUs runs it
+    in an eighth of the time one GPU would. Each part's path counts only that part's subtasks,
+    weighted by their nominal seconds on a reference GPU (:data:`_PATH_REF`) or core. Cached on
+    the graph (computed once per task).
+    """
+    cached = getattr(graph, "_path_shares", None)
+    if cached is not None:
+        return cached
+    n = len(graph.subtasks)
+    gpu_t, cpu_t = np.zeros(n), np.zeros(n)
+    for s in graph.subtasks:
+        if s.device is Device.CPU:
+            cpu_t[s.index] = subtask_cpu_seconds(s, CPU_CORE_GFLOPS)
+        else:
+            gpu_t[s.index] = subtask_gpu_seconds(s, _PATH_REF.fp32_tflops, _PATH_REF.mem_bw_gbs)
+    shares = (_path_share(graph, gpu_t), _path_share(graph, cpu_t))
+    object.__setattr__(graph, "_path_shares", shares)
+    return shares
+
+
+def _path_share(graph: SubtaskGraph, seconds: np.ndarray) -> float:
+    """The DAG's longest path under per-subtask ``seconds`` over their sum (1 where the sum is 0)."""
+    total = float(seconds.sum())
+    if total <= 0:
+        return 1.0
+    finish = np.zeros(len(seconds))
+    for s in graph.subtasks:  # topological order: parents first
+        start = max((finish[p] for p in s.parents), default=0.0)
+        finish[s.index] = start + seconds[s.index]
+    return min(float(finish.max()) / total, 1.0)
+
+
 def task_work_vector(task: Task) -> tuple[float, float, float, float]:
     """(GPU-capable GFLOP, GPU-capable GB traffic, CPU-only GFLOP, CPU-only GB) of a task.
 
@@ -144,6 +184,8 @@ def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
             "inv_bw": inv_bw,
             "inv_ng": 1.0 / np.maximum(view.n_gpus, 1),
             "inv_cores": 1.0 / np.maximum(view.cores, 1),
+            # What runs a task's GPU-capable subtasks side by side: GPUs, or cores on a node without.
+            "inv_gpu_units": 1.0 / np.maximum(np.where(has_gpu, view.n_gpus, view.cores), 1),
             "inv_cgf": 1.0 / view.cpu_gflops,
             "inv_net": 1.0 / view.net_mbps,
         }
@@ -166,17 +208,25 @@ def _cpu_seconds_scale(
 
 
 def node_estimates(
-    task: Task, view: ClusterView, legacy_cpu_wait: bool = False
+    task: Task, view: ClusterView, legacy_cpu_wait: bool = False, parallel: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's (GPU-side run time, CPU-side run time, expected completion time).
 
     Run times come from datasheets corrected by measured speeds; GPU-capable work is costed on the
-    node's average GPU, and on a core where a node has no GPU. The expected completion time (ETC,
-    relative to now) adds the input transfer after what the NIC already has queued and the queued
-    work ahead of the task on the node's GPUs or cores, whichever is longer.
+    node's average GPU, and on a core where a node has no GPU. Subtasks that do not depend on each
+    other run side by side on a node's devices, so each part takes its total work over the node's
+    GPUs (or cores), but never less than its critical path (:func:`critical_path_shares`): an
+    eight-GPU pod takes an eighth of its work on an eight-GPU node and four eighths on a two-GPU
+    one. The expected completion time (ETC, relative to now) adds the input transfer after what
+    the NIC already has queued and the queued work ahead of the task on the node's GPUs or cores,
+    whichever is longer.
 
     :param legacy_cpu_wait: the CPU queue's wait as feature version 2 reads it
         (:func:`_cpu_seconds_scale`); every heuristic uses the corrected one.
+    :param parallel: count the task's subtasks running side by side. LDWP's features (versions 2
+        and 3) do not: they keep the form their networks were trained on, the whole task on one
+        device (until 2026-12-05 every ETC had it, and sent an eight-GPU pod to a two-GPU node
+        whose queue was shorter, to run four times as long).
     """
     st = _static(view)
     gf, gb, cf, cb = task_work_vector(task)
@@ -188,6 +238,12 @@ def node_estimates(
         # pessimistic for the bandwidth term on fast cores — the same for every node.
         g_s = np.where(st["has_gpu"], g_s, cpu_seconds(gf, gb, 1.0) * inv_cpu)
     c_s = cpu_seconds(cf, cb, 1.0) * inv_cpu
+    if parallel:
+        path_gpu, path_cpu = critical_path_shares(task.graph)
+        if path_gpu < 1.0:
+            g_s = g_s * np.maximum(path_gpu, st["inv_gpu_units"])
+        if path_cpu < 1.0:
+            c_s = c_s * np.maximum(path_cpu, st["inv_cores"])
     wait = np.maximum(
         view.backlog_gpu_s * st["inv_ng"] * inv_sp,
         view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st, legacy_cpu_wait),
@@ -218,14 +274,15 @@ def host_memory_wait(task: Task, view: ClusterView) -> np.ndarray:
 
 
 def memory_aware_estimates(
-    task: Task, view: ClusterView, legacy_cpu_wait: bool = False
+    task: Task, view: ClusterView, legacy_cpu_wait: bool = False, parallel: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per node: the task's GPU and CPU seconds and ETC as :func:`node_estimates`, except that the ETC
     counts the host-memory admission wait (``mct-mem``), and that wait (0 where the task fits).
 
     :param legacy_cpu_wait: the CPU queue's wait as feature version 2 reads it
-        (:func:`_cpu_seconds_scale`)."""
-    g_s, c_s, etc = node_estimates(task, view, legacy_cpu_wait)
+        (:func:`_cpu_seconds_scale`).
+    :param parallel: count subtasks running side by side (:func:`node_estimates`)."""
+    g_s, c_s, etc = node_estimates(task, view, legacy_cpu_wait, parallel)
     wait = host_memory_wait(task, view)
     after_mem = wait + task.input_mb * _static(view)["inv_net"] + g_s + c_s
     return g_s, c_s, np.maximum(etc, after_mem), wait
@@ -253,17 +310,19 @@ def stream_queue_wait(view: ClusterView) -> np.ndarray:
     return np.where(view.n_gpus > 0, queued * per_task / streams, 0.0)
 
 
-def stream_aware_estimates(task: Task, view: ClusterView) -> np.ndarray:
+def stream_aware_estimates(task: Task, view: ClusterView, parallel: bool = True) -> np.ndarray:
     """Per node: the task's ETC (relative to now) when a GPU's streams serve tasks side by side
-    (:func:`stream_queue_wait`), counting the host-memory admission wait as ``mct-mem`` does."""
-    return _etc_after_gpu_wait(task, view, stream_queue_wait(view))
+    (:func:`stream_queue_wait`), counting the host-memory admission wait as ``mct-mem`` does.
+
+    :param parallel: count the task's subtasks running side by side (:func:`node_estimates`)."""
+    return _etc_after_gpu_wait(task, view, stream_queue_wait(view), parallel)
 
 
-def _etc_after_gpu_wait(task: Task, view: ClusterView, gpu_wait: np.ndarray) -> np.ndarray:
+def _etc_after_gpu_wait(task: Task, view: ClusterView, gpu_wait: np.ndarray, parallel: bool) -> np.ndarray:
     """Per node: the task's ETC when its work starts after ``gpu_wait``, the CPU queue
     and the host-memory admission wait, whichever is longest."""
     st = _static(view)
-    g_s, c_s, _, mem_wait = memory_aware_estimates(task, view)
+    g_s, c_s, _, mem_wait = memory_aware_estimates(task, view, parallel=parallel)
     cpu_wait = view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st)
     wait = np.maximum(np.maximum(gpu_wait, cpu_wait), mem_wait)
     return view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
@@ -297,15 +356,19 @@ def capacity_wait(view: ClusterView) -> np.ndarray:
     return np.where(view.n_gpus > 0, view.backlog_gpu_s / np.maximum(cap, 1e-6), 0.0)
 
 
-def capacity_estimates(task: Task, view: ClusterView) -> np.ndarray:
+def capacity_estimates(task: Task, view: ClusterView, parallel: bool = True) -> np.ndarray:
     """Per node: the task's ETC (relative to now) when its GPU work starts after the node's GPU
     backlog drains at the streams' capacity (:func:`capacity_wait`), counting the CPU queue and
-    the host-memory admission wait as ``mct-mem`` does."""
-    return _etc_after_gpu_wait(task, view, capacity_wait(view))
+    the host-memory admission wait as ``mct-mem`` does.
+
+    :param parallel: count the task's subtasks running side by side (:func:`node_estimates`)."""
+    return _etc_after_gpu_wait(task, view, capacity_wait(view), parallel)
 
 
-def drain_estimates(task: Task, view: ClusterView) -> np.ndarray:
+def drain_estimates(task: Task, view: ClusterView, parallel: bool = True) -> np.ndarray:
     """Per node: the task's ETC (relative to now) when its GPU work starts after the node's GPU
     backlog drains at the measured aggregate rate (:func:`drain_wait`), counting the CPU queue and
-    the host-memory admission wait as ``mct-mem`` does."""
-    return _etc_after_gpu_wait(task, view, drain_wait(view))
+    the host-memory admission wait as ``mct-mem`` does.
+
+    :param parallel: count the task's subtasks running side by side (:func:`node_estimates`)."""
+    return _etc_after_gpu_wait(task, view, drain_wait(view), parallel)

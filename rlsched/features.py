@@ -140,7 +140,7 @@ def encode_nodes(
     """
     if state is None:
         state = node_state(view)
-    g_s, c_s, etc, wait = memory_aware_estimates(task, view, legacy_cpu_wait=version < 3)
+    g_s, c_s, etc, wait = memory_aware_estimates(task, view, legacy_cpu_wait=version < 3, parallel=False)
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state

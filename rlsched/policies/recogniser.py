@@ -31,6 +31,9 @@ from rlsched.policies.case_features import FEATURES
 MODEL_FILE = "recogniser.json"
 #: Bumped when :data:`FEATURES` or their meaning change (a model of other features is refused).
 FEATURE_VERSION = 1
+#: ``etc_version`` of a file whose labels were measured with the ``mct`` pairs' ETC costing a task
+#: on one device (every file before the key existed), and with subtasks side by side.
+ETC_ONE_DEVICE, ETC_PARALLEL = 1, 2
 #: Where the shipped recogniser lives.
 SHIPPED_DIR = PRETRAINED_RECOGNISER
 
@@ -93,6 +96,9 @@ class Recogniser:
     :param row_cases: the case of each row.
     :param weights: per-feature weight in the distance (0: the feature is not used; default: 1
         each). Files without it weigh every feature 1.
+    :param parallel_etc: the ETC form of the ``mct`` pairs its labels were measured with, which
+        ``auto`` then runs: ``True``, subtasks side by side (fits since 2026-12-05, file key
+        ``etc_version`` 2); ``False``, the whole task on one device (files without the key).
     """
 
     candidates: tuple[str, ...]
@@ -106,6 +112,7 @@ class Recogniser:
     scores: np.ndarray
     row_cases: tuple[str, ...]
     weights: np.ndarray | None = None
+    parallel_etc: bool = True
 
     def __post_init__(self) -> None:
         if self.weights is None:
@@ -160,6 +167,7 @@ class Recogniser:
         return Recogniser(
             self.candidates, self.default, self.window, k, margin,
             self.center, self.scale, self.rows, self.scores, self.row_cases, self.weights,
+            self.parallel_etc,
         )  # fmt: skip
 
     @property
@@ -187,6 +195,7 @@ class Recogniser:
             "scores": self.scores.tolist(),
             "row_cases": list(self.row_cases),
             "weights": np.asarray(self.weights, dtype=float).tolist(),
+            "etc_version": ETC_PARALLEL if self.parallel_etc else ETC_ONE_DEVICE,
         }
 
     def save(self, directory: str | Path, meta: dict[str, Any] | None = None) -> Path:
@@ -267,6 +276,9 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
             path, "candidates", "a non-empty list of SELECTOR+PLACER names", list(candidates)
         )
     row_cases = tuple(str(c) for c in _field(data, path, "row_cases", list, "a list of case names"))
+    etc_version = data.get("etc_version", ETC_ONE_DEVICE)
+    if etc_version not in (ETC_ONE_DEVICE, ETC_PARALLEL) or isinstance(etc_version, bool):
+        raise CheckpointError(path, "etc_version", f"{ETC_ONE_DEVICE} or {ETC_PARALLEL}", etc_version)
     try:
         return Recogniser(
             candidates=candidates,
@@ -280,6 +292,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
             scores=np.asarray(_field(data, path, "scores", list, "a list of score rows"), dtype=float),
             row_cases=row_cases,
             weights=None if "weights" not in data else np.asarray(data["weights"], dtype=float),
+            parallel_etc=etc_version == ETC_PARALLEL,
         )
     except (ValueError, TypeError) as e:
         raise CheckpointError(path, "<model>", "a consistent recogniser", hint=str(e)) from None

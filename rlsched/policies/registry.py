@@ -37,6 +37,7 @@ from rlsched.policies.selectors import (
     PatsSelector,
     RandomSelector,
     RoundRobinSelector,
+    _EtcSelector,
 )
 from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 
@@ -375,9 +376,14 @@ def _auto(options: PolicyOptions) -> TwoStageScheduler:
 
     folder = options.recogniser_model
     recogniser, revisit = load_recogniser(folder), load_revisit(folder)
-    return build_auto(
-        recogniser, lambda s: make_selector(s, options), lambda p: make_placer(p, options), revisit
-    )
+
+    def selector(name: str) -> NodeSelector:
+        sel = make_selector(name, options)
+        if isinstance(sel, _EtcSelector):  # run the ETC its labels were measured with
+            sel.parallel = recogniser.parallel_etc
+        return sel
+
+    return build_auto(recogniser, selector, lambda p: make_placer(p, options), revisit)
 
 
 def parse_scheduler(spec: str, options: PolicyOptions = SHIPPED) -> TwoStageScheduler:

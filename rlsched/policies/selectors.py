@@ -87,7 +87,21 @@ class LeastLoadedSelector(_Selector):
         return masked_argmin(score, mask)
 
 
-class MctSelector(_Selector):
+class _EtcSelector(_Selector):
+    """A selector that minimises an expected completion time (ETC).
+
+    :param parallel: the ETC counts a task's subtasks running side by side on the node's GPUs
+        (:func:`rlsched.estimates.node_estimates`; the default). ``False`` is the form before
+        2026-12-05, the whole task on one device, which ``auto`` runs where its recogniser was
+        fitted on that form (its labels measured those pairs).
+    """
+
+    def __init__(self, parallel: bool = True) -> None:
+        super().__init__()
+        self.parallel = parallel
+
+
+class MctSelector(_EtcSelector):
     """Minimum expected completion time (the paper's ETC).
 
     ETC = time until the input is on the node + queued work ahead of the task on the node's GPUs
@@ -99,13 +113,12 @@ class MctSelector(_Selector):
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         return masked_argmin(self.etc(task, view), mask)
 
-    @staticmethod
-    def etc(task: Task, view: ClusterView) -> np.ndarray:
+    def etc(self, task: Task, view: ClusterView) -> np.ndarray:
         """Estimated completion time (relative to now) of ``task`` on every node."""
-        return node_estimates(task, view)[2]
+        return node_estimates(task, view, parallel=self.parallel)[2]
 
 
-class MctMemSelector(_Selector):
+class MctMemSelector(_EtcSelector):
     """``mct`` that also counts the host-memory admission queue (a memory-aware ETC).
 
     The paper's ETC ignores host memory: a node whose memory is taken admits a task only after
@@ -118,13 +131,12 @@ class MctMemSelector(_Selector):
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         return masked_argmin(self.etc(task, view), mask)
 
-    @staticmethod
-    def etc(task: Task, view: ClusterView) -> np.ndarray:
+    def etc(self, task: Task, view: ClusterView) -> np.ndarray:
         """Memory-aware estimated completion time (relative to now) on every node."""
-        return memory_aware_estimates(task, view)[2]
+        return memory_aware_estimates(task, view, parallel=self.parallel)[2]
 
 
-class MctStreamSelector(_Selector):
+class MctStreamSelector(_EtcSelector):
     """``mct-mem`` whose GPU wait counts streams: a GPU with several streams serves tasks side by
     side, so a task waits only for the tasks queued beyond the node's streams
     (:func:`rlsched.estimates.stream_queue_wait`), not for the node's whole backlog.
@@ -133,10 +145,10 @@ class MctStreamSelector(_Selector):
     name = "mct-stream"
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        return masked_argmin(stream_aware_estimates(task, view), mask)
+        return masked_argmin(stream_aware_estimates(task, view, self.parallel), mask)
 
 
-class MctDrainSelector(_Selector):
+class MctDrainSelector(_EtcSelector):
     """``mct-mem`` whose GPU wait is measured: the node's GPU backlog over the aggregate rate its
     GPUs were seen to deliver (per-run speed times co-runners, :func:`rlsched.estimates.drain_wait`).
 
@@ -148,10 +160,10 @@ class MctDrainSelector(_Selector):
     name = "mct-drain"
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        return masked_argmin(drain_estimates(task, view), mask)
+        return masked_argmin(drain_estimates(task, view, self.parallel), mask)
 
 
-class MctCapSelector(_Selector):
+class MctCapSelector(_EtcSelector):
     """``mct-mem`` whose GPU wait is the node's GPU backlog over what its GPUs would deliver with
     every stream busy: measured per-run speed times streams (:func:`rlsched.estimates.capacity_wait`).
 
@@ -162,7 +174,7 @@ class MctCapSelector(_Selector):
     name = "mct-cap"
 
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
-        return masked_argmin(capacity_estimates(task, view), mask)
+        return masked_argmin(capacity_estimates(task, view, self.parallel), mask)
 
 
 class PatsSelector(_Selector):
