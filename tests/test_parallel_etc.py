@@ -20,7 +20,7 @@ from rlsched.features import encode_nodes
 from rlsched.policies.auto import switchboard
 from rlsched.policies.recogniser import load_recogniser
 from rlsched.policies.registry import PolicyOptions, parse_scheduler
-from rlsched.policies.selectors import MctDrainSelector, _EtcSelector
+from rlsched.policies.selectors import EtcSelector, MctDrainSelector
 from rlsched.scenarios.traces import TRACE_GPU
 from rlsched.tasks import Device, KindSpec, Subtask, SubtaskGraph, Task
 from rlsched.view import ClusterView
@@ -118,7 +118,7 @@ def test_the_simulator_runs_pods_where_the_etc_says_they_finish_first() -> None:
 def _auto_parallel(folder: str | None) -> set[bool]:
     board = switchboard(parse_scheduler("auto", PolicyOptions(recogniser_model=folder)))
     assert board is not None
-    etc = [s for s in board.selectors.values() if isinstance(s, _EtcSelector)]
+    etc = [s for s in board.selectors.values() if isinstance(s, EtcSelector)]
     assert etc  # the shipped candidates hold mct pairs
     return {s.parallel for s in etc}
 

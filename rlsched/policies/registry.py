@@ -27,6 +27,7 @@ from typing import Any
 from rlsched.policies.names import AUTO
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
+    EtcSelector,
     LeastLoadedSelector,
     MctCapSelector,
     MctDrainSelector,
@@ -37,7 +38,6 @@ from rlsched.policies.selectors import (
     PatsSelector,
     RandomSelector,
     RoundRobinSelector,
-    _EtcSelector,
 )
 from rlsched.scheduler import NodeSelector, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 
@@ -379,7 +379,7 @@ def _auto(options: PolicyOptions) -> TwoStageScheduler:
 
     def selector(name: str) -> NodeSelector:
         sel = make_selector(name, options)
-        if isinstance(sel, _EtcSelector):  # run the ETC its labels were measured with
+        if isinstance(sel, EtcSelector):  # run the ETC its labels were measured with
             sel.parallel = recogniser.parallel_etc
         return sel
 

@@ -87,7 +87,7 @@ class LeastLoadedSelector(_Selector):
         return masked_argmin(score, mask)
 
 
-class _EtcSelector(_Selector):
+class EtcSelector(_Selector):
     """A selector that minimises an expected completion time (ETC).
 
     :param parallel: the ETC counts a task's subtasks running side by side on the node's GPUs
@@ -101,7 +101,7 @@ class _EtcSelector(_Selector):
         self.parallel = parallel
 
 
-class MctSelector(_EtcSelector):
+class MctSelector(EtcSelector):
     """Minimum expected completion time (the paper's ETC).
 
     ETC = time until the input is on the node + queued work ahead of the task on the node's GPUs
@@ -118,7 +118,7 @@ class MctSelector(_EtcSelector):
         return node_estimates(task, view, parallel=self.parallel)[2]
 
 
-class MctMemSelector(_EtcSelector):
+class MctMemSelector(EtcSelector):
     """``mct`` that also counts the host-memory admission queue (a memory-aware ETC).
 
     The paper's ETC ignores host memory: a node whose memory is taken admits a task only after
@@ -136,7 +136,7 @@ class MctMemSelector(_EtcSelector):
         return memory_aware_estimates(task, view, parallel=self.parallel)[2]
 
 
-class MctStreamSelector(_EtcSelector):
+class MctStreamSelector(EtcSelector):
     """``mct-mem`` whose GPU wait counts streams: a GPU with several streams serves tasks side by
     side, so a task waits only for the tasks queued beyond the node's streams
     (:func:`rlsched.estimates.stream_queue_wait`), not for the node's whole backlog.
@@ -148,7 +148,7 @@ class MctStreamSelector(_EtcSelector):
         return masked_argmin(stream_aware_estimates(task, view, self.parallel), mask)
 
 
-class MctDrainSelector(_EtcSelector):
+class MctDrainSelector(EtcSelector):
     """``mct-mem`` whose GPU wait is measured: the node's GPU backlog over the aggregate rate its
     GPUs were seen to deliver (per-run speed times co-runners, :func:`rlsched.estimates.drain_wait`).
 
@@ -163,7 +163,7 @@ class MctDrainSelector(_EtcSelector):
         return masked_argmin(drain_estimates(task, view, self.parallel), mask)
 
 
-class MctCapSelector(_EtcSelector):
+class MctCapSelector(EtcSelector):
     """``mct-mem`` whose GPU wait is the node's GPU backlog over what its GPUs would deliver with
     every stream busy: measured per-run speed times streams (:func:`rlsched.estimates.capacity_wait`).
 
