@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 import models
+from models.interference.threads import one_thread
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION, encode_observation, network_feature_version
 from rlsched.scorer_io import scorer_from_checkpoint
@@ -60,5 +61,6 @@ class LdwpSelector:
     @torch.no_grad()
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         b = encode_batch(view, task, mask, self.feature_version)
-        q = self.net(b["nodes"], b["task"], b["cluster"], b["mask"])
+        with one_thread():
+            q = self.net(b["nodes"], b["task"], b["cluster"], b["mask"])
         return int(q[0].argmax())
