@@ -151,7 +151,7 @@ def load_checkpoint(
         raise CheckpointError(
             meta_path,
             "feature_version",
-            f"{' or '.join(map(str, accepted))}, the feature version this build encodes",
+            f"{_one_of(accepted)}, the feature version this build encodes",
             got,
             hint=f"retrain ({retrain}) or use a build with matching features",
         )
@@ -184,3 +184,9 @@ def load_weights(module: torch.nn.Module, state: dict[str, torch.Tensor], direct
         raise CheckpointError(
             Path(directory) / META, "<file>", "weights that fit the network it describes", first[:200]
         ) from None
+
+
+def _one_of(values: tuple[int, ...]) -> str:
+    """``2``, ``2 or 3``, ``2, 3 or 4``: the accepted versions as an error message reads them."""
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"

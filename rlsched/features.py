@@ -21,12 +21,15 @@ from rlsched.hardware import CPU_CORE_GFLOPS, gpu_model
 from rlsched.tasks import Task
 from rlsched.view import DYN_COLUMNS, ClusterView
 
-#: What ``rlsched train`` encodes: version 3 reads each node's CPU queue in seconds.
-FEATURE_VERSION = 3
-#: Versions this build still encodes, for networks trained on them. Version 2 (the shipped LDWP
-#: network's) differs only in ``etc_log``, ``etc_rel_best`` and ``mem_wait_log``: its CPU-queue wait
-#: was also divided by the core's GFLOP/s (~25x short; :func:`rlsched.estimates.node_estimates`).
-READABLE_FEATURE_VERSIONS: tuple[int, ...] = (2, 3)
+#: What ``rlsched train`` encodes: version 4 costs a task's subtasks running side by side on the
+#: node's GPUs (the heuristics' ETC, ``parallel=True``) and reads each node's CPU queue in seconds.
+FEATURE_VERSION = 4
+#: Versions this build still encodes, for networks trained on them. They differ only in
+#: ``exec_gpu_log``, ``exec_cpu_log``, ``etc_log``, ``etc_rel_best`` and ``mem_wait_log``:
+#: version 3 costs a task as if all its subtasks ran on one device; version 2 (the shipped LDWP
+#: network's) also divided the CPU-queue wait by the core's GFLOP/s (~25x short;
+#: :func:`rlsched.estimates.node_estimates`).
+READABLE_FEATURE_VERSIONS: tuple[int, ...] = (2, 3, 4)
 
 NODE_FEATURES: tuple[str, ...] = (
     "alive",
@@ -140,7 +143,9 @@ def encode_nodes(
     """
     if state is None:
         state = node_state(view)
-    g_s, c_s, etc, wait = memory_aware_estimates(task, view, legacy_cpu_wait=version < 3, parallel=False)
+    g_s, c_s, etc, wait = memory_aware_estimates(
+        task, view, legacy_cpu_wait=version < 3, parallel=version >= 4
+    )
     best = float(etc[mask].min()) if mask.any() else 1.0
     out = np.empty((view.n_nodes, len(NODE_FEATURES)), dtype=np.float32)
     out[:, :N_STATE_COLS] = state

@@ -1,8 +1,10 @@
 """A network is fed the feature version it was trained on.
 
-Version 3 reads each node's CPU queue in seconds; version 2 (the shipped LDWP network's) read it
-~25x short. Both are encoded by one build, chosen by the checkpoint, so retraining on the corrected
-features leaves the shipped network and users' older checkpoints working exactly as before.
+Version 4 (the shipped LDWP network's since 2026-12-05) costs a task's subtasks side by side on a
+node's GPUs (the heuristics' ETC), version 3 as if they ran on one device; versions 3 and 4 read
+each node's CPU queue in seconds, version 2 (the network shipped before) read it ~25x short. All
+are encoded by one build, chosen by the checkpoint, so a network trained on newer features leaves
+users' older checkpoints working exactly as before.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from rlsched.scorer_io import scorer_from_checkpoint
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario
+from tests.test_parallel_etc import CHAIN, FLEET, POD
+from tests.test_parallel_etc import _task as pod_task
 
 # CPU-only nodes with many cores beside GPU nodes, under a burst: CPU queues build up, which is
 # where versions 2 and 3 differ.
@@ -88,10 +92,10 @@ def test_the_selector_decides_on_the_features_its_checkpoint_names(tmp_path: Pat
     assert checked.versions_differ > 0  # the versions lead to other nodes here: the check can fail
 
 
-def test_the_shipped_network_reads_version_2() -> None:
+def test_the_shipped_network_reads_version_4() -> None:
     net, meta = scorer_from_checkpoint(PRETRAINED)
-    assert meta["feature_version"] == 2 == net.feature_version
-    assert FEATURE_VERSION == 3  # what rlsched train writes
+    assert meta["feature_version"] == 4 == net.feature_version
+    assert FEATURE_VERSION == 4  # what rlsched train writes
 
 
 def test_versions_differ_only_in_the_cpu_queues_wait() -> None:
@@ -109,11 +113,24 @@ def test_versions_differ_only_in_the_cpu_queues_wait() -> None:
     assert all(np.array_equal(enc[2][k], enc[3][k]) for k in ("task", "cluster", "mask"))
 
 
+def test_versions_3_and_4_differ_only_where_a_tasks_subtasks_run_side_by_side() -> None:
+    v = ClusterView.from_spec(FLEET.cluster)  # an eight-GPU node and a two-GPU node
+    mask = np.ones(v.n_nodes, dtype=bool)
+    enc = {n: encode_observation(v, pod_task(CHAIN), mask, n) for n in (3, 4)}
+    assert all(np.array_equal(enc[3][k], enc[4][k]) for k in enc[3])  # a chain: alike
+    enc = {n: encode_observation(v, pod_task(POD), mask, n) for n in (3, 4)}
+    differ = np.argwhere(enc[3]["nodes"] != enc[4]["nodes"])
+    assert differ.size and set(differ[:, 1]) <= {22, 24, 25}  # exec_gpu_log, etc_log, etc_rel_best
+    assert enc[4]["nodes"][0, 22] < enc[4]["nodes"][1, 22]  # eight GPUs run the pod sooner
+    assert enc[3]["nodes"][0, 22] == enc[3]["nodes"][1, 22]  # one device: the same on both
+    assert all(np.array_equal(enc[3][k], enc[4][k]) for k in ("task", "cluster", "mask"))
+
+
 def test_another_version_is_refused_naming_the_readable_ones(tmp_path: Path) -> None:
-    with pytest.raises(CheckpointError, match=r"feature_version: expected 2 or 3, .* got 1"):
+    with pytest.raises(CheckpointError, match=r"feature_version: expected 2, 3 or 4, .* got 1"):
         scorer_from_checkpoint(_relabelled(tmp_path, 1))
     with pytest.raises(ValueError, match="feature_version"):
-        ClusterSchedulingEnv(CPU_QUEUES, feature_version=4)
+        ClusterSchedulingEnv(CPU_QUEUES, feature_version=5)
     with pytest.raises(ValueError, match="feature_version"):
         encode_observation(
             ClusterView.from_spec(CPU_QUEUES.cluster),

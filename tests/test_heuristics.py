@@ -80,9 +80,9 @@ def test_memory_totals_return_to_exactly_zero() -> None:
 
 
 def test_ldwp_observes_the_host_memory_queue_and_wait() -> None:
-    """Feature version 2: the node encoder carries the queue (over host memory) and the task's
+    """Since feature version 2 the node encoder carries the queue (over host memory) and the task's
     estimated memory wait, and its ETC columns are mct-mem's, so a network cloned from mct-mem
-    can see what mct-mem sees."""
+    can see what mct-mem sees (since version 4, with the subtasks side by side, as mct-mem)."""
     from rlsched.features import NODE_FEATURES, encode_nodes
 
     v = ClusterView.from_spec(TIGHT.cluster)
@@ -98,5 +98,8 @@ def test_ldwp_observes_the_host_memory_queue_and_wait() -> None:
     wait = host_memory_wait(task, v)
     assert x[0, col["mem_wait_log"]] == np.float32(np.log1p(wait[0] / 60.0)) and wait[0] > 0
     assert x[1, col["mem_wait_log"]] == 0.0
-    etc = MctMemSelector(parallel=False).etc(task, v)  # the features' one-device form
+    etc = MctMemSelector().etc(task, v)  # version 4: mct-mem's ETC as it is
     assert np.allclose(x[:, col["etc_log"]], np.log1p(etc / 60.0), rtol=1e-6)
+    one_device = MctMemSelector(parallel=False).etc(task, v)  # version 3: the one-device form
+    x3 = encode_nodes(v, task, np.array([True, True]), version=3)
+    assert np.allclose(x3[:, col["etc_log"]], np.log1p(one_device / 60.0), rtol=1e-6)

@@ -88,6 +88,9 @@ def test_every_etc_sends_a_pod_to_the_wide_node_past_a_shorter_queue() -> None:
     for version in (2, 3):
         cols = encode_nodes(v, _task(POD), mask, version=version)
         assert cols[0, 22] == pytest.approx(cols[1, 22])  # g_s, log-scaled: equal on both nodes
+    # version 4 (what `rlsched train` writes now) reads the heuristics' form: the wide node first
+    cols = encode_nodes(v, _task(POD), mask, version=4)
+    assert cols[0, 22] < cols[1, 22] and cols[0, 24] < cols[1, 24]  # g_s and the ETC
 
 
 def test_the_simulator_runs_pods_where_the_etc_says_they_finish_first() -> None:

@@ -16,7 +16,7 @@ import torch
 from experiments.cli import main
 from experiments.train import TrainConfig, behaviour_clone, collect_teacher, train
 from experiments.train_evaluation import TEACHERS, evaluate_selector, pick_teacher, score
-from models.checkpoint import load_checkpoint
+from models.checkpoint import load_checkpoint, save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION, READABLE_FEATURE_VERSIONS
 from rlsched.policies.ldwp import PRETRAINED
@@ -132,10 +132,14 @@ def test_simulate_with_a_bad_model_exits_2(tmp_path: Path, capsys) -> None:  # t
 
 
 def test_training_from_an_earlier_versions_network_keeps_its_features(tiny: Path, tmp_path: Path) -> None:
-    """The shipped network reads feature version 2: fine-tuning or resuming it feeds it version 2
-    and its checkpoints say so (a later build still reads them)."""
-    shipped = json.loads((PRETRAINED / "meta.json").read_text())
-    assert shipped["feature_version"] == 2 != FEATURE_VERSION
+    """A network of an earlier feature version (2, the one shipped until 2026-12-05): fine-tuning or
+    resuming it feeds it version 2 and its checkpoints say so (a later build still reads them)."""
+    state, shipped = load_checkpoint(PRETRAINED, READABLE_FEATURE_VERSIONS)
+    older = tmp_path / "v2"
+    save_checkpoint(
+        older, state, {**{k: v for k, v in shipped.items() if k != "files"}, "feature_version": 2}
+    )
+    assert FEATURE_VERSION != 2
     cfg = TrainConfig(
         scenario=str(tiny),
         rate_per_min=None,
@@ -145,7 +149,7 @@ def test_training_from_an_earlier_versions_network_keeps_its_features(tiny: Path
         eval_seeds=(10_101,),
         net_arch=tuple(shipped["net_arch"]),
     )
-    train(cfg, tmp_path / "ft", start_weights=PRETRAINED)
+    train(cfg, tmp_path / "ft", start_weights=older)
     for sub in ("best", "last"):
         _, meta = load_checkpoint(tmp_path / "ft" / sub, READABLE_FEATURE_VERSIONS)
         assert meta["feature_version"] == 2

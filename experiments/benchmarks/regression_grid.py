@@ -8,13 +8,14 @@ and after it::
     python -m experiments.benchmarks.regression_grid --out after.json --compare before.json
 
 ``experiments/benchmarks/regression_reference.json`` is the committed reference: the grid as the
-code computed it on 2026-12-05, after the ``mct`` family's ETC began to count a task's subtasks
-running side by side. Against the reference before that change (commit 0748b78) only the runs of
-``mct`` and ``mct-mem`` pairs differ (130 of 276; 33 of the 46 full-size runs), as they should;
-every other run — ``ldwp``, ``ldwp+iawp``, the other selectors — and the Gym environment's
-digests are bit-identical. (The reference
-before that one differed from issue 14's only by the CPU-queue fix of the ``mct`` family and LDWP
-feature version 3 in the Gym observations.)
+code computed it on 2026-12-05, after the shipped LDWP network became one trained on feature
+version 4 (the heuristics' ETC, subtasks side by side). Against the reference before that change
+(commit 40f6c63) only the ``ldwp`` and ``ldwp+iawp`` runs differ (36 of 276; 9 of the 46
+full-size runs) and the Gym environment's digests (its observations are version 4 now); every
+heuristic run is bit-identical. (The reference before that one, of the same day, differed from
+its predecessor only in the ``mct`` and ``mct-mem`` runs: their ETC began to count a task's
+subtasks running side by side. The reference before that one differed from issue 14's only by
+the CPU-queue fix of the ``mct`` family and LDWP feature version 3 in the Gym observations.)
 
 Each run keeps every metric except wall-clock ones (and the ``clairvoyant`` label), and a
 SHA-256 of its per-task latencies and completion times (``repr`` of each float, so one changed bit
