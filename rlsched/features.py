@@ -26,8 +26,8 @@ from rlsched.view import DYN_COLUMNS, ClusterView
 FEATURE_VERSION = 4
 #: Versions this build still encodes, for networks trained on them. They differ only in
 #: ``exec_gpu_log``, ``exec_cpu_log``, ``etc_log``, ``etc_rel_best`` and ``mem_wait_log``:
-#: version 3 costs a task as if all its subtasks ran on one device; version 2 (the shipped LDWP
-#: network's) also divided the CPU-queue wait by the core's GFLOP/s (~25x short;
+#: version 3 costs a task as if all its subtasks ran on one device; version 2 (the LDWP network
+#: shipped until 2026-12-05) also divided the CPU-queue wait by the core's GFLOP/s (~25x short;
 #: :func:`rlsched.estimates.node_estimates`).
 READABLE_FEATURE_VERSIONS: tuple[int, ...] = (2, 3, 4)
 
