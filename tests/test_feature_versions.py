@@ -28,8 +28,7 @@ from rlsched.scorer_io import scorer_from_checkpoint
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario
-from tests.test_parallel_etc import CHAIN, FLEET, POD
-from tests.test_parallel_etc import _task as pod_task
+from tests.test_parallel_etc import CHAIN, FLEET, POD, pod_task
 
 # CPU-only nodes with many cores beside GPU nodes, under a burst: CPU queues build up, which is
 # where versions 2 and 3 differ.

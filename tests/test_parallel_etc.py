@@ -38,58 +38,62 @@ FLEET = small_scenario(
 )
 
 
-def _graph(parents: list[tuple[int, ...]], kind: KindSpec = TRACE_GPU, gflop: float = 2000.0) -> SubtaskGraph:
+def pod_graph(
+    parents: list[tuple[int, ...]], kind: KindSpec = TRACE_GPU, gflop: float = 2000.0
+) -> SubtaskGraph:
+    """Subtasks of one kind; subtask i depends on ``parents[i]``."""
     return SubtaskGraph(
         tuple(Subtask(i, kind, gflop, gflop / 40.0, 512.0, parents=p) for i, p in enumerate(parents))
     )
 
 
-def _task(graph: SubtaskGraph, task_id: int = 0, arrival_s: float = 0.0) -> Task:
+def pod_task(graph: SubtaskGraph, task_id: int = 0, arrival_s: float = 0.0) -> Task:
+    """A task of ``graph`` (other test modules build their pods with it)."""
     return Task(id=task_id, app="pod", input_mb=1.0, arrival_s=arrival_s, graph=graph)
 
 
-POD = _graph([()] * 8)  # eight independent subtasks
-CHAIN = _graph([()] + [(i,) for i in range(7)])  # eight in a row
+POD = pod_graph([()] * 8)  # eight independent subtasks
+CHAIN = pod_graph([()] + [(i,) for i in range(7)])  # eight in a row
 
 
 def test_critical_path_share_of_a_chain_a_pod_and_a_fork() -> None:
     assert critical_path_shares(CHAIN) == (1.0, 1.0)
     assert critical_path_shares(POD) == (pytest.approx(1 / 8), 1.0)
-    fork = _graph([(), (0,), (0,), (1, 2)])  # 0 -> {1, 2} -> 3: three of four on the path
+    fork = pod_graph([(), (0,), (0,), (1, 2)])  # 0 -> {1, 2} -> 3: three of four on the path
     assert critical_path_shares(fork)[0] == pytest.approx(3 / 4)
-    cores = _graph([()] * 4, kind=CORE)
+    cores = pod_graph([()] * 4, kind=CORE)
     assert critical_path_shares(cores) == (1.0, pytest.approx(1 / 4))
 
 
 def test_a_pods_run_time_is_its_work_over_the_nodes_gpus() -> None:
     v = ClusterView.from_spec(FLEET.cluster)
-    g_s, _, _ = node_estimates(_task(POD), v)
-    one_gpu, _, _ = node_estimates(_task(POD), v, parallel=False)
+    g_s, _, _ = node_estimates(pod_task(POD), v)
+    one_gpu, _, _ = node_estimates(pod_task(POD), v, parallel=False)
     assert one_gpu[0] == pytest.approx(one_gpu[1])  # the old form: the same on both nodes
     assert g_s[0] == pytest.approx(one_gpu[0] / 8)
     assert g_s[1] == pytest.approx(one_gpu[1] / 2)
-    chain, _, _ = node_estimates(_task(CHAIN), v)
-    assert chain == pytest.approx(node_estimates(_task(CHAIN), v, parallel=False)[0])  # no faster
+    chain, _, _ = node_estimates(pod_task(CHAIN), v)
+    assert chain == pytest.approx(node_estimates(pod_task(CHAIN), v, parallel=False)[0])  # no faster
 
 
 def test_every_etc_sends_a_pod_to_the_wide_node_past_a_shorter_queue() -> None:
     v = ClusterView.from_spec(FLEET.cluster)
-    one_gpu = float(node_estimates(_task(POD), v, parallel=False)[0][0])
+    one_gpu = float(node_estimates(pod_task(POD), v, parallel=False)[0][0])
     # the wide node holds work: 30 % of the pod's one-GPU time on each of its eight GPUs
     v.backlog_gpu_s[:] = [0.3 * one_gpu * 8, 0.0]
     v.tasks_on_node[:] = [8, 0]
     v.node_gpu_rate[:] = [8.0, 2.0]
     for name, etc in ETCS.items():
-        assert etc(_task(POD), v)[0] < etc(_task(POD), v)[1], name
+        assert etc(pod_task(POD), v)[0] < etc(pod_task(POD), v)[1], name
     # the features keep the one-GPU form their networks were trained on: the queue decides there
-    _, _, etc, _ = memory_aware_estimates(_task(POD), v, parallel=False)
+    _, _, etc, _ = memory_aware_estimates(pod_task(POD), v, parallel=False)
     assert etc[0] > etc[1]
     mask = v.alive.copy()
     for version in (2, 3):
-        cols = encode_nodes(v, _task(POD), mask, version=version)
+        cols = encode_nodes(v, pod_task(POD), mask, version=version)
         assert cols[0, 22] == pytest.approx(cols[1, 22])  # g_s, log-scaled: equal on both nodes
     # version 4 (what `rlsched train` writes now) reads the heuristics' form: the wide node first
-    cols = encode_nodes(v, _task(POD), mask, version=4)
+    cols = encode_nodes(v, pod_task(POD), mask, version=4)
     assert cols[0, 22] < cols[1, 22] and cols[0, 24] < cols[1, 24]  # g_s and the ETC
 
 
@@ -104,7 +108,7 @@ def test_the_simulator_runs_pods_where_the_etc_says_they_finish_first() -> None:
             node("a100s", cores=32, gpus=("A100",) * 2, streams=4),
         )
     )
-    tasks = [_task(POD, task_id=i, arrival_s=5.0 * i) for i in range(4)]  # spaced: no queue
+    tasks = [pod_task(POD, task_id=i, arrival_s=5.0 * i) for i in range(4)]  # spaced: no queue
     v = ClusterView.from_spec(fleet.cluster)
     g_s, _, _ = node_estimates(tasks[0], v)
     one_gpu, _, _ = node_estimates(tasks[0], v, parallel=False)
