@@ -151,7 +151,9 @@ def test_auto_keeps_its_default_when_told_and_calibrates_its_interference_placer
     assert m.throughput == pytest.approx(m_alone.throughput, rel=1e-9)
 
 
-def _grid(path: Path, entries: list[str], seeds: list[int], best: dict[str, str]) -> Path:
+def grid_folder(path: Path, entries: list[str], seeds: list[int], best: dict[str, str]) -> Path:
+    """An ``rlsched evaluate`` folder of four pairs on ``entries``: ``best[entry]`` 10 tasks/s there, the
+    other two 8, ``random+speedup`` 1 (other test modules build their grids with it)."""
     pairs = ["ldwp+iawp", "mct+speedup", "mlsm+speedup", "random+speedup"]
     rows = []
     for e in entries:
@@ -170,8 +172,8 @@ def test_fit_recogniser_chooses_candidates_and_k_by_their_rules(
 ) -> None:
     train = ["paper#100", "transfer-4#100", "hetero-saturated#100", "dynamic#100"]
     best = dict.fromkeys(train, "mct+speedup") | {"hetero-saturated#100": "mlsm+speedup"}
-    g = _grid(tmp_path / "train", train, [5000, 5001], best)
-    v = _grid(tmp_path / "val", ["transfer-32#100"], [10001], {"transfer-32#100": "mct+speedup"})
+    g = grid_folder(tmp_path / "train", train, [5000, 5001], best)
+    v = grid_folder(tmp_path / "val", ["transfer-32#100"], [10001], {"transfer-32#100": "mct+speedup"})
     out = tmp_path / "rec"
     code = main(
         ["fit-recogniser", "--grid", str(g), "--validation-grid", str(v), "--out", str(out), "--window", "20"]
@@ -194,9 +196,9 @@ def test_grids_repeated_are_read_together_as_one_grid_of_all_their_seeds(
     would: the same file, byte for byte; a missing one is refused naming the flag."""
     train = ["paper#100", "transfer-4#100", "hetero-saturated#100", "dynamic#100"]
     best = dict.fromkeys(train, "mct+speedup") | {"hetero-saturated#100": "mlsm+speedup"}
-    both = _grid(tmp_path / "both", train, [5000, 5001], best)
-    first = _grid(tmp_path / "first", train, [5000], best)
-    second = _grid(tmp_path / "second", train, [5001], best)
+    both = grid_folder(tmp_path / "both", train, [5000, 5001], best)
+    first = grid_folder(tmp_path / "first", train, [5000], best)
+    second = grid_folder(tmp_path / "second", train, [5001], best)
     common = ["--window", "20", "--k", "4"]
     assert main(["fit-recogniser", "--grid", str(both), "--out", str(tmp_path / "a"), *common]) == 0
     split = ["--grid", str(first), "--grid", str(second)]
@@ -223,7 +225,7 @@ def test_the_gain_rule_admits_a_pair_that_rescues_one_case(tmp_path: Path) -> No
 
     train = ["paper#100", "transfer-4#100", "hetero-saturated#100", "dynamic#100"]
     best = dict.fromkeys(train, "mct+speedup") | {"hetero-saturated#100": "mlsm+speedup"}
-    grid = read_grid(_grid(tmp_path / "train", train, [5000, 5001], best))
+    grid = read_grid(grid_folder(tmp_path / "train", train, [5000, 5001], best))
     assert candidates_by("count", grid) == ["ldwp+iawp", "mct+speedup"]
     # mlsm+speedup is best on one case only, where nothing else comes within 0.8x: it joins
     assert candidates_by("gain", grid) == ["ldwp+iawp", "mct+speedup", "mlsm+speedup"]
@@ -260,8 +262,8 @@ def test_fit_recogniser_refuses_grids_on_the_wrong_seeds(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     best = {"paper#100": "mct+speedup"}
-    on_test = _grid(tmp_path / "test", ["paper#100"], [20000], best)
-    on_train = _grid(tmp_path / "train", ["paper#100"], [5000], best)
+    on_test = grid_folder(tmp_path / "test", ["paper#100"], [20000], best)
+    on_train = grid_folder(tmp_path / "train", ["paper#100"], [5000], best)
     assert main(["fit-recogniser", "--grid", str(on_test), "--out", str(tmp_path / "a")]) == 2
     assert "--grid: seed: expected runs on training seeds only, got 20000" in capsys.readouterr().err
     args = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import time
@@ -18,6 +19,7 @@ from rlsched.errors import InputError
 
 if TYPE_CHECKING:
     from experiments.recogniser_fit import Grid
+    from rlsched.policies.recogniser import Recogniser
 
 
 @dataclass(kw_only=True)
@@ -44,6 +46,10 @@ class FitRecogniserArgs:
     :param features: all (every feature weighs the same in the distance) or select (features
         chosen greedily on --grid alone, by the leave-one-case-out score of the choice they give;
         the others get weight 0; the steps are printed and kept in meta.json)
+    :param families_out: with --validation-grid: score each family of its cases also with the
+        recogniser fitted without that family's training cases (leave one family out), beside
+        the default pair alone: how it chooses on a kind of case it never saw; printed and kept
+        in validation.json
     :param out: output folder (recogniser.json, meta.json, validation.json); use it with
         `--recogniser OUT` or the service's `recogniser_model`
     """
@@ -56,6 +62,7 @@ class FitRecogniserArgs:
     margin: float = flag(0.0, parse=values.nonneg_float)
     candidates: str = flag("count", choices=("count", "gain"))
     features: str = flag("all", choices=("all", "select"))
+    families_out: bool = False
     out: str = flag(path=True)
 
 
@@ -80,11 +87,28 @@ def _one_or_list(paths: list[str]) -> str | list[str] | None:
     return (paths[0] if len(paths) == 1 else paths) if paths else None
 
 
+def _families_out(model: Recogniser, validation: Grid) -> list[dict]:
+    """Leave one family out (:mod:`experiments.recogniser_unseen`), as validation.json keeps it."""
+    from experiments.recogniser_unseen import families_left_out
+
+    rows = [dataclasses.asdict(f) for f in families_left_out(model, validation)]
+    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in r.items()} for r in rows]
+
+
+def _print_families_out(rows: list[dict]) -> None:
+    print("  family (left out)   cases  seen    unseen  default alone", file=sys.stderr)
+    for r in rows:
+        line = f"  {r['family']:<19} {r['cases']:>5}  {r['seen']:.4f}  {r['unseen']:.4f}  {r['default']:.4f}"
+        print(line, file=sys.stderr)
+
+
 def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
     """Fit; choose k and margin on validation; write the folder; print the table."""
     from experiments import recogniser_fit as rf
 
     t0 = time.perf_counter()
+    if args.families_out and not args.validation_grid:
+        raise InputError("--families-out", "--families-out", "a --validation-grid to score on", "none given")
     train = _grid(args.grid, "--grid", "training")
     candidates = rf.candidates_by(args.candidates, train, args.default)
     if args.default not in {p for _, p, _ in train.throughput}:
@@ -97,13 +121,17 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         for name, value in steps:
             print(f"  feature {name:<24} leave-one-case-out {value:.4f}", file=sys.stderr)
     table: list[dict] = []
+    unseen: list[dict] = []
     if args.validation_grid:
-        model, scores = rf.tune(model, _grid(args.validation_grid, "--validation-grid", "validation"))
+        validation = _grid(args.validation_grid, "--validation-grid", "validation")
+        model, scores = rf.tune(model, validation)
         for s in scores:
             table.append({"k": s.k, "margin": s.margin, "geo_mean": round(s.geo_mean, 4),
                           "min": round(min(s.ratios.values()), 4), "cases": len(s.ratios)})  # fmt: skip
         chosen = next(s for s in scores if (s.k, s.margin) == (model.k, model.margin))
         table_picks = {c: list(p) for c, p in chosen.picks.items()}
+        if args.families_out:
+            unseen = _families_out(model, validation)
     meta = {
         "grid": _one_or_list(args.grid),
         "validation_grid": _one_or_list(args.validation_grid),
@@ -114,11 +142,13 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
     }
     out = model.save(args.out, meta)
     if table:
-        (out / "validation.json").write_text(json.dumps({"scores": table, "picks": table_picks}, indent=1))
+        kept = {"scores": table, "picks": table_picks} | ({"families_out": unseen} if unseen else {})
+        (out / "validation.json").write_text(json.dumps(kept, indent=1))
         for row in table:
             mark = "*" if (row["k"], row["margin"]) == (model.k, model.margin) else " "
             line = f"{mark} k={row['k']:<3} margin={row['margin']:<5} geo-mean {row['geo_mean']:.4f}"
             print(f"{line}  min {row['min']:.3f}", file=sys.stderr)
+        _print_families_out(unseen)
     summary = {
         "out": str(out),
         "candidates": list(model.candidates),
