@@ -215,14 +215,25 @@ def fit(
     )  # fmt: skip
 
 
-def leave_one_case_out(recogniser: Recogniser, weights: np.ndarray, k: int, margin: float) -> float:
+def leave_one_case_out(
+    recogniser: Recogniser,
+    weights: np.ndarray,
+    k: int,
+    margin: float,
+    groups: Sequence[str] | None = None,
+) -> float:
     """Geometric mean over the training rows of the chosen candidate's ratio to the case's best
     candidate, each row judged by the rows of the other cases only, with ``weights`` in the
-    distance (the training data's own estimate of how well those features recognise a case)."""
+    distance (the training data's own estimate of how well those features recognise a case).
+
+    :param groups: per row, what it may not be judged by (default: its case); each row's family
+        makes it leave one family out: how well the features carry to a kind never seen."""
     w = np.asarray(weights, dtype=float) / recogniser.scale
     z = (recogniser.rows - recogniser.center) * w
     dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
-    cases = np.asarray(recogniser.row_cases)
+    cases = np.asarray(recogniser.row_cases if groups is None else groups)
+    if len(cases) != len(z):
+        raise ValueError(f"groups: expected {len(z)} (one per training row), got {len(cases)}")
     dist[cases[:, None] == cases[None, :]] = np.inf
     default = recogniser.candidates.index(recogniser.default)
     got = []
@@ -235,21 +246,26 @@ def leave_one_case_out(recogniser: Recogniser, weights: np.ndarray, k: int, marg
     return float(np.exp(np.mean(got)))
 
 
-def select_features(recogniser: Recogniser) -> tuple[np.ndarray, list[tuple[str, float]]]:
+def select_features(
+    recogniser: Recogniser, groups: Sequence[str] | None = None
+) -> tuple[np.ndarray, list[tuple[str, float]]]:
     """Feature weights (1: used, 0: not) chosen greedily on the training rows: from none, add
     the feature that most raises :func:`leave_one_case_out` (``k`` :data:`SELECT_K`, margin
     :data:`SELECT_MARGIN`) while it rises by at least :data:`MIN_FEATURE_GAIN`; and each step
-    (feature, score), the first being ``("none", score)``."""
+    (feature, score), the first being ``("none", score)``.
+
+    :param groups: as :func:`leave_one_case_out` (each row's family: features that carry across
+        families)."""
     weights = np.zeros(len(FEATURES))
     k = min(SELECT_K, len(recogniser.rows) - 1)
-    current = leave_one_case_out(recogniser, weights, k, SELECT_MARGIN)
+    current = leave_one_case_out(recogniser, weights, k, SELECT_MARGIN, groups)
     steps = [("none", current)]
     while True:
         trials: dict[int, float] = {}
         for f in (int(i) for i in np.flatnonzero(weights == 0)):
             w = weights.copy()
             w[f] = 1.0
-            trials[f] = leave_one_case_out(recogniser, w, k, SELECT_MARGIN)
+            trials[f] = leave_one_case_out(recogniser, w, k, SELECT_MARGIN, groups)
         if not trials:
             break
         top = max(trials, key=lambda i: (trials[i], -i))

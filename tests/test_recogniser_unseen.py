@@ -79,3 +79,32 @@ def test_fit_recogniser_families_out_keeps_the_table(tmp_path: Path, capsys: pyt
     assert "family (left out)" in capsys.readouterr().err
     assert main([*common, "--families-out"]) == 2
     assert "--families-out" in capsys.readouterr().err
+
+
+def test_features_chosen_family_by_family_are_the_ones_that_carry_to_another_family() -> None:
+    """Feature 0 names the family (families 0 and 1 want ``a+x``, 2 and 3 ``b+y``, and neighbouring
+    names want different pairs); feature 1 says which pair wins in every family. Leaving one case
+    out, the name is as good (and chosen first); leaving one family out, only feature 1 carries."""
+    from experiments.recogniser_fit import leave_one_case_out, select_features
+    from rlsched.policies.case_features import FEATURES
+    from rlsched.policies.recogniser import Recogniser
+
+    per, fams = 12, [0, 1, 2, 3]
+    family = np.repeat(fams, per)
+    rows = np.zeros((len(family), len(FEATURES)))
+    rows[:, 0] = np.array([0.0, 30.0, 10.0, 40.0])[family]  # the name: 0's nearest other is 2
+    rows[:, 1] = (family >= 2).astype(float)
+    scores = np.log(np.where(rows[:, 1:2] > 0.5, [[0.5, 1.0]], [[1.0, 0.5]]))
+    names = tuple(f"f{f}-c{i}" for i, f in enumerate(family))
+    r = Recogniser(
+        ("a+x", "b+y"), "a+x", 20, 10, 0.0, rows.mean(axis=0), np.ones(len(FEATURES)), rows, scores, names
+    )
+    groups = [f"f{f}" for f in family]
+    name_only = np.eye(len(FEATURES))[0]
+    assert leave_one_case_out(r, name_only, 5, 0.0) == pytest.approx(1.0)
+    assert leave_one_case_out(r, name_only, 5, 0.0, groups) == pytest.approx(0.5)
+    by_case, _ = select_features(r)
+    by_family, steps = select_features(r, groups)
+    assert by_case[0] == 1.0
+    assert by_family[0] == 0.0 and by_family[1] == 1.0 and steps[1][0] == FEATURES[1]
+    assert leave_one_case_out(r, by_family, 10, 0.05, groups) == pytest.approx(1.0)

@@ -45,7 +45,9 @@ class FitRecogniserArgs:
         among those chosen, while it rises by 0.002, at most 8); the default pair always
     :param features: all (every feature weighs the same in the distance) or select (features
         chosen greedily on --grid alone, by the leave-one-case-out score of the choice they give;
-        the others get weight 0; the steps are printed and kept in meta.json)
+        the others get weight 0; the steps are printed and kept in meta.json), or select-family
+        (the same, leaving out every run of the row's family: features that carry to a kind of
+        case the grid does not hold)
     :param families_out: with --validation-grid: score each family of its cases also with the
         recogniser fitted without that family's training cases (leave one family out), beside
         the default pair alone: how it chooses on a kind of case it never saw; printed and kept
@@ -61,7 +63,7 @@ class FitRecogniserArgs:
     k: int = flag(10, parse=values.COUNT)
     margin: float = flag(0.0, parse=values.nonneg_float)
     candidates: str = flag("count", choices=("count", "gain"))
-    features: str = flag("all", choices=("all", "select"))
+    features: str = flag("all", choices=("all", "select", "select-family"))
     families_out: bool = False
     out: str = flag(path=True)
 
@@ -115,11 +117,15 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
     model = rf.fit(train, candidates, args.window, args.k, args.margin)
     steps: list[tuple[str, float]] = []
-    if args.features == "select":
-        weights, steps = rf.select_features(model)
+    if args.features in ("select", "select-family"):
+        from experiments.recogniser_unseen import case_family
+
+        groups = [case_family(c) for c in model.row_cases] if args.features == "select-family" else None
+        weights, steps = rf.select_features(model, groups)
         model = model.with_weights(weights)
         for name, value in steps:
-            print(f"  feature {name:<24} leave-one-case-out {value:.4f}", file=sys.stderr)
+            left_out = "leave-one-family-out" if groups else "leave-one-case-out"
+            print(f"  feature {name:<24} {left_out} {value:.4f}", file=sys.stderr)
     table: list[dict] = []
     unseen: list[dict] = []
     if args.validation_grid:
