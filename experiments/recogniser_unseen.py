@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
@@ -33,7 +34,8 @@ class FamilyOut:
     :param cases: its validation cases scored.
     :param training_cases: its training cases, left out for :attr:`unseen`.
     :param seen: the recogniser as fitted.
-    :param unseen: fitted without the family's training cases (``seen`` where it had none).
+    :param unseen: fitted without the family's training cases (``seen`` where it had none;
+        ``None`` where every training case is of the family).
     :param default: the default pair throughout.
     """
 
@@ -41,7 +43,7 @@ class FamilyOut:
     cases: int
     training_cases: int
     seen: float
-    unseen: float
+    unseen: float | None
     default: float
 
 
@@ -55,13 +57,17 @@ def _index_families(folder: Path) -> dict[str, str]:
 
 
 def case_family(case: str) -> str:
-    """A case's family: a generated case's, from its set's index; else the entry's name (each
-    built-in, and each loose scenario file, is a kind of its own)."""
+    """A case's family: a generated case's, from its set's index (or, where the index is not
+    found, from its file name, which the generator writes ``FAMILY-SEED.toml``); a built-in is a
+    kind of its own (``transfer-32`` and ``transfer-4`` are two)."""
     from experiments.case_folders import split_suffix
 
     path = Path(split_suffix(case)[0])
     family = _index_families(path.parent).get(path.name)
-    return family or path.stem
+    if family:
+        return family
+    named = re.fullmatch(r"(.+)-\d+", path.stem) if path.suffix == ".toml" else None
+    return named.group(1) if named else path.stem
 
 
 def without_cases(recogniser: Recogniser, drop: Iterable[str]) -> Recogniser:
@@ -122,17 +128,13 @@ def families_left_out(recogniser: Recogniser, validation: Grid) -> list[FamilyOu
         sub = restrict(validation, cases)
         train = {c for c in recogniser.row_cases if case_family(c) == family}
         seen = score(recogniser, sub, features)
-        unseen = score(without_cases(recogniser, train), sub, features) if train else seen
         if not seen.ratios:
             continue
-        out.append(
-            FamilyOut(
-                family,
-                len(seen.ratios),
-                len(train),
-                seen.geo_mean,
-                unseen.geo_mean,
-                _default_alone(recogniser, sub),
-            )
-        )
+        unseen: float | None = seen.geo_mean
+        if train == set(recogniser.row_cases):
+            unseen = None  # nothing would be left to fit on
+        elif train:
+            unseen = score(without_cases(recogniser, train), sub, features).geo_mean
+        default = _default_alone(recogniser, sub)
+        out.append(FamilyOut(family, len(seen.ratios), len(train), seen.geo_mean, unseen, default))
     return out

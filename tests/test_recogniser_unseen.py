@@ -42,6 +42,14 @@ def test_without_cases_drops_their_rows_and_rescales_over_the_rest(tmp_path: Pat
         without_cases(rec, TRAIN)
 
 
+def test_a_family_that_is_all_the_training_cases_is_not_left_out(tmp_path: Path) -> None:
+    best = {"paper#100": "mct+speedup"}
+    train = read_grid(grid_folder(tmp_path / "train", ["paper#100"], [5000, 5001], best))
+    val = read_grid(grid_folder(tmp_path / "val", ["paper#100"], [10001], best))
+    (out,) = families_left_out(fit(train, PAIRS[:2], window=20, k=1), val)
+    assert out.unseen is None and out.seen == pytest.approx(1.0) and out.default == pytest.approx(0.8)
+
+
 def test_a_generated_case_is_of_its_family_and_a_built_in_of_its_own(tmp_path: Path) -> None:
     assert (
         main(
@@ -63,6 +71,11 @@ def test_a_generated_case_is_of_its_family_and_a_built_in_of_its_own(tmp_path: P
     (case,) = sorted((tmp_path / "g").glob("*.toml"))
     assert case_family(str(case)) == "churn"
     assert case_family("paper@30#100") == "paper"
+    assert case_family("transfer-32#100") == "transfer-32"  # a built-in is a kind of its own
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    (moved / case.name).write_text(case.read_text())  # without its set's index: the file's name
+    assert case_family(str(moved / case.name)) == "churn"
 
 
 def test_fit_recogniser_families_out_keeps_the_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

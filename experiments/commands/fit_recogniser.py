@@ -100,7 +100,8 @@ def _families_out(model: Recogniser, validation: Grid) -> list[dict]:
 def _print_families_out(rows: list[dict]) -> None:
     print("  family (left out)   cases  seen    unseen  default alone", file=sys.stderr)
     for r in rows:
-        line = f"  {r['family']:<19} {r['cases']:>5}  {r['seen']:.4f}  {r['unseen']:.4f}  {r['default']:.4f}"
+        unseen = "-" if r["unseen"] is None else f"{r['unseen']:.4f}"
+        line = f"  {r['family']:<19} {r['cases']:>5}  {r['seen']:.4f}  {unseen:<6}  {r['default']:.4f}"
         print(line, file=sys.stderr)
 
 
