@@ -25,6 +25,7 @@ from experiments.case_folders import case_info, expand_folders
 from experiments.configs import EvalConfig
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
 from experiments.paper_suite import convergence_note, paper_blocks
+from experiments.report_by_family import family_blocks
 from experiments.report_cross_seed import CrossSeedRatio, cross_seed_blocks, cross_seed_ratios
 from experiments.report_generalisation import CaseRatio, case_ratios, generalisation_blocks
 from experiments.report_stats import Summary, summarise, summarise_key
@@ -243,7 +244,8 @@ def write_report(
 
     img = out / "img"
     img.mkdir(exist_ok=True)
-    against = generalisation_blocks(ratios, meta.seeds, out) + (cross_seed_blocks(cross) if ratios else [])
+    against = generalisation_blocks(ratios, meta.seeds, out) + family_blocks(ratios)
+    against += cross_seed_blocks(cross) if ratios else []
     if cfg.loads:
         from experiments.report_loads import load_blocks
 

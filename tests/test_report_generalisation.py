@@ -185,6 +185,7 @@ def test_evaluate_over_a_generated_folder_writes_the_section(tmp_path: Path) -> 
     md = (out / "report.md").read_text()
     assert "## Against the best heuristic pair" in md and "| one.toml#20 | tiny-fleet | test |" in md
     assert "test (2); 2 of 2 cases indexed, 2 from families held out" in md
+    assert "| ldwp+speedup | tiny-fleet | yes | 2 |" in md  # By family (report_by_family)
     assert "Against the best heuristic pair" in (out / "report.html").read_text()
     assert (out / "img" / "against-best-heuristic.png").is_file()
     doc = json.loads((out / "results.json").read_text())
