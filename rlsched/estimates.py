@@ -193,17 +193,18 @@ def _static(view: ClusterView) -> dict[str, np.ndarray | bool]:
 
 
 def _cpu_seconds_scale(
-    view: ClusterView, st: dict[str, np.ndarray | bool], legacy_cpu_wait: bool = False
+    speed: np.ndarray, st: dict[str, np.ndarray | bool], legacy_cpu_wait: bool = False
 ) -> np.ndarray:
     """What one second of a node's CPU backlog takes there: 1 / its measured core speed
     (``backlog_cpu_s`` is already in seconds of one of its cores).
+
+    :param speed: the nodes' measured core speeds, floored at 1e-3 (the caller has them already).
 
     :param legacy_cpu_wait: the form LDWP feature version 2 reads (the shipped network was trained
         on it): divided by the core's GFLOP/s as well, a unit slip that read a node's CPU queue
         ~25x too short (until 2026-12-04 every ETC had it, and ``mct`` sent a burst to nodes whose
         cores were already queued for half a minute). Only version-2 features keep it.
     """
-    speed = np.maximum(view.speed_cpu, 1e-3)
     return st["inv_cgf"] / speed if legacy_cpu_wait else 1.0 / speed  # the first bit for bit as before
 
 
@@ -231,7 +232,8 @@ def node_estimates(
     st = _static(view)
     gf, gb, cf, cb = task_work_vector(task)
     inv_sp = 1.0 / np.maximum(view.node_speed_gpu, 1e-3)
-    inv_cpu = st["inv_cgf"] / np.maximum(view.speed_cpu, 1e-3)  # seconds per GFLOP on a core
+    speed_cpu = np.maximum(view.speed_cpu, 1e-3)
+    inv_cpu = st["inv_cgf"] / speed_cpu  # seconds per GFLOP on a core
     g_s = np.maximum(gf * st["inv_tf"], gb * st["inv_bw"]) * inv_sp
     if not st["all_gpu"]:
         # cpu_seconds(gflop, gbytes, 1.0) x (1 / rate) is exact for the flop term and slightly
@@ -246,7 +248,7 @@ def node_estimates(
             c_s = c_s * np.maximum(path_cpu, st["inv_cores"])
     wait = np.maximum(
         view.backlog_gpu_s * st["inv_ng"] * inv_sp,
-        view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st, legacy_cpu_wait),
+        view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(speed_cpu, st, legacy_cpu_wait),
     )
     etc = view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
     return g_s, c_s, etc
@@ -323,7 +325,7 @@ def _etc_after_gpu_wait(task: Task, view: ClusterView, gpu_wait: np.ndarray, par
     and the host-memory admission wait, whichever is longest."""
     st = _static(view)
     g_s, c_s, _, mem_wait = memory_aware_estimates(task, view, parallel=parallel)
-    cpu_wait = view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(view, st)
+    cpu_wait = view.backlog_cpu_s * st["inv_cores"] * _cpu_seconds_scale(np.maximum(view.speed_cpu, 1e-3), st)
     wait = np.maximum(np.maximum(gpu_wait, cpu_wait), mem_wait)
     return view.net_in_busy_s + task.input_mb * st["inv_net"] + wait + g_s + c_s
 
