@@ -11,17 +11,14 @@ having seen it — the held-out cases' situation, measured on validation cases o
 from __future__ import annotations
 
 import dataclasses
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import numpy as np
-
 from experiments.recogniser_fit import Grid, run_features, score
-from experiments.report_generalisation import best_heuristic
+from experiments.report_generalisation import best_heuristic, geomean
 from rlsched.policies.recogniser import Recogniser
 
 
@@ -104,14 +101,14 @@ def restrict(grid: Grid, cases: set[str]) -> Grid:
 
 
 def _default_alone(recogniser: Recogniser, grid: Grid) -> float:
-    logs = []
+    ratios = []
     for case in grid.cases:
         best = best_heuristic(grid.means[(case, None)], set(grid.heuristics))
         ref = grid.pair_mean(case, best) if best else None
         got = grid.pair_mean(case, recogniser.default)
         if ref and got:
-            logs.append(math.log(got / ref))
-    return math.exp(float(np.mean(logs))) if logs else float("nan")
+            ratios.append(got / ref)
+    return geomean(ratios) if ratios else float("nan")
 
 
 def families_left_out(recogniser: Recogniser, validation: Grid) -> list[FamilyOut]:

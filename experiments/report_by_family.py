@@ -8,11 +8,10 @@ recogniser were fitted on can carry it while the held-out ones fall behind (on t
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Sequence
 
-from experiments.report_generalisation import CaseRatio, by_learned, throughput_summary
+from experiments.report_generalisation import CaseRatio, by_learned, geomean, throughput_summary
 from experiments.report_writer import Block, _fmt
 
 FAMILY_HEAD = ("learned pair", "family", "held out", "cases", "geo. mean", "min", "≥ 0.99×", "failed")
@@ -23,10 +22,6 @@ FAMILY_TEXT = (
     "held-out family is one training and validation never see: its row is the nearest a generated "
     "set comes to a kind of case the project was not built on."
 )
-
-
-def _geomean(xs: Sequence[float]) -> float | None:
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
 def family_rows(ratios: Sequence[CaseRatio]) -> tuple[tuple[str, ...], ...]:
@@ -49,7 +44,7 @@ def family_rows(ratios: Sequence[CaseRatio]) -> tuple[tuple[str, ...], ...]:
                     family,
                     "yes" if cases[0].test_only else "no",
                     str(s.cases),
-                    _fmt(_geomean(s.ratios)),
+                    _fmt(geomean(s.ratios) if s.ratios else None),
                     _fmt(s.ratios[0] if s.ratios else None),
                     f"{100 * share:.0f} % ({round(share * s.cases)}/{s.cases})",
                     str(s.failed),

@@ -13,7 +13,6 @@ scheduler that runs one pair per case, on the first measure.
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from experiments.report_generalisation import (
     PairMean,
     best_heuristic,
     case_means,
+    geomean,
     is_heuristic_row,
     scenario_label,
 )
@@ -61,13 +61,7 @@ class CrossSeedRatio:
     @property
     def ratio(self) -> float:
         """The case's ratio: the geometric mean over its seeds (0 when a seed read 0)."""
-        return _geomean(self.ratios)
-
-
-def _geomean(xs: Sequence[float]) -> float:
-    if min(xs) <= 0:  # a pair that completed nothing on a seed
-        return 0.0
-    return math.exp(statistics.fmean(math.log(x) for x in xs))
+        return geomean(self.ratios)
 
 
 def _by_case_and_seed(rows: Sequence[dict]) -> dict[CaseKey, dict[int, list[dict]]]:
@@ -115,7 +109,7 @@ def cross_seed_ratios(rows: Sequence[dict]) -> list[CrossSeedRatio]:
 
 def _row(pair: str, mine: list[CrossSeedRatio]) -> tuple[str, ...]:
     xs = sorted(c.ratio for c in mine)
-    geo = _geomean(xs)
+    geo = geomean(xs)
     shares = (f"{100 * sum(x >= g - _EPS for x in xs) / len(xs):.0f} %" for g in GOALS)
     return (pair, str(len(xs)), _fmt(geo), _fmt(xs[0]), _fmt(statistics.median(xs)), *shares)
 

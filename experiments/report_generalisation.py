@@ -11,6 +11,7 @@ to it, one per case, are what this section summarises, draws and writes into ``r
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
@@ -92,6 +93,15 @@ def is_heuristic_row(row: dict) -> bool:
 def applies(rows: Sequence[dict]) -> bool:
     """Whether the section belongs in the report: at least one learned and one heuristic pair."""
     return any(is_learned_spec(r["scheduler"]) for r in rows) and any(is_heuristic_row(r) for r in rows)
+
+
+def geomean(xs: Sequence[float]) -> float:
+    """The geometric mean of ratios (0 when one is 0: a pair that completed nothing on a seed).
+
+    :raises ValueError: when ``xs`` is empty."""
+    if min(xs) <= 0:
+        return 0.0
+    return math.exp(statistics.fmean(math.log(x) for x in xs))
 
 
 def _mean(values: list) -> float | None:

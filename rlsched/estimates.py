@@ -199,7 +199,6 @@ def _cpu_seconds_scale(
     (``backlog_cpu_s`` is already in seconds of one of its cores).
 
     :param speed: the nodes' measured core speeds, floored at 1e-3 (the caller has them already).
-
     :param legacy_cpu_wait: the form LDWP feature version 2 reads (the shipped network was trained
         on it): divided by the core's GFLOP/s as well, a unit slip that read a node's CPU queue
         ~25x too short (until 2026-12-04 every ETC had it, and ``mct`` sent a burst to nodes whose
