@@ -227,7 +227,9 @@ def leave_one_case_out(
     distance (the training data's own estimate of how well those features recognise a case).
 
     :param groups: per row, what it may not be judged by (default: its case); each row's family
-        makes it leave one family out: how well the features carry to a kind never seen."""
+        makes it leave one family out: how well the features carry to a kind never seen.
+    A row farther than the recogniser's far distance from every row it may be judged by gets its
+    far pair, as :meth:`~rlsched.policies.recogniser.Recogniser.choose` does."""
     w = np.asarray(weights, dtype=float) / recogniser.scale
     z = (recogniser.rows - recogniser.center) * w
     dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
@@ -236,12 +238,15 @@ def leave_one_case_out(
         raise ValueError(f"groups: expected {len(z)} (one per training row), got {len(cases)}")
     dist[cases[:, None] == cases[None, :]] = np.inf
     default = recogniser.candidates.index(recogniser.default)
+    far = None if recogniser.far_pair is None else recogniser.candidates.index(recogniser.far_pair)
     got = []
     for i in range(len(z)):
         near = np.argsort(dist[i], kind="stable")[:k]
         predicted = recogniser.scores[near].mean(axis=0)
         best = int(np.argmax(predicted))
         pick = best if predicted[best] - predicted[default] > margin else default
+        if far is not None and dist[i, near[0]] > recogniser.far_distance:
+            pick = far
         got.append(recogniser.scores[i, pick])
     return float(np.exp(np.mean(got)))
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -29,7 +29,7 @@ class FitRecogniserArgs:
     :param grid: an 'rlsched evaluate' folder (or its results.json) on training cases and training
         seeds, with the heuristic and learned pairs to choose among; its scenario entries must load
         from the working directory. Repeat it to read several together (more pairs, or the same
-        cases at more seeds: a case's label is the mean over all its seeds)
+        cases at more seeds: a case's label is the mean over all its seeds). Or --from
     :param validation_grid: the same pairs on other cases at validation seeds: chooses k and the
         margin (the geometric mean of throughput over each case's best heuristic pair), and the
         table is printed; without it, --k and --margin are used as given. Repeatable as --grid
@@ -52,11 +52,20 @@ class FitRecogniserArgs:
         recogniser fitted without that family's training cases (leave one family out), beside
         the default pair alone: how it chooses on a kind of case it never saw; printed and kept
         in validation.json
+    :param start_from: a fitted recogniser's folder to start from instead of --grid: its training
+        rows, labels, candidates, default, k and margin are kept (so --window, --default, --k,
+        --margin, --candidates and --features stay unset); --validation-grid tunes k and the
+        margin again, --far-fallback adds the fallback
+    :param far_fallback: a case farther from every training row than a distance chosen on the
+        training rows runs the candidate with the best mean training score instead (a kind of
+        case not seen); the distance is the one (a percentile of the rows' distance to the
+        nearest row of another family, or never) with the best mean of the leave-one-case-out
+        and leave-one-family-out scores; the trials are printed and kept in meta.json
     :param out: output folder (recogniser.json, meta.json, validation.json); use it with
         `--recogniser OUT` or the service's `recogniser_model`
     """
 
-    grid: list[str] = flag(repeat=True, path=True)  # noqa: RUF009 (a required flag: no default)
+    grid: list[str] = flag([], repeat=True, path=True)  # noqa: RUF009 (flag() copies it)
     validation_grid: list[str] = flag([], repeat=True, path=True)  # noqa: RUF009 (flag() copies it)
     window: int = flag(50, parse=values.int_at_least(2))
     default: str = "ldwp+iawp"
@@ -65,7 +74,13 @@ class FitRecogniserArgs:
     candidates: str = flag("count", choices=("count", "gain"))
     features: str = flag("all", choices=("all", "select", "select-family"))
     families_out: bool = False
+    start_from: str | None = flag(None, name="--from", path=True, metavar="DIR")
+    far_fallback: bool = False
     out: str = flag(path=True)
+
+
+#: Flags that shape a fit from grids, which --from keeps as the recogniser has them.
+_FIT_FLAGS: tuple[str, ...] = ("window", "default", "k", "margin", "candidates", "features")
 
 
 def _grid(paths: Sequence[str], name: str, use: str) -> Grid:
@@ -105,13 +120,10 @@ def _print_families_out(rows: list[dict]) -> None:
         print(line, file=sys.stderr)
 
 
-def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
-    """Fit; choose k and margin on validation; write the folder; print the table."""
+def _fit(args: FitRecogniserArgs) -> tuple[Recogniser, list[tuple[str, float]]]:
+    """A recogniser fitted on --grid, with the features --features chooses, and their steps."""
     from experiments import recogniser_fit as rf
 
-    t0 = time.perf_counter()
-    if args.families_out and not args.validation_grid:
-        raise InputError("--families-out", "--families-out", "a --validation-grid to score on", "none given")
     train = _grid(args.grid, "--grid", "training")
     candidates = rf.candidates_by(args.candidates, train, args.default)
     if args.default not in {p for _, p, _ in train.throughput}:
@@ -127,8 +139,89 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         for name, value in steps:
             left_out = "leave-one-family-out" if groups else "leave-one-case-out"
             print(f"  feature {name:<24} {left_out} {value:.4f}", file=sys.stderr)
+    return model, steps
+
+
+def _start_from(args: FitRecogniserArgs) -> Recogniser:
+    """The recogniser --from names, refusing the flags that would shape a new fit."""
+    from models.checkpoint import CheckpointError
+    from rlsched.policies.recogniser import load_recogniser
+
+    plain = FitRecogniserArgs(out=args.out)
+    for name in _FIT_FLAGS:
+        if getattr(args, name) != getattr(plain, name):
+            flag_text = "--" + name
+            raise InputError(
+                flag_text, flag_text, "unset with --from (the recogniser's own is kept)", getattr(args, name)
+            )
+    try:
+        return load_recogniser(args.start_from)
+    except CheckpointError as e:
+        raise InputError(str(args.start_from), "--from", f"a recogniser folder ({e})") from None
+
+
+def _meta_from(folder: str, meta: dict, tuned: bool) -> dict:
+    """meta.json of a recogniser started --from ``folder``: how that one was fitted (its grids,
+    rules and command), where it came from, and the validation grids, if tuned here."""
+    src = json.loads((Path(folder) / "meta.json").read_text(encoding="utf-8"))
+    kept = {
+        k: src[k]
+        for k in ("grid", "validation_grid", "candidate_rule", "feature_rule", "feature_steps")
+        if k in src
+    }
+    out = meta | kept | {"from": folder, "from_command": src.get("command")}
+    if tuned:
+        out["validation_grid"] = meta["validation_grid"]
+    return out
+
+
+def _far_fallback(model: Recogniser) -> tuple[Recogniser, dict]:
+    """``model`` with the far fallback chosen on its training rows; the trials as meta.json keeps them."""
+    from experiments.recogniser_far import fit_far
+    from experiments.recogniser_unseen import case_family
+
+    try:
+        model, trials = fit_far(model, [case_family(c) for c in model.row_cases])
+    except ValueError as e:
+        raise InputError(
+            "--far-fallback", "--far-fallback", "training rows of two families or more", str(e)
+        ) from None
+    print("  far distance (percentile)  seen    unseen  far share  mean", file=sys.stderr)
+    for t in trials:
+        mark = "*" if t.distance == model.far_distance else " "
+        name = "never" if t.percentile is None else f"{t.distance:.3f} (p{t.percentile})"
+        print(
+            f"{mark} {name:<25} {t.seen:.4f}  {t.unseen:.4f}  {t.far_share:>9.2f}  {t.score:.4f}",
+            file=sys.stderr,
+        )
+    kept = [{"percentile": t.percentile, "distance": None if t.percentile is None else round(t.distance, 4),
+             "seen": round(t.seen, 4), "unseen": round(t.unseen, 4), "far_share": round(t.far_share, 4)}
+            for t in trials]  # fmt: skip
+    return model, {"pair": model.far_pair, "distance": None if model.far_pair is None else model.far_distance,
+                   "trials": kept}  # fmt: skip
+
+
+def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
+    """Fit (or start --from a fitted one); choose k and margin on validation; add the far
+    fallback; write the folder; print the tables."""
+    from experiments import recogniser_fit as rf
+
+    t0 = time.perf_counter()
+    if args.families_out and not args.validation_grid:
+        raise InputError("--families-out", "--families-out", "a --validation-grid to score on", "none given")
+    if bool(args.grid) == (args.start_from is not None):
+        given = "both" if args.grid else "neither"
+        raise InputError(
+            "--grid", "--grid", "training grids, or --from a fitted recogniser: one of the two", given
+        )
+    steps: list[tuple[str, float]] = []
+    if args.start_from is not None:
+        model = _start_from(args)
+    else:
+        model, steps = _fit(args)
     table: list[dict] = []
     unseen: list[dict] = []
+    validation = None
     if args.validation_grid:
         validation = _grid(args.validation_grid, "--validation-grid", "validation")
         model, scores = rf.tune(model, validation)
@@ -137,16 +230,21 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
                           "min": round(min(s.ratios.values()), 4), "cases": len(s.ratios)})  # fmt: skip
         chosen = next(s for s in scores if (s.k, s.margin) == (model.k, model.margin))
         table_picks = {c: list(p) for c, p in chosen.picks.items()}
-        if args.families_out:
-            unseen = _families_out(model, validation)
-    meta = {
+    far: dict | None = None
+    if args.far_fallback:
+        model, far = _far_fallback(model)
+    if validation is not None and args.families_out:
+        unseen = _families_out(model, validation)
+    meta: dict[str, Any] = {
         "grid": _one_or_list(args.grid),
         "validation_grid": _one_or_list(args.validation_grid),
-        "command": " ".join(["rlsched", *argv]),
         "candidate_rule": args.candidates,
         "feature_rule": args.features,
         "feature_steps": [[n, round(v, 4)] for n, v in steps],
     }
+    if args.start_from is not None:
+        meta = _meta_from(args.start_from, meta, bool(args.validation_grid))
+    meta |= {"command": " ".join(["rlsched", *argv])} | ({"far": far} if far else {})
     out = model.save(args.out, meta)
     if table:
         kept = {"scores": table, "picks": table_picks} | ({"families_out": unseen} if unseen else {})
@@ -164,6 +262,8 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "margin": model.margin,
         "window": model.window,
         "features": list(model.used_features),
+        "far_pair": model.far_pair,
+        "far_distance": None if model.far_pair is None else round(model.far_distance, 4),
         "seconds": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(summary))

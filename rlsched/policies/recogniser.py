@@ -6,7 +6,9 @@ nearest-neighbour model over :mod:`rlsched.policies.case_features`: it stores, f
 case, its features and every candidate pair's log throughput ratio to the best candidate on that
 case (measured on training seeds), and for a new case averages those ratios over the ``k``
 nearest training cases (standardised features) and picks the pair with the highest. It keeps its
-``default`` pair unless another is predicted better by more than ``margin``.
+``default`` pair unless another is predicted better by more than ``margin``. A case farther than
+``far_distance`` from every training row is of a kind it has not seen: there it may run a
+``far_pair`` chosen for robustness across kinds instead (:mod:`experiments.recogniser_far`).
 
 It is plain data: saved as ``recogniser.json`` beside a ``meta.json`` that records its sha256,
 which loading verifies (nothing is unpickled).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,12 +49,16 @@ class Choice:
     :param predicted: each candidate's predicted throughput ratio to the case's best candidate.
     :param neighbours: the training cases it was judged by, nearest first.
     :param features: the case's features (:data:`~rlsched.policies.case_features.FEATURES`).
+    :param distance: to the nearest training row (standardised, weighted); ``None``: not recorded.
+    :param far: whether the case lay beyond the recogniser's far distance (``pair`` is its far pair).
     """
 
     pair: str
     predicted: dict[str, float]
     neighbours: tuple[str, ...]
     features: tuple[float, ...] = ()
+    distance: float | None = None
+    far: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the service shows it at ``/v1/models``)."""
@@ -60,6 +67,8 @@ class Choice:
             "predicted": {p: round(v, 4) for p, v in self.predicted.items()},
             "neighbours": list(self.neighbours),
             "features": {n: round(v, 4) for n, v in zip(FEATURES, self.features, strict=False)},
+            "distance": None if self.distance is None else round(self.distance, 4),
+            "far": self.far,
         }
 
     @classmethod
@@ -75,6 +84,8 @@ class Choice:
                 predicted={str(k): float(v) for k, v in dict(doc["predicted"]).items()},
                 neighbours=tuple(str(n) for n in doc.get("neighbours", ())),
                 features=tuple(float(feats[n]) for n in FEATURES if n in feats),
+                distance=None if doc.get("distance") is None else float(doc["distance"]),
+                far=bool(doc.get("far", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a recogniser's choice: {e}") from None
@@ -99,6 +110,10 @@ class Recogniser:
     :param parallel_etc: the ETC form of the ``mct`` pairs its labels were measured with, which
         ``auto`` then runs: ``True``, subtasks side by side (fits since 2026-12-05, file key
         ``etc_version`` 2); ``False``, the whole task on one device (files without the key).
+    :param far_pair: the pair for a case of a kind not seen (``None``: no fallback; files
+        without the key).
+    :param far_distance: beyond this distance to the nearest training row a case is far
+        (standardised, weighted features; ``inf``: never).
     """
 
     candidates: tuple[str, ...]
@@ -113,6 +128,8 @@ class Recogniser:
     row_cases: tuple[str, ...]
     weights: np.ndarray | None = None
     parallel_etc: bool = True
+    far_pair: str | None = None
+    far_distance: float = math.inf
 
     def __post_init__(self) -> None:
         if self.weights is None:
@@ -122,6 +139,10 @@ class Recogniser:
             raise ValueError(f"weights: expected {len(FEATURES)} finite non-negative numbers")
         if self.default not in self.candidates:
             raise ValueError(f"default {self.default!r} is not a candidate ({', '.join(self.candidates)})")
+        if self.far_pair is not None and self.far_pair not in self.candidates:
+            raise ValueError(f"far_pair {self.far_pair!r} is not a candidate ({', '.join(self.candidates)})")
+        if not self.far_distance > 0:
+            raise ValueError(f"far_distance must be positive, got {self.far_distance!r}")
         if self.window < 2:
             raise ValueError(f"window must be at least 2 tasks, got {self.window}")
         if not 1 <= self.k <= len(self.rows):
@@ -140,35 +161,45 @@ class Recogniser:
             want = (len(self.row_cases), len(self.candidates))
             raise ValueError(f"scores: expected shape {want}, got {self.scores.shape}")
 
-    def nearest(self, x: np.ndarray) -> np.ndarray:
-        """Indices of the ``k`` training rows nearest ``x`` (ties: the earlier row)."""
+    def distances(self, x: np.ndarray) -> np.ndarray:
+        """Distance of ``x`` to each training row (standardised, weighted features)."""
         w = self.weights / self.scale
         z = (self.rows - self.center) * w
-        d = np.linalg.norm(z - (np.asarray(x, dtype=float) - self.center) * w, axis=1)
-        return np.argsort(d, kind="stable")[: self.k]
+        return np.asarray(np.linalg.norm(z - (np.asarray(x, dtype=float) - self.center) * w, axis=1))
+
+    def nearest(self, x: np.ndarray) -> np.ndarray:
+        """Indices of the ``k`` training rows nearest ``x`` (ties: the earlier row)."""
+        return np.argsort(self.distances(x), kind="stable")[: self.k]
 
     def choose(self, x: np.ndarray) -> Choice:
         """The pair for a case with features ``x`` (:func:`~rlsched.policies.case_features.case_features`)."""
-        near = self.nearest(x)
+        d = self.distances(x)
+        near = np.argsort(d, kind="stable")[: self.k]
         predicted = self.scores[near].mean(axis=0)
         best = int(np.argmax(predicted))
         default = self.candidates.index(self.default)
         pick = best if predicted[best] - predicted[default] > self.margin else default
+        nearest = float(d[near[0]])
+        far = self.far_pair is not None and nearest > self.far_distance
+        if far:
+            pick = self.candidates.index(str(self.far_pair))
         cases = tuple(dict.fromkeys(self.row_cases[i] for i in near))
         return Choice(
             self.candidates[pick],
             {c: float(np.exp(v)) for c, v in zip(self.candidates, predicted, strict=True)},
             cases,
             tuple(float(v) for v in x),
+            nearest,
+            far,
         )
 
     def with_choice_rule(self, k: int, margin: float) -> Recogniser:
         """The same training rows with another ``k`` and ``margin`` (tuned on validation cases)."""
-        return Recogniser(
-            self.candidates, self.default, self.window, k, margin,
-            self.center, self.scale, self.rows, self.scores, self.row_cases, self.weights,
-            self.parallel_etc,
-        )  # fmt: skip
+        return dataclasses.replace(self, k=k, margin=margin)
+
+    def with_far(self, pair: str | None, distance: float) -> Recogniser:
+        """The same recogniser with another far pair and distance (``None``: no fallback)."""
+        return dataclasses.replace(self, far_pair=pair, far_distance=distance)
 
     @property
     def used_features(self) -> tuple[str, ...]:
@@ -196,7 +227,13 @@ class Recogniser:
             "row_cases": list(self.row_cases),
             "weights": np.asarray(self.weights, dtype=float).tolist(),
             "etc_version": ETC_PARALLEL if self.parallel_etc else ETC_ONE_DEVICE,
-        }
+        } | self._far_json()
+
+    def _far_json(self) -> dict[str, Any]:
+        # Written only when set, so a recogniser without a fallback keeps its file (and checksum).
+        if self.far_pair is None:
+            return {}
+        return {"far_pair": self.far_pair, "far_distance": self.far_distance}
 
     def save(self, directory: str | Path, meta: dict[str, Any] | None = None) -> Path:
         """Write ``recogniser.json`` and ``meta.json`` (its checksum and ``meta``) into ``directory``.
@@ -247,6 +284,17 @@ def _field(data: dict[str, Any], path: Path, key: str, kind: type | tuple[type, 
     return value
 
 
+def _far_fields(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``far_pair`` and ``far_distance`` of a file (absent in files without a fallback)."""
+    if "far_pair" not in data:
+        return {}
+    pair = _field(data, path, "far_pair", str, "one of the candidates")
+    distance = float(_field(data, path, "far_distance", (int, float), "a positive number"))
+    if not distance > 0 or math.isnan(distance):
+        raise CheckpointError(path, "far_distance", "a positive number", distance)
+    return {"far_pair": pair, "far_distance": distance}
+
+
 def load_recogniser(directory: str | Path | None = None) -> Recogniser:
     """Verify and load a recogniser written by :meth:`Recogniser.save`.
 
@@ -293,6 +341,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
             row_cases=row_cases,
             weights=None if "weights" not in data else np.asarray(data["weights"], dtype=float),
             parallel_etc=etc_version == ETC_PARALLEL,
+            **_far_fields(data, path),
         )
     except (ValueError, TypeError) as e:
         raise CheckpointError(path, "<model>", "a consistent recogniser", hint=str(e)) from None
