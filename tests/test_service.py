@@ -14,52 +14,22 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from experiments.benchmarks.service_process import ROOT, ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import ROOT
 from runtime.service.store import exactly_once_violations
-
-TOKENS = {"video": "tok-video", "batch": "tok-batch"}
-Server = ServiceProcess
-_port = free_port
-
-
-def _config(
-    folder: Path, port: int, extra: dict[str, str] | None = None, top: str = "", scheduler: str = "mct+mlsm"
-) -> Path:
-    return write_config(folder, port, TOKENS, extra, top, scheduler)
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[Server]:
-    port = _port()
-    s = Server(_config(tmp_path, port), port)
-    s.start()
-    yield s
-    s.stop()
-
-
-def _h(tenant: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {TOKENS[tenant]}"}
-
-
-def _nodes(s: Server) -> list[dict]:
-    """The nodes of ``/v1/cluster`` (any tenant may read them)."""
-    return list(httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()["nodes"])
-
-
-def _wait_done(s: Server, tenant: str, ids: list[int], timeout: float = 90) -> list[dict]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        rows = [httpx.get(f"{s.url}/v1/tasks/{i}", headers=_h(tenant)).json() for i in ids]
-        if all(r["state"] in ("done", "failed") for r in rows):
-            return rows
-        time.sleep(0.2)
-    raise AssertionError(f"tasks not finished in {timeout} s: {[r['state'] for r in rows]}")
+from tests.service_helpers import (
+    TOKENS,
+    Server,
+    free_port,
+    headers,
+    service_config,
+    wait_done,
+)
+from tests.service_helpers import server as server  # the fixture: a running service
 
 
 def test_tasks_run_and_tenants_see_only_their_own(server: Server) -> None:
@@ -74,25 +44,29 @@ def test_tasks_run_and_tenants_see_only_their_own(server: Server) -> None:
     r = httpx.post(
         f"{u}/v1/tasks",
         json=[{"app": "intrusion_detection", "stream": s, "chunk": k} for s in range(3) for k in range(4)],
-        headers=_h("video"),
+        headers=headers("video"),
     )
     assert r.status_code == 201, r.text
     ids = [t["id"] for t in r.json()]
-    rows = _wait_done(server, "video", ids)
+    rows = wait_done(server, "video", ids)
     assert [t["state"] for t in rows] == ["done"] * len(ids), rows
-    assert httpx.get(f"{u}/v1/tasks/{ids[0]}", headers=_h("batch")).status_code == 404
-    listed = httpx.get(f"{u}/v1/tasks", params={"state": "done", "limit": 5}, headers=_h("video")).json()
+    assert httpx.get(f"{u}/v1/tasks/{ids[0]}", headers=headers("batch")).status_code == 404
+    listed = httpx.get(f"{u}/v1/tasks", params={"state": "done", "limit": 5}, headers=headers("video")).json()
     assert len(listed["tasks"]) == 5 and listed["next_after"] == listed["tasks"][-1]["id"]
-    assert httpx.get(f"{u}/v1/tasks", headers=_h("batch")).json()["tasks"] == []
+    assert httpx.get(f"{u}/v1/tasks", headers=headers("batch")).json()["tasks"] == []
     metrics = httpx.get(f"{u}/metrics").text
     assert 'rlsched_tasks_completed_total{tenant="video"} 12.0' in metrics
-    assert httpx.get(f"{u}/v1/cluster", headers=_h("batch")).json()["nodes"]
+    assert httpx.get(f"{u}/v1/cluster", headers=headers("batch")).json()["nodes"]
 
 
 def test_idempotency_cancel_and_bad_input(server: Server) -> None:
     u = server.url
-    first = httpx.post(f"{u}/v1/tasks", json={"app": "matmul", "idempotency_key": "k1"}, headers=_h("batch"))
-    again = httpx.post(f"{u}/v1/tasks", json={"app": "matmul", "idempotency_key": "k1"}, headers=_h("batch"))
+    first = httpx.post(
+        f"{u}/v1/tasks", json={"app": "matmul", "idempotency_key": "k1"}, headers=headers("batch")
+    )
+    again = httpx.post(
+        f"{u}/v1/tasks", json={"app": "matmul", "idempotency_key": "k1"}, headers=headers("batch")
+    )
     assert first.status_code == 201 and again.status_code == 200
     assert first.json()[0]["id"] == again.json()[0]["id"]
     for body, field in (
@@ -101,12 +75,12 @@ def test_idempotency_cancel_and_bad_input(server: Server) -> None:
         ({"app": "matmul", "priority": 10**9}, "priority"),
         ({"app": "matmul", "deadline_s": 0}, "deadline_s"),
     ):
-        r = httpx.post(f"{u}/v1/tasks", json=body, headers=_h("batch"))
+        r = httpx.post(f"{u}/v1/tasks", json=body, headers=headers("batch"))
         assert r.status_code == 422 and field in r.text, (body, r.text)
-    r = httpx.post(f"{u}/v1/tasks", content=b"x" * (2 << 20), headers=_h("batch"))
+    r = httpx.post(f"{u}/v1/tasks", content=b"x" * (2 << 20), headers=headers("batch"))
     assert r.status_code == 413
-    done = _wait_done(server, "batch", [first.json()[0]["id"]])
-    r = httpx.post(f"{u}/v1/tasks/{done[0]['id']}/cancel", headers=_h("batch"))
+    done = wait_done(server, "batch", [first.json()[0]["id"]])
+    r = httpx.post(f"{u}/v1/tasks/{done[0]['id']}/cancel", headers=headers("batch"))
     assert r.status_code == 409 and "already done" in r.text
 
 
@@ -119,12 +93,12 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
     to run, fails at ``running > 0`` (all 60 were still queued): the test cannot pass without
     exercising the recovery of running tasks.
     """
-    port = _port()
-    s = Server(_config(tmp_path, port), port)
+    port = free_port()
+    s = Server(service_config(tmp_path, port), port)
     s.start()
     try:
         body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(60)]
-        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video"))
+        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video"))
         assert r.status_code == 201
         ids = [t["id"] for t in r.json()]
         db = sqlite3.connect(tmp_path / "queue.db")
@@ -140,7 +114,7 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
         assert states.get("running", 0) > 0, states
         running = [i for (i,) in db.execute("SELECT id FROM tasks WHERE state = 'running'")]
         s.start()
-        rows = _wait_done(s, "video", ids, timeout=120)
+        rows = wait_done(s, "video", ids, timeout=120)
         assert all(r["state"] == "done" for r in rows)
         assert exactly_once_violations(db) == []
         for i in running:  # each ran again: its first attempt abandoned, a later one recorded
@@ -156,17 +130,19 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
 def test_weighted_fair_share_under_contention_and_429_at_the_quota(tmp_path: Path) -> None:
     """Both tenants backlogged, weights 3:1: of the tasks started while both wait, the shares are
     within 10 % of the weights. A tenant at its queue quota gets 429 with Retry-After."""
-    port = _port()
-    cfg = _config(tmp_path, port, {"video": "weight = 3\nmax_queued = 400\n", "batch": "max_queued = 150\n"})
+    port = free_port()
+    cfg = service_config(
+        tmp_path, port, {"video": "weight = 3\nmax_queued = 400\n", "batch": "max_queued = 150\n"}
+    )
     s = Server(cfg, port)
     s.start()
     try:
         over = [{"app": "matmul", "chunk": k} for k in range(151)]
-        r = httpx.post(f"{s.url}/v1/tasks", json=over, headers=_h("batch"), timeout=30)
+        r = httpx.post(f"{s.url}/v1/tasks", json=over, headers=headers("batch"), timeout=30)
         assert r.status_code == 429 and r.headers["Retry-After"] == "1" and "at most 150 queued" in r.text
         for tenant, n in (("batch", 150), ("video", 400)):
             body = [{"app": "matmul", "stream": k % 4, "chunk": k} for k in range(n)]
-            r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h(tenant), timeout=30)
+            r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers(tenant), timeout=30)
             assert r.status_code == 201, r.text
         both = time.time()  # from here both tenants are backlogged (same clock as the server's)
         deadline = time.monotonic() + 120
@@ -244,19 +220,19 @@ def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> N
     """An operator runs ``mct-drain``: tasks complete, ``/v1/cluster`` shows each GPU's measured
     speed and the rate its streams delivered, ``/metrics`` counts them, and after ``kill -9`` and a
     restart the service schedules on rates measured again (they are measurements, not state)."""
-    port = _port()
-    s = Server(_config(tmp_path, port, scheduler="mct-drain+iawp-pass"), port)
+    port = free_port()
+    s = Server(service_config(tmp_path, port, scheduler="mct-drain+iawp-pass"), port)
     s.start()
     try:
         r = httpx.post(
             f"{s.url}/v1/tasks",
             json=[{"app": "video_synopsis", "stream": k % 3, "chunk": k} for k in range(12)],
-            headers=_h("video"),
+            headers=headers("video"),
         )
         assert r.status_code == 201, r.text
-        rows = _wait_done(s, "video", [t["id"] for t in r.json()])
+        rows = wait_done(s, "video", [t["id"] for t in r.json()])
         assert [t["state"] for t in rows] == ["done"] * 12, rows
-        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()
+        state = httpx.get(f"{s.url}/v1/cluster", headers=headers("video"), timeout=30).json()
         assert state["scheduler"] == "mct-drain+iawp-pass"
         gpus = [g for n in state["nodes"] for g in n["gpus"]]
         measured = [g for g in gpus if g["rate_samples"] > 0]
@@ -268,12 +244,12 @@ def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> N
         r = httpx.post(
             f"{s.url}/v1/tasks",
             json=[{"app": "video_synopsis", "stream": k % 3, "chunk": 100 + k} for k in range(12)],
-            headers=_h("video"),
+            headers=headers("video"),
         )
         assert r.status_code == 201, r.text
-        rows = _wait_done(s, "video", [t["id"] for t in r.json()])
+        rows = wait_done(s, "video", [t["id"] for t in r.json()])
         assert [t["state"] for t in rows] == ["done"] * 12, rows
-        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("video"), timeout=30).json()
+        state = httpx.get(f"{s.url}/v1/cluster", headers=headers("video"), timeout=30).json()
         assert state["scheduler"] == "mct-drain+iawp-pass" and state["done"] == 24, state
         assert any(g["rate_samples"] > 0 for n in state["nodes"] for g in n["gpus"]), state
         db = sqlite3.connect(tmp_path / "queue.db")

@@ -11,34 +11,34 @@ from pathlib import Path
 import httpx
 
 from runtime.service.store import exactly_once_violations
-from tests.test_service import Server, _config, _h, _nodes, _port, _wait_done
+from tests.service_helpers import Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 
 def _submit(s: Server, tenant: str, body: list[dict]) -> list[int]:
-    r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h(tenant), timeout=30)
+    r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers(tenant), timeout=30)
     assert r.status_code == 201, r.text
     return [t["id"] for t in r.json()]
 
 
 def _admin(s: Server, method: str, path: str, tenant: str = "video", **kw: object) -> httpx.Response:
-    return httpx.request(method, f"{s.url}/v1/admin{path}", headers=_h(tenant), timeout=30, **kw)  # type: ignore[arg-type]
+    return httpx.request(method, f"{s.url}/v1/admin{path}", headers=headers(tenant), timeout=30, **kw)  # type: ignore[arg-type]
 
 
 def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path: Path) -> None:
-    port = _port()
-    s = Server(_config(tmp_path, port, {"video": "admin = true\n"}), port)
+    port = free_port()
+    s = Server(service_config(tmp_path, port, {"video": "admin = true\n"}), port)
     s.start()
     try:
         assert _admin(s, "POST", "/nodes/volta/drain", tenant="batch").status_code == 403
         assert _admin(s, "POST", "/nodes/nowhere/drain").status_code == 404
         assert _admin(s, "POST", "/nodes/volta/drain").json()["draining"] is True
-        rows = _wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(12)]))
+        rows = wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(12)]))
         assert {r["node"] for r in rows} == {"turing"} and {r["state"] for r in rows} == {"done"}
         for r in rows:  # each completed task reports its outputs (shape, dtype, CRC-32)
             assert r["result"] and all(
                 isinstance(o["crc32"], int) and o["shape"] for o in r["result"].values()
             )
-        gpus = [g for n in _nodes(s) for g in n["gpus"] if n["name"] == "turing"]
+        gpus = [g for n in cluster_nodes(s) for g in n["gpus"] if n["name"] == "turing"]
         assert sum(g["cache_hits"] + g["cache_misses"] for g in gpus) > 0
 
         # A slow node joins (its GPU 160x slower than a T4): tasks are surely running on it
@@ -52,7 +52,7 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(8)])
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("batch")).json()["tasks"]
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=headers("batch")).json()["tasks"]
             if running:
                 break
             time.sleep(0.05)
@@ -62,7 +62,7 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         gone = _admin(s, "DELETE", "/nodes/extra")
         assert gone.status_code == 200 and gone.json()["requeued"] >= 1, gone.text
         assert _admin(s, "DELETE", "/nodes/extra").status_code == 404  # already left
-        rows = _wait_done(s, "batch", ids)
+        rows = wait_done(s, "batch", ids)
         assert {r["state"] for r in rows} == {"done"}
         moved_off = [r for r in rows if r["attempt"] > 1]
         assert moved_off and all(r["node"] in ("volta", "turing") for r in moved_off)
@@ -77,14 +77,14 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
         bad = _admin(s, "PUT", "/scheduler", json={"scheduler": "nope+mlsm"})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "scheduler"]
-        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()
+        state = httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()
         assert state["scheduler"] == "round-robin+mlsm"
         assert [(n["name"], n["alive"], n["draining"]) for n in state["nodes"]] == [
             ("volta", True, False),
             ("turing", True, False),
             ("extra", False, False),
         ]
-        rows = _wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(8)]))
+        rows = wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(8)]))
         assert {r["node"] for r in rows} == {"volta", "turing"}  # round robin: both take tasks
         metrics = httpx.get(f"{s.url}/metrics").text
         assert 'rlsched_nodes{state="gone"} 1.0' in metrics
@@ -94,16 +94,16 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
 
 
 def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
-    port = _port()
+    port = free_port()
     extra = {"video": "max_running = 1\n", "batch": "gpu_share = 0.1\n"}
-    s = Server(_config(tmp_path, port, extra, top="request_timeout_s = 1"), port)
+    s = Server(service_config(tmp_path, port, extra, top="request_timeout_s = 1"), port)
     s.start()
     try:
         # One task at a time: the high-priority tasks, submitted after 12 low ones, overtake
         # every low one that had not started yet.
         low = _submit(s, "video", [{"app": "matmul", "chunk": k} for k in range(12)])
         high = _submit(s, "video", [{"app": "matmul", "chunk": k, "priority": 10} for k in range(5)])
-        rows = {r["id"]: r for r in _wait_done(s, "video", low + high)}
+        rows = {r["id"]: r for r in wait_done(s, "video", low + high)}
         order = sorted(rows, key=lambda i: rows[i]["started_at"])
         started_before = sum(
             1 for i in low if rows[i]["started_at"] < min(rows[h]["started_at"] for h in high)
@@ -112,20 +112,20 @@ def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
         assert max(order.index(h) for h in high) < started_before + len(high)
 
         # gpu_share 0.1: at most a tenth of the GPU dispatch slots (2 per GPU stream).
-        state = httpx.get(f"{s.url}/v1/cluster", headers=_h("batch")).json()
+        state = httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()
         slots = 2 * sum(g["streams"] for n in state["nodes"] for g in n["gpus"])
         cap = int(0.1 * slots)
         ids = _submit(s, "batch", [{"app": "intrusion_detection", "chunk": k} for k in range(40)])
         seen = []
         while True:
-            r = httpx.get(f"{s.url}/v1/tasks?state=running&limit=1000", headers=_h("batch")).json()
+            r = httpx.get(f"{s.url}/v1/tasks?state=running&limit=1000", headers=headers("batch")).json()
             seen.append(len(r["tasks"]))
-            queued = httpx.get(f"{s.url}/v1/tasks?state=queued&limit=1", headers=_h("batch")).json()
+            queued = httpx.get(f"{s.url}/v1/tasks?state=queued&limit=1", headers=headers("batch")).json()
             if not queued["tasks"]:
                 break
             time.sleep(0.02)
         assert 1 <= max(seen) <= cap, (max(seen), cap)
-        _wait_done(s, "batch", ids)
+        wait_done(s, "batch", ids)
 
         # A client that announces a body and never sends it gets 408 after request_timeout_s.
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:

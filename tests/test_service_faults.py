@@ -26,8 +26,8 @@ from runtime import failpoints
 from runtime.cluster.backend import TaskOutcome
 from runtime.service.dblock import DatabaseInUse
 from runtime.service.store import NewTask, StorageError, TaskStore, exactly_once_violations
-from tests.test_service import TOKENS, _config, _h, _wait_done
-from tests.test_service import server as server  # the fixture: a running service
+from tests.service_helpers import TOKENS, headers, service_config, wait_done
+from tests.service_helpers import server as server  # the fixture: a running service
 
 MIB = 1 << 20
 
@@ -69,7 +69,7 @@ def test_no_body_is_read_before_authentication_and_none_beyond_the_limit(server:
     assert status == 401 and sent < 100 * MIB, (status, sent)
     status, sent = _chunked_upload(server.port, TOKENS["video"], 3 * MIB)
     assert status == 413, (status, sent)
-    ok = httpx.post(f"{server.url}/v1/tasks", json={"app": "matmul"}, headers=_h("video"))
+    ok = httpx.post(f"{server.url}/v1/tasks", json={"app": "matmul"}, headers=headers("video"))
     assert ok.status_code == 201  # the server is fine afterwards
 
 
@@ -88,7 +88,7 @@ def test_a_second_service_on_the_same_queue_exits_2_and_touches_nothing(
     past the queue and failed only on the bind (exit 4, not 2). Before this change it ran queue
     recovery before the bind: the running service's tasks went back to the queue and ran twice."""
     body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(40)]
-    ids = [t["id"] for t in httpx.post(f"{server.url}/v1/tasks", json=body, headers=_h("video")).json()]
+    ids = [t["id"] for t in httpx.post(f"{server.url}/v1/tasks", json=body, headers=headers("video")).json()]
     db = sqlite3.connect(tmp_path / "queue.db")
     deadline = time.monotonic() + 30
     while not db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'running'").fetchone()[0]:
@@ -100,9 +100,9 @@ def test_a_second_service_on_the_same_queue_exits_2_and_touches_nothing(
     assert "rlsched serve:" not in second.stderr  # never announced itself
     other = tmp_path / "other"
     other.mkdir()
-    third = _serve(_config(other, server.port))
+    third = _serve(service_config(other, server.port))
     assert third.returncode == 4 and f"127.0.0.1:{server.port}: in use" in third.stderr, third.stderr
-    rows = _wait_done(server, "video", ids, timeout=120)
+    rows = wait_done(server, "video", ids, timeout=120)
     assert {r["state"] for r in rows} == {"done"}
     assert db.execute("SELECT COUNT(*) FROM reports WHERE outcome = 'abandoned'").fetchone() == (0,)
     assert db.execute("SELECT MAX(attempt) FROM tasks").fetchone() == (1,)
@@ -160,24 +160,26 @@ def test_a_removed_nodes_late_result_is_refused_through_the_service(tmp_path: Pa
     retry. Without the attempt guard (checked by hand, 2026-12-03) the late results were recorded
     while the retries ran, and the audit named every task."""
     port = free_port()
-    cfg = _config(tmp_path, port, {"video": "admin = true\n"}, top=f'cluster = "{_slow_cluster(tmp_path)}"\n')
+    cfg = service_config(
+        tmp_path, port, {"video": "admin = true\n"}, top=f'cluster = "{_slow_cluster(tmp_path)}"\n'
+    )
     s = ServiceProcess(cfg, port, env={"RLSCHED_FAILPOINTS": "late-result=0.3"})
     s.start()
     try:
-        assert httpx.post(f"{s.url}/v1/admin/nodes/ref/drain", headers=_h("video")).status_code == 200
+        assert httpx.post(f"{s.url}/v1/admin/nodes/ref/drain", headers=headers("video")).status_code == 200
         body = [{"app": "intrusion_detection", "stream": k % 4, "chunk": k} for k in range(8)]
-        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video")).json()]
+        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video")).json()]
         deadline = time.monotonic() + 30
         while True:
-            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("video")).json()["tasks"]
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=headers("video")).json()["tasks"]
             on_a = [t["id"] for t in running if t["node"] == "a"]
             if on_a or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
         assert on_a
-        gone = httpx.delete(f"{s.url}/v1/admin/nodes/a", headers=_h("video"))
+        gone = httpx.delete(f"{s.url}/v1/admin/nodes/a", headers=headers("video"))
         assert gone.status_code == 200 and gone.json()["requeued"] >= 1, gone.text
-        rows = _wait_done(s, "video", ids, timeout=120)
+        rows = wait_done(s, "video", ids, timeout=120)
         assert {r["state"] for r in rows} == {"done"}
         db = sqlite3.connect(tmp_path / "queue.db")
         lost = {i for (i,) in db.execute("SELECT task_id FROM reports WHERE outcome = 'lost'")}

@@ -11,14 +11,14 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
-from tests.test_service import TOKENS, Server, _config, _port
+from tests.service_helpers import TOKENS, Server, free_port, service_config
 
 
 @pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     folder = tmp_path_factory.mktemp("fuzz")
-    port = _port()
-    s = Server(_config(folder, port, {"video": "admin = true\n"}), port)
+    port = free_port()
+    s = Server(service_config(folder, port, {"video": "admin = true\n"}), port)
     s.start()
     yield s
     s.stop()

@@ -18,7 +18,7 @@ import pytest
 from rlsched.hardware import gpu_model
 from runtime.kernels import make_task_data, output_digest, run_task_numpy
 from runtime.service.store import exactly_once_violations
-from tests.test_service import Server, _config, _h, _nodes, _port, _wait_done
+from tests.service_helpers import Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402  (after the importorskip)
@@ -63,31 +63,31 @@ def _cluster_file(folder: Path) -> Path:
 
 
 def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, ray_cluster: Any) -> None:
-    port = _port()
+    port = free_port()
     top = f'backend = "ray"\nray_address = "{ray_cluster.address}"\ncluster = "{_cluster_file(tmp_path)}"\n'
     # Round robin: both nodes surely get tasks at once (stage 1 on Ray sees a node's backlog only
     # when its agent reports, so a burst's decisions all see the same idle nodes).
-    cfg = _config(tmp_path, port, {"video": "admin = true\n"}, top=top, scheduler="round-robin+mlsm")
+    cfg = service_config(tmp_path, port, {"video": "admin = true\n"}, top=top, scheduler="round-robin+mlsm")
     s = Server(cfg, port)
     s.start()
     try:
         workers = [n for n in ray_cluster.worker_nodes]
         doomed = workers[0]
-        nodes = _nodes(s)
+        nodes = cluster_nodes(s)
         on_doomed = next(n["name"] for n in nodes if n["ray_node_id"] == doomed.node_id)
         body = [{"app": "intrusion_detection", "stream": k % 4, "chunk": k} for k in range(16)]
-        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video"), timeout=30)
+        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video"), timeout=30)
         ids = [t["id"] for t in r.json()]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=_h("video")).json()["tasks"]
+            running = httpx.get(f"{s.url}/v1/tasks?state=running", headers=headers("video")).json()["tasks"]
             busy = sum(t["node"] == on_doomed for t in running)
             if busy >= 2:
                 break
             time.sleep(0.05)
         assert busy >= 2, running
         ray_cluster.remove_node(doomed)
-        rows = _wait_done(s, "video", ids, timeout=120)
+        rows = wait_done(s, "video", ids, timeout=120)
         assert {r["state"] for r in rows} == {"done"}, [r["error"] for r in rows]
         # Nodes send the outputs' digest, not the arrays; it is what the API returns.
         first = make_task_data("intrusion_detection", 0, 0)
@@ -105,17 +105,19 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
         fresh = ray_cluster.add_node(num_cpus=1, num_gpus=1, resources={"accelerator_type:T4": 1})
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            joined = [n for n in _nodes(s) if n["ray_node_id"] == fresh.node_id and n["alive"]]
+            joined = [n for n in cluster_nodes(s) if n["ray_node_id"] == fresh.node_id and n["alive"]]
             if joined:
                 break
             time.sleep(0.25)
         assert joined and [g["model"] for g in joined[0]["gpus"]] == ["T4"]
-        survivor = next(n["name"] for n in _nodes(s) if n["alive"] and n["ray_node_id"] != fresh.node_id)
-        r = httpx.post(f"{s.url}/v1/admin/nodes/{survivor}/drain", headers=_h("video"), timeout=30)
+        survivor = next(
+            n["name"] for n in cluster_nodes(s) if n["alive"] and n["ray_node_id"] != fresh.node_id
+        )
+        r = httpx.post(f"{s.url}/v1/admin/nodes/{survivor}/drain", headers=headers("video"), timeout=30)
         assert r.status_code == 200
         body = [{"app": "matmul", "chunk": k} for k in range(4)]
-        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("video")).json()]
-        rows = _wait_done(s, "video", ids, timeout=60)
+        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video")).json()]
+        rows = wait_done(s, "video", ids, timeout=60)
         assert {r["node"] for r in rows} == {joined[0]["name"]} and {r["state"] for r in rows} == {"done"}
     finally:
         s.stop()
