@@ -75,6 +75,11 @@ class Grid:
         m = self.means.get((case, None), {}).get(pair)
         return None if m is None else m.throughput
 
+    def pair_latency(self, case: str, pair: str) -> float | None:
+        """Mean over seeds of the runs' mean latency, s."""
+        m = self.means.get((case, None), {}).get(pair)
+        return None if m is None else m.latency_mean_s
+
 
 def read_grid(*paths: str | Path) -> Grid:
     """The runs of ``rlsched evaluate`` folders' ``results.json`` (or the files themselves),
@@ -185,25 +190,36 @@ def run_features(entry: str, seed: int, window: int = WINDOW) -> np.ndarray:
 
 
 def fit(
-    grid: Grid, candidates: Sequence[str], window: int = WINDOW, k: int = 10, margin: float = 0.0
+    grid: Grid,
+    candidates: Sequence[str],
+    window: int = WINDOW,
+    k: int = 10,
+    margin: float = 0.0,
+    latency: bool = False,
 ) -> Recogniser:
     """A recogniser of every (case, seed) run of ``grid`` on which every candidate ran.
 
     :param grid: the training grid.
     :param candidates: the pairs to choose among (the first is the default).
+    :param latency: also label each candidate's mean latency (its log ratio to the case's least),
+        which then breaks throughput ties (cases without every candidate's latency are left out).
     :raises ValueError: when no case has every candidate.
     """
-    rows, scores, names = [], [], []
+    rows, scores, names, lats = [], [], [], []
     for case in grid.cases:
         means = [grid.pair_mean(case, p) for p in candidates]
         t = [v for v in means if v is not None and v > 0]
-        if len(t) < len(candidates):
+        lat = [grid.pair_latency(case, p) for p in candidates]
+        known = [v for v in lat if v is not None and v > 0]
+        if len(t) < len(candidates) or (latency and len(known) < len(candidates)):
             continue
         score = np.log(np.asarray(t) / max(t))
         for seed in grid.seeds(case):
             rows.append(run_features(case, seed, window))
             scores.append(score)
             names.append(case)
+            if latency:
+                lats.append(np.log(np.asarray(known) / min(known)))
     if not rows:
         raise ValueError("no training case has a run of every candidate")
     x = np.asarray(rows)
@@ -212,6 +228,7 @@ def fit(
     return Recogniser(
         tuple(candidates), candidates[0], window, min(k, len(rows)), margin,
         x.mean(axis=0), scale, x, np.asarray(scores), tuple(names),
+        latency=np.asarray(lats) if latency else None,
     )  # fmt: skip
 
 

@@ -88,6 +88,7 @@ def without_cases(recogniser: Recogniser, drop: Iterable[str]) -> Recogniser:
         rows=x,
         scores=recogniser.scores[keep],
         row_cases=tuple(recogniser.row_cases[i] for i in keep),
+        latency=None if recogniser.latency is None else recogniser.latency[keep],
     )
 
 

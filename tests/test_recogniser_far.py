@@ -23,7 +23,7 @@ F = len(FEATURES)
 PAIRS = ("a+x", "b+y", "c+z")
 
 
-def _families(
+def families_recogniser(
     positions: list[float], wants: list[int], robust: float, per: int = 10
 ) -> tuple[Recogniser, list[str]]:
     """``per`` rows of each family around ``positions[f]`` on feature 0; family ``f`` wants pair
@@ -64,7 +64,7 @@ def test_a_case_far_from_every_training_row_runs_the_far_pair(tmp_path: Path) ->
 
 
 def test_a_file_with_a_bad_far_distance_is_refused_naming_it(tmp_path: Path) -> None:
-    r, _ = _families([0.0, 10.0], [0, 1], 0.9)
+    r, _ = families_recogniser([0.0, 10.0], [0, 1], 0.9)
     d = r.with_far("c+z", 2.0).save(tmp_path / "rec")
     data = json.loads((d / MODEL_FILE).read_text())
     data["far_distance"] = -1.0
@@ -79,7 +79,7 @@ def test_a_file_with_a_bad_far_distance_is_refused_naming_it(tmp_path: Path) -> 
 def test_the_fallback_is_kept_where_a_family_left_out_gains_from_it() -> None:
     """Neighbouring families want opposite pairs: left out, a family's neighbours say the wrong
     one (0.5), and c+z (0.9 everywhere) does better; within a family, no row is far."""
-    r, fams = _families([0.0, 10.0, 20.0, 30.0], [0, 1, 0, 1], 0.9)
+    r, fams = families_recogniser([0.0, 10.0, 20.0, 30.0], [0, 1, 0, 1], 0.9)
     assert robust_pair(r) == "c+z"
     assert np.isfinite(nearest_other(r, fams)).all()
     model, trials = fit_far(r, fams)
@@ -95,7 +95,7 @@ def test_the_fallback_is_kept_where_a_family_left_out_gains_from_it() -> None:
 def test_no_fallback_where_the_neighbours_already_carry_across_families() -> None:
     """Families 0 and 1 want a+x, 2 and 3 b+y, each beside one that wants the same: left out,
     the neighbours are right, and the robust pair could only lose."""
-    r, fams = _families([0.0, 10.0, 100.0, 110.0], [0, 0, 1, 1], 0.4)
+    r, fams = families_recogniser([0.0, 10.0, 100.0, 110.0], [0, 0, 1, 1], 0.4)
     model, trials = fit_far(r, fams)
     assert trials[0].unseen == pytest.approx(1.0)
     assert model.far_pair is None and model.far_distance == math.inf

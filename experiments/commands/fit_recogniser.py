@@ -52,6 +52,9 @@ class FitRecogniserArgs:
         recogniser fitted without that family's training cases (leave one family out), beside
         the default pair alone: how it chooses on a kind of case it never saw; printed and kept
         in validation.json
+    :param latency_tie: also label each candidate's mean latency on the training cases; among
+        the candidates predicted to tie the chosen pair's throughput within 1 %, auto then runs
+        the one of least predicted mean latency
     :param start_from: a fitted recogniser's folder to start from instead of --grid: its training
         rows, labels, candidates, default, k and margin are kept (so --window, --default, --k,
         --margin, --candidates and --features stay unset); --validation-grid tunes k and the
@@ -74,13 +77,14 @@ class FitRecogniserArgs:
     candidates: str = flag("count", choices=("count", "gain"))
     features: str = flag("all", choices=("all", "select", "select-family"))
     families_out: bool = False
+    latency_tie: bool = False
     start_from: str | None = flag(None, name="--from", path=True, metavar="DIR")
     far_fallback: bool = False
     out: str = flag(path=True)
 
 
 #: Flags that shape a fit from grids, which --from keeps as the recogniser has them.
-_FIT_FLAGS: tuple[str, ...] = ("window", "default", "k", "margin", "candidates", "features")
+_FIT_FLAGS: tuple[str, ...] = ("window", "default", "k", "margin", "candidates", "features", "latency_tie")
 
 
 def _grid(paths: Sequence[str], name: str, use: str) -> Grid:
@@ -128,7 +132,7 @@ def _fit(args: FitRecogniserArgs) -> tuple[Recogniser, list[tuple[str, float]]]:
     candidates = rf.candidates_by(args.candidates, train, args.default)
     if args.default not in {p for _, p, _ in train.throughput}:
         raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
-    model = rf.fit(train, candidates, args.window, args.k, args.margin)
+    model = rf.fit(train, candidates, args.window, args.k, args.margin, args.latency_tie)
     steps: list[tuple[str, float]] = []
     if args.features in ("select", "select-family"):
         from experiments.recogniser_unseen import case_family
@@ -262,6 +266,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "margin": model.margin,
         "window": model.window,
         "features": list(model.used_features),
+        "latency_tie": model.latency is not None,
         "far_pair": model.far_pair,
         "far_distance": None if model.far_pair is None else round(model.far_distance, 4),
         "seconds": round(time.perf_counter() - t0, 1),

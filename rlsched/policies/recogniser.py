@@ -9,6 +9,8 @@ nearest training cases (standardised features) and picks the pair with the highe
 ``default`` pair unless another is predicted better by more than ``margin``. A case farther than
 ``far_distance`` from every training row is of a kind it has not seen: there it may run a
 ``far_pair`` chosen for robustness across kinds instead (:mod:`experiments.recogniser_far`).
+With latency labels, among the candidates predicted to tie the chosen pair's throughput within
+:data:`LATENCY_TIE` it runs the one of least predicted mean latency.
 
 It is plain data: saved as ``recogniser.json`` beside a ``meta.json`` that records its sha256,
 which loading verifies (nothing is unpickled).
@@ -37,6 +39,8 @@ FEATURE_VERSION = 1
 #: ``etc_version`` of a file whose labels were measured with the ``mct`` pairs' ETC costing a task
 #: on one device (every file before the key existed), and with subtasks side by side.
 ETC_ONE_DEVICE, ETC_PARALLEL = 1, 2
+#: Predicted log-throughput gap within which latency labels decide (the report's 1 % tie).
+LATENCY_TIE = -math.log(0.99)
 #: Where the shipped recogniser lives.
 SHIPPED_DIR = PRETRAINED_RECOGNISER
 
@@ -51,6 +55,8 @@ class Choice:
     :param features: the case's features (:data:`~rlsched.policies.case_features.FEATURES`).
     :param distance: to the nearest training row (standardised, weighted); ``None``: not recorded.
     :param far: whether the case lay beyond the recogniser's far distance (``pair`` is its far pair).
+    :param latency: each candidate's predicted mean-latency ratio to the least (recognisers with
+        latency labels; empty otherwise).
     """
 
     pair: str
@@ -59,6 +65,7 @@ class Choice:
     features: tuple[float, ...] = ()
     distance: float | None = None
     far: bool = False
+    latency: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the service shows it at ``/v1/models``)."""
@@ -69,7 +76,7 @@ class Choice:
             "features": {n: round(v, 4) for n, v in zip(FEATURES, self.features, strict=False)},
             "distance": None if self.distance is None else round(self.distance, 4),
             "far": self.far,
-        }
+        } | ({"latency": {p: round(v, 4) for p, v in self.latency.items()}} if self.latency else {})
 
     @classmethod
     def from_dict(cls, doc: dict[str, Any]) -> Choice:
@@ -86,6 +93,7 @@ class Choice:
                 features=tuple(float(feats[n]) for n in FEATURES if n in feats),
                 distance=None if doc.get("distance") is None else float(doc["distance"]),
                 far=bool(doc.get("far", False)),
+                latency={str(k): float(v) for k, v in dict(doc.get("latency") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as e:
             raise ValueError(f"not a recogniser's choice: {e}") from None
@@ -114,6 +122,8 @@ class Recogniser:
         without the key).
     :param far_distance: beyond this distance to the nearest training row a case is far
         (standardised, weighted features; ``inf``: never).
+    :param latency: (R, C) log mean-latency ratio of each candidate to its case's least-latency
+        candidate (``None``: throughput alone decides; files without the key).
     """
 
     candidates: tuple[str, ...]
@@ -130,6 +140,7 @@ class Recogniser:
     parallel_etc: bool = True
     far_pair: str | None = None
     far_distance: float = math.inf
+    latency: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.weights is None:
@@ -157,9 +168,11 @@ class Recogniser:
             or (self.scale <= 0).any()
         ):
             raise ValueError(f"center and scale: expected {len(FEATURES)} numbers each, scales positive")
-        if self.scores.shape != (len(self.row_cases), len(self.candidates)):
-            want = (len(self.row_cases), len(self.candidates))
+        want = (len(self.row_cases), len(self.candidates))
+        if self.scores.shape != want:
             raise ValueError(f"scores: expected shape {want}, got {self.scores.shape}")
+        if self.latency is not None and (self.latency.shape != want or not np.isfinite(self.latency).all()):
+            raise ValueError(f"latency: expected shape {want} of finite numbers, got {self.latency.shape}")
 
     def distances(self, x: np.ndarray) -> np.ndarray:
         """Distance of ``x`` to each training row (standardised, weighted features)."""
@@ -181,8 +194,14 @@ class Recogniser:
         pick = best if predicted[best] - predicted[default] > self.margin else default
         nearest = float(d[near[0]])
         far = self.far_pair is not None and nearest > self.far_distance
+        latency: dict[str, float] = {}
         if far:
             pick = self.candidates.index(str(self.far_pair))
+        elif self.latency is not None:
+            lat = self.latency[near].mean(axis=0)
+            tied = np.flatnonzero(predicted >= predicted[pick] - LATENCY_TIE)
+            pick = int(min(tied, key=lambda i: (lat[i], i != pick)))
+            latency = {c: float(np.exp(v)) for c, v in zip(self.candidates, lat, strict=True)}
         cases = tuple(dict.fromkeys(self.row_cases[i] for i in near))
         return Choice(
             self.candidates[pick],
@@ -191,6 +210,7 @@ class Recogniser:
             tuple(float(v) for v in x),
             nearest,
             far,
+            latency,
         )
 
     def with_choice_rule(self, k: int, margin: float) -> Recogniser:
@@ -230,10 +250,13 @@ class Recogniser:
         } | self._far_json()
 
     def _far_json(self) -> dict[str, Any]:
-        # Written only when set, so a recogniser without a fallback keeps its file (and checksum).
-        if self.far_pair is None:
-            return {}
-        return {"far_pair": self.far_pair, "far_distance": self.far_distance}
+        # Written only when set, so a recogniser without them keeps its file (and checksum).
+        out: dict[str, Any] = {}
+        if self.far_pair is not None:
+            out |= {"far_pair": self.far_pair, "far_distance": self.far_distance}
+        if self.latency is not None:
+            out["latency"] = self.latency.tolist()
+        return out
 
     def save(self, directory: str | Path, meta: dict[str, Any] | None = None) -> Path:
         """Write ``recogniser.json`` and ``meta.json`` (its checksum and ``meta``) into ``directory``.
@@ -342,6 +365,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
             weights=None if "weights" not in data else np.asarray(data["weights"], dtype=float),
             parallel_etc=etc_version == ETC_PARALLEL,
             **_far_fields(data, path),
+            latency=None if "latency" not in data else np.asarray(data["latency"], dtype=float),
         )
     except (ValueError, TypeError) as e:
         raise CheckpointError(path, "<model>", "a consistent recogniser", hint=str(e)) from None
