@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from experiments.recogniser_fit import leave_one_case_out
+from experiments.recogniser_fit import distances_apart, leave_one_case_out
 from rlsched.policies.recogniser import Recogniser
 
 #: Percentiles of the nearest-other-family distances tried as the far distance (besides never).
@@ -61,16 +61,10 @@ def nearest_other(recogniser: Recogniser, groups: Sequence[str]) -> np.ndarray:
     :param groups: one per row.
     :raises ValueError: when ``groups`` does not match the rows, or all rows share one group.
     """
-    g = np.asarray(groups)
-    if len(g) != len(recogniser.rows):
-        raise ValueError(f"groups: expected {len(recogniser.rows)} (one per training row), got {len(g)}")
     if len(set(groups)) < 2:
         raise ValueError("the training rows hold one family: nothing to leave out")
-    w = np.asarray(recogniser.weights, dtype=float) / recogniser.scale
-    z = (recogniser.rows - recogniser.center) * w
-    dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
-    dist[g[:, None] == g[None, :]] = np.inf
-    return np.asarray(dist.min(axis=1))
+    weights = np.asarray(recogniser.weights, dtype=float)
+    return np.asarray(distances_apart(recogniser, weights, groups).min(axis=1))
 
 
 def fit_far(recogniser: Recogniser, families: Sequence[str]) -> tuple[Recogniser, list[FarTrial]]:

@@ -232,6 +232,23 @@ def fit(
     )  # fmt: skip
 
 
+def distances_apart(recogniser: Recogniser, weights: np.ndarray, groups: Sequence[str]) -> np.ndarray:
+    """(R, R) distances between the training rows with ``weights`` (standardised features), ``inf``
+    between rows of the same group.
+
+    :param groups: one per row (its case, or its family).
+    :raises ValueError: when ``groups`` does not match the rows.
+    """
+    w = np.asarray(weights, dtype=float) / recogniser.scale
+    z = (recogniser.rows - recogniser.center) * w
+    g = np.asarray(groups)
+    if len(g) != len(z):
+        raise ValueError(f"groups: expected {len(z)} (one per training row), got {len(g)}")
+    dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
+    dist[g[:, None] == g[None, :]] = np.inf
+    return np.asarray(dist)
+
+
 def leave_one_case_out(
     recogniser: Recogniser,
     weights: np.ndarray,
@@ -247,17 +264,11 @@ def leave_one_case_out(
         makes it leave one family out: how well the features carry to a kind never seen.
     A row farther than the recogniser's far distance from every row it may be judged by gets its
     far pair, as :meth:`~rlsched.policies.recogniser.Recogniser.choose` does."""
-    w = np.asarray(weights, dtype=float) / recogniser.scale
-    z = (recogniser.rows - recogniser.center) * w
-    dist = np.linalg.norm(z[:, None, :] - z[None, :, :], axis=2)
-    cases = np.asarray(recogniser.row_cases if groups is None else groups)
-    if len(cases) != len(z):
-        raise ValueError(f"groups: expected {len(z)} (one per training row), got {len(cases)}")
-    dist[cases[:, None] == cases[None, :]] = np.inf
+    dist = distances_apart(recogniser, weights, recogniser.row_cases if groups is None else groups)
     default = recogniser.candidates.index(recogniser.default)
     far = None if recogniser.far_pair is None else recogniser.candidates.index(recogniser.far_pair)
     got = []
-    for i in range(len(z)):
+    for i in range(len(dist)):
         near = np.argsort(dist[i], kind="stable")[:k]
         predicted = recogniser.scores[near].mean(axis=0)
         best = int(np.argmax(predicted))
