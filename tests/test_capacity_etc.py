@@ -9,7 +9,7 @@ from rlsched.estimates import capacity_wait, drain_wait
 from rlsched.policies.registry import parse_scheduler
 from rlsched.view import ClusterView
 from tests.conftest import node, small_scenario
-from tests.test_drain_etc import _finish
+from tests.test_drain_etc import finish_one
 
 # Ten alike nodes of one T4 with four streams.
 ALIKE = small_scenario(
@@ -24,8 +24,8 @@ def test_a_lightly_used_node_reads_at_its_streams_capacity() -> None:
     v = ClusterView.from_spec(ALIKE.cluster)
     v.backlog_gpu_s[:2] = 8.0
     for _ in range(5):
-        _finish(v, 0, running=1, speed=1.0)  # node 0 ran one subtask at a time
-        _finish(v, 1, running=4, speed=1.0)  # node 1 ran four side by side, as fast each
+        finish_one(v, 0, running=1, speed=1.0)  # node 0 ran one subtask at a time
+        finish_one(v, 1, running=4, speed=1.0)  # node 1 ran four side by side, as fast each
     # What the streams delivered reads node 0 four times slower; both can do the same.
     assert drain_wait(v)[0] == pytest.approx(4 * drain_wait(v)[1], rel=0.05)
     assert capacity_wait(v)[0] == pytest.approx(capacity_wait(v)[1]) == pytest.approx(8.0 / 4)
@@ -35,7 +35,7 @@ def test_capacity_carries_the_measured_slowdown() -> None:
     v = ClusterView.from_spec(ALIKE.cluster)
     v.backlog_gpu_s[0] = 8.0
     for _ in range(40):
-        _finish(v, 0, running=4, speed=0.5)  # four side by side, each at half speed
+        finish_one(v, 0, running=4, speed=0.5)  # four side by side, each at half speed
     assert capacity_wait(v)[0] == pytest.approx(8.0 / (0.5 * 4), rel=0.05)
 
 

@@ -30,7 +30,7 @@ CONTENDED = small_scenario(
 )
 
 
-def _finish(v: ClusterView, node_i: int, running: int, speed: float) -> None:
+def finish_one(v: ClusterView, node_i: int, running: int, speed: float) -> None:
     """Start ``running`` subtasks on the node's first GPU and finish one at ``speed``."""
     for _ in range(running):
         v.gpu_started(node_i, 0, 1.0, "fft")
@@ -43,13 +43,13 @@ def test_the_rate_starts_at_the_streams_and_then_is_measured() -> None:
     v = ClusterView.from_spec(CONTENDED.cluster)
     assert v.gpu_rate[:, 0].tolist() == [4.0, 1.0, 1.0]
     assert v.node_gpu_rate.tolist() == [4.0, 1.0, 1.0]
-    _finish(v, 0, running=3, speed=0.4)  # three side by side, each at 0.4: 1.2 in all
+    finish_one(v, 0, running=3, speed=0.4)  # three side by side, each at 0.4: 1.2 in all
     assert v.gpu_rate[0, 0] == pytest.approx(1.2)  # the first sample replaces the guess
     assert v.node_gpu_rate[0] == pytest.approx(1.2)
-    _finish(v, 0, running=2, speed=0.9)  # second sample: a running mean of the two
+    finish_one(v, 0, running=2, speed=0.9)  # second sample: a running mean of the two
     assert v.gpu_rate[0, 0] == pytest.approx((1.2 + 1.8) / 2)
     for _ in range(20):
-        _finish(v, 0, running=1, speed=1.1)
+        finish_one(v, 0, running=1, speed=1.1)
     assert v.gpu_rate[0, 0] == pytest.approx(1.1, abs=0.01)  # then an EMA that follows the GPU
     assert v.node_gpu_rate[0] == pytest.approx(v.gpu_rate[0, 0])
 
@@ -59,13 +59,13 @@ def test_drain_wait_is_backlog_over_the_measured_rate() -> None:
     v = ClusterView.from_spec(sc.cluster)
     v.backlog_gpu_s[:] = [12.0, 12.0]
     assert drain_wait(v).tolist() == [pytest.approx(12.0 / 6), 0.0]
-    _finish(v, 0, running=2, speed=0.5)  # GPU 0 measured at 1.0; GPU 1 still at its 3 streams
+    finish_one(v, 0, running=2, speed=0.5)  # GPU 0 measured at 1.0; GPU 1 still at its 3 streams
     assert drain_wait(v)[0] == pytest.approx(12.0 / 4)
 
 
 def test_a_ray_snapshot_carries_the_rate_rescaled_with_the_speed() -> None:
     agent = ClusterView.from_spec(CONTENDED.cluster)
-    _finish(agent, 0, running=2, speed=0.6)
+    finish_one(agent, 0, running=2, speed=0.6)
     snap = node_snapshot(agent, 0, seq=1)
     driver = ClusterView.from_spec(CONTENDED.cluster)
     apply_node_snapshot(driver, 0, snap)
@@ -76,7 +76,7 @@ def test_a_ray_snapshot_carries_the_rate_rescaled_with_the_speed() -> None:
 
 def test_a_joining_node_starts_at_its_streams_and_the_others_keep_theirs() -> None:
     v = ClusterView.from_spec(CONTENDED.cluster)
-    _finish(v, 0, running=3, speed=0.4)
+    finish_one(v, 0, running=3, speed=0.4)
     sc = small_scenario(nodes=(node("new", gpus=("T4", "T4"), streams=2),))
     v.append_nodes(ClusterView.from_spec(sc.cluster))
     assert v.gpu_rate[0, 0] == pytest.approx(1.2)

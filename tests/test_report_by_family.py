@@ -7,7 +7,7 @@ import pytest
 from experiments.case_folders import CaseInfo
 from experiments.report_by_family import family_blocks, family_rows
 from experiments.report_generalisation import case_ratios
-from tests.test_report_generalisation import _row
+from tests.test_report_generalisation import result_row
 
 
 def _rows() -> list[dict]:
@@ -15,7 +15,7 @@ def _rows() -> list[dict]:
     where the learned run failed, e with no family."""
     out = []
     for case, mine in (("a", 0.9), ("b", 1.0), ("c", 0.8), ("d", None), ("e", 0.5)):
-        out += [_row(case, "ldwp+iawp", mine), _row(case, "mct+speedup", 1.0)]
+        out += [result_row(case, "ldwp+iawp", mine), result_row(case, "mct+speedup", 1.0)]
     return out
 
 

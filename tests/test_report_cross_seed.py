@@ -12,7 +12,7 @@ import pytest
 
 from experiments.report_cross_seed import CEILING, cross_seed_blocks, cross_seed_ratios
 from tests.test_evaluate import TINY
-from tests.test_report_generalisation import _row
+from tests.test_report_generalisation import result_row
 
 # Heuristic A wins seed 1, B wins seed 2; the learned pair L sits between.
 SEEDS = {
@@ -22,7 +22,7 @@ SEEDS = {
 
 
 def _rows(seeds: dict[int, dict[str, float | None]]) -> list[dict]:
-    return [_row("case", p, thr, seed=s) for s, by in seeds.items() for p, thr in by.items()]
+    return [result_row("case", p, thr, seed=s) for s, by in seeds.items() for p, thr in by.items()]
 
 
 def test_each_seed_is_measured_against_the_pair_best_on_the_other_seeds() -> None:

@@ -24,9 +24,10 @@ from rlsched.policies.registry import is_learned_spec
 from tests.test_evaluate import TINY
 
 
-def _row(
+def result_row(
     sc: str, pair: str, thr: float | None, lat: float | None = 10.0, seed: int = 1, **kw: object
 ) -> dict:
+    """One row of an evaluation's results.json (the report tests build grids of them)."""
     return {
         "scenario": sc,
         "scheduler": pair,
@@ -42,9 +43,9 @@ def _row(
 def test_learned_pairs_are_the_ones_with_a_trained_network() -> None:
     assert is_learned_spec("ldwp") and is_learned_spec("ldwp+iawp") and is_learned_spec("mct+iawp-rl")
     assert not is_learned_spec("mct+iawp") and not is_learned_spec("oracle+speedup")
-    rows = [_row("a", "oracle+speedup", 2.0, clairvoyant=True), _row("a", "ldwp+speedup", 1.0)]
+    rows = [result_row("a", "oracle+speedup", 2.0, clairvoyant=True), result_row("a", "ldwp+speedup", 1.0)]
     assert not applies(rows)  # a clairvoyant reference is no heuristic
-    assert applies([*rows, _row("a", "mct+speedup", 1.0)])
+    assert applies([*rows, result_row("a", "mct+speedup", 1.0)])
 
 
 def test_best_heuristic_is_the_highest_throughput_and_ties_go_to_lower_latency() -> None:
@@ -66,29 +67,35 @@ def _cases() -> list[dict]:
     rows = []
     # Case a: learned 0.95 of the best (mct+speedup 2.0; mct-mem 1.0).
     for seed, (mine, h1, h2) in enumerate([(1.8, 1.9, 1.0), (2.0, 2.1, 1.0)]):
-        rows += [_row("gen/a.toml", "ldwp+speedup", mine, seed=seed)]
+        rows += [result_row("gen/a.toml", "ldwp+speedup", mine, seed=seed)]
         rows += [
-            _row("gen/a.toml", "mct+speedup", h1, seed=seed),
-            _row("gen/a.toml", "mct-mem+speedup", h2, seed=seed),
+            result_row("gen/a.toml", "mct+speedup", h1, seed=seed),
+            result_row("gen/a.toml", "mct-mem+speedup", h2, seed=seed),
         ]
     # Case b: tie (1.005x); latency 1.2x of the best's.
-    rows += [_row("gen/b.toml", "ldwp+speedup", 1.005, 12.0), _row("gen/b.toml", "mct+speedup", 1.0, 10.0)]
-    rows += [_row("gen/b.toml", "mct-mem+speedup", 0.5, 1.0)]
+    rows += [
+        result_row("gen/b.toml", "ldwp+speedup", 1.005, 12.0),
+        result_row("gen/b.toml", "mct+speedup", 1.0, 10.0),
+    ]
+    rows += [result_row("gen/b.toml", "mct-mem+speedup", 0.5, 1.0)]
     # Case c: ahead by 10 % (no tie: no latency ratio).
     rows += [
-        _row("c", "ldwp+speedup", 1.1, 50.0),
-        _row("c", "mct+speedup", 1.0),
-        _row("c", "mct-mem+speedup", 0.9),
+        result_row("c", "ldwp+speedup", 1.1, 50.0),
+        result_row("c", "mct+speedup", 1.0),
+        result_row("c", "mct-mem+speedup", 0.9),
     ]
     # Case d: tie at exactly 0.99x, latency 1.0x.
     rows += [
-        _row("d", "ldwp+speedup", 0.99, 10.0),
-        _row("d", "mct+speedup", 1.0),
-        _row("d", "mct-mem+speedup", 0.2),
+        result_row("d", "ldwp+speedup", 0.99, 10.0),
+        result_row("d", "mct+speedup", 1.0),
+        result_row("d", "mct-mem+speedup", 0.2),
     ]
     # Case e: the learned pair fails one seed; ties are irrelevant then.
-    rows += [_row("e", "ldwp+speedup", 1.0, seed=1), _row("e", "ldwp+speedup", None, None, seed=2)]
-    rows += [_row("e", "mct+speedup", 1.0, seed=1), _row("e", "mct+speedup", 1.0, seed=2)]
+    rows += [
+        result_row("e", "ldwp+speedup", 1.0, seed=1),
+        result_row("e", "ldwp+speedup", None, None, seed=2),
+    ]
+    rows += [result_row("e", "mct+speedup", 1.0, seed=1), result_row("e", "mct+speedup", 1.0, seed=2)]
     return rows
 
 
@@ -122,7 +129,7 @@ def test_ratios_tied_subset_shares_and_worst_cases() -> None:
 
 
 def test_each_learned_pair_is_judged_on_its_own() -> None:
-    rows = [*_cases(), *(_row(r["scenario"], "mct+iawp-rl", 0.5, seed=r["seed"]) for r in _cases()[:1])]
+    rows = [*_cases(), *(result_row(r["scenario"], "mct+iawp-rl", 0.5, seed=r["seed"]) for r in _cases()[:1])]
     groups = by_learned(case_ratios(rows))
     assert list(groups) == ["ldwp+speedup", "mct+iawp-rl"]
     rl = {c.scenario: c for c in groups["mct+iawp-rl"]}
