@@ -11,6 +11,7 @@ import math
 import multiprocessing
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
@@ -289,8 +290,26 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+#: How often a worker checks that the process that started it is still there, s.
+PARENT_CHECK_S = 1.0
+
+
+def exit_with_parent(parent: int, every_s: float = PARENT_CHECK_S) -> None:
+    """Exit this process once ``parent`` is no longer its parent (it died: a kill -9 or SIGTERM
+    of ``rlsched evaluate`` would otherwise leave its workers running their case to the end and
+    then waiting forever on a pipe no one reads). Runs in a daemon thread.
+
+    :param parent: the pid of the process that started this one.
+    :param every_s: seconds between checks.
+    """
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(1)
+
+
 def worker_init() -> None:
-    """A worker process's set-up: one BLAS and torch thread (workers are one per core)."""
+    """A worker process's set-up: one BLAS and torch thread (workers are one per core), and exit
+    with the process that started it."""
     # The environment is read when a library starts its pool, and the worker imported numpy (its
     # BLAS) while unpickling this function: limit the pools that have started, too.
     from threadpoolctl import threadpool_limits
@@ -299,6 +318,9 @@ def worker_init() -> None:
     threadpool_limits(limits=1)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+    threading.Thread(
+        target=exit_with_parent, args=(os.getppid(),), name="exit-with-parent", daemon=True
+    ).start()
 
 
 #: Relative cost per (task x node) of a stage-1 decision, measured roughly on `large`: the
