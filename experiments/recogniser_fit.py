@@ -209,9 +209,9 @@ def fit(
     for case in grid.cases:
         means = [grid.pair_mean(case, p) for p in candidates]
         t = [v for v in means if v is not None and v > 0]
-        lat = [grid.pair_latency(case, p) for p in candidates]
+        lat = [grid.pair_latency(case, p) for p in candidates] if latency else []
         known = [v for v in lat if v is not None and v > 0]
-        if len(t) < len(candidates) or (latency and len(known) < len(candidates)):
+        if len(t) < len(candidates) or len(known) < len(lat):
             continue
         score = np.log(np.asarray(t) / max(t))
         for seed in grid.seeds(case):

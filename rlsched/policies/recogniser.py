@@ -247,10 +247,11 @@ class Recogniser:
             "row_cases": list(self.row_cases),
             "weights": np.asarray(self.weights, dtype=float).tolist(),
             "etc_version": ETC_PARALLEL if self.parallel_etc else ETC_ONE_DEVICE,
-        } | self._far_json()
+        } | self._optional_json()
 
-    def _far_json(self) -> dict[str, Any]:
-        # Written only when set, so a recogniser without them keeps its file (and checksum).
+    def _optional_json(self) -> dict[str, Any]:
+        # The far fallback and the latency labels are written only when set, so a recogniser
+        # without them keeps its file (and checksum).
         out: dict[str, Any] = {}
         if self.far_pair is not None:
             out |= {"far_pair": self.far_pair, "far_distance": self.far_distance}
@@ -313,7 +314,7 @@ def _far_fields(data: dict[str, Any], path: Path) -> dict[str, Any]:
         return {}
     pair = _field(data, path, "far_pair", str, "one of the candidates")
     distance = float(_field(data, path, "far_distance", (int, float), "a positive number"))
-    if not distance > 0 or math.isnan(distance):
+    if not distance > 0:  # NaN too
         raise CheckpointError(path, "far_distance", "a positive number", distance)
     return {"far_pair": pair, "far_distance": distance}
 
