@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from experiments.configs import PlacerTrainConfig
+from experiments.evaluation import worker_init
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import PolicyOptions, make_selector
 from rlsched.seeds import describe, training_seed
@@ -55,7 +56,8 @@ class _Runner:
 
     def __init__(self, cfg: PlacerTrainConfig) -> None:
         self.cfg = cfg
-        self.pool = ProcessPoolExecutor(cfg.jobs)
+        # worker_init: one BLAS thread a worker, and a worker exits once this process is gone
+        self.pool = ProcessPoolExecutor(cfg.jobs, initializer=worker_init)
         self.episodes = 0
 
     def returns(self, thetas: list[np.ndarray], seeds: list[int]) -> list[dict[str, Any]]:

@@ -45,7 +45,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry
+from experiments.evaluation import load_entry, worker_init
 from rlsched.interference.calibration import SurveyRequest
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.iawp_model import slowdown
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"$ python -m experiments.benchmarks.stage2_headroom {shown}")
     grid = [(s, v, d) for s in scenarios for v in variants for d in seeds]
     t0 = time.perf_counter()
-    with ProcessPoolExecutor(args.jobs) as pool:
+    with ProcessPoolExecutor(args.jobs, initializer=worker_init) as pool:
         futures = [pool.submit(run_one, s, args.selector, v, d) for s, v, d in grid]
         res = {key: f.result() for key, f in zip(grid, futures, strict=True)}
     for s in scenarios:
