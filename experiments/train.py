@@ -22,6 +22,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from tqdm import tqdm
 
 from envs.gym_env import ClusterSchedulingEnv
+from experiments.cloning import behaviour_clone, collect_teacher
 from experiments.configs import TrainConfig
 from experiments.train_evaluation import (
     TEACHER_TRIALS,
@@ -104,54 +105,6 @@ def _entries(text: str, field: str, use: str) -> list[str]:
         if (folder / INDEX_NAME).is_file():
             check_use(read_index(folder), use, flag)
     return expand_folders(entries, flag)
-
-
-# ---- behaviour cloning -------------------------------------------------------------------------
-def collect_teacher(
-    cfg: TrainConfig, scenarios: list[Scenario], teachers: list[str]
-) -> dict[str, np.ndarray]:
-    """Observations and the teachers' choices over ``pretrain_episodes`` training episodes of
-    each scenario, each taught by its own teacher (observations padded to the largest cluster)."""
-    env = ClusterSchedulingEnv(scenarios, placer=cfg.placer)
-    buf: dict[str, list[np.ndarray]] = {"nodes": [], "task": [], "cluster": [], "mask": [], "action": []}
-    n = cfg.pretrain_episodes
-    shown = teachers[0] if len(set(teachers)) == 1 else "per scenario"
-    for ep in tqdm(range(n * len(scenarios)), desc=f"teacher {shown}", unit="episode", disable=None):
-        teacher = make_selector(teachers[ep // n])
-        obs, _ = env.reset(seed=training_seed(cfg.seed, ep), options={"scenario": ep // n})
-        teacher.reset(env.view, training_seed(cfg.seed, ep))
-        done = False
-        while not done:
-            task = env.task
-            assert task is not None
-            a = teacher.select(task, env.view, obs["mask"][: env.view.n_nodes].astype(bool))
-            for k in ("nodes", "task", "cluster", "mask"):
-                buf[k].append(obs[k])
-            buf["action"].append(np.asarray(a, dtype=np.int64))
-            obs, _, done, _, _ = env.step(a)
-    return {k: np.stack(v) for k, v in buf.items()}
-
-
-def behaviour_clone(net: NodeScorer, data: dict[str, np.ndarray], cfg: TrainConfig) -> float:
-    """Train ``net`` so its masked Q-values rank nodes as the teacher did; return final accuracy."""
-    t = {k: torch.as_tensor(v) for k, v in data.items()}
-    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    n = len(t["action"])
-    gen = torch.Generator().manual_seed(cfg.seed)
-    acc = 0.0
-    for _ in tqdm(range(cfg.bc_epochs), desc="behaviour cloning", unit="epoch", disable=None):
-        perm = torch.randperm(n, generator=gen)
-        hits = 0
-        for i in range(0, n, 64):
-            idx = perm[i : i + 64]
-            q = net(t["nodes"][idx], t["task"][idx], t["cluster"][idx], t["mask"][idx])
-            loss = torch.nn.functional.cross_entropy(q, t["action"][idx])
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            hits += int((q.argmax(dim=1) == t["action"][idx]).sum())
-        acc = hits / n
-    return acc
 
 
 # ---- checkpoints -------------------------------------------------------------------------------

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from experiments.cli import main
-from experiments.train import TrainConfig, behaviour_clone, collect_teacher, train
+from experiments.cloning import behaviour_clone, collect_teacher
+from experiments.train import TrainConfig, train
 from experiments.train_evaluation import TEACHERS, evaluate_selector, pick_teacher, score
 from models.checkpoint import load_checkpoint, save_checkpoint
 from models.qnet import NodeScorer
@@ -69,13 +70,38 @@ def test_behaviour_cloning_learns_the_teacher(tiny: Path) -> None:
         scenario=str(tiny), rate_per_min=None, pretrain="mct", pretrain_episodes=2, bc_epochs=30
     )
     data = collect_teacher(cfg, [load_scenario(cfg.scenario)], ["mct"])
-    assert set(data) == {"nodes", "task", "cluster", "mask", "action"} and len(data["action"]) == 160
-    assert data["mask"][range(160), data["action"]].all()  # the teacher only picks feasible nodes
+    assert len(data) == 160 and data.widths == [3]
+    assert data.mask[0][range(160), data.action].all()  # the teacher only picks feasible nodes
     torch.manual_seed(0)
-    net = NodeScorer(data["nodes"].shape[-1], data["task"].shape[-1], data["cluster"].shape[-1], [64, 32])
+    net = NodeScorer(data.nodes[0].shape[-1], data.task.shape[-1], data.cluster.shape[-1], [64, 32])
     acc = behaviour_clone(net, data, cfg)
     # Three nodes: chance is about a third; cloning must clearly beat it.
     assert acc > 0.6
+
+
+def test_cloning_keeps_each_decision_at_its_own_cluster_width(tiny: Path, tmp_path: Path) -> None:
+    """Beside a bigger cluster, the 3-node decisions are stored 3 nodes wide (padded to the biggest,
+    80 cases beside `large` took 30 GB), and a minibatch padded to its widest decision gives each
+    decision the Q-values and loss it has at its own width."""
+    wide = tmp_path / "wide.toml"
+    wide.write_text(SMALL.replace('name = "tiny"', 'name = "wide"').replace("count = 2", "count = 9"))
+    cfg = TrainConfig(scenario=str(tiny), rate_per_min=None, pretrain="mct", pretrain_episodes=1)
+    data = collect_teacher(cfg, [load_scenario(str(tiny)), load_scenario(str(wide))], ["mct", "mct"])
+    assert data.widths == [3, 10] and len(data) == 160
+    assert [len(g) for g in data.nodes] == [80, 80]
+    torch.manual_seed(0)
+    net = NodeScorer(data.nodes[0].shape[-1], data.task.shape[-1], data.cluster.shape[-1], [16])
+    mixed = np.array([0, 100, 1, 150])  # two of each width
+    alone = np.array([0, 1])
+    with torch.no_grad():
+        nodes, task, cluster, mask, action = data.batch(mixed)
+        assert nodes.shape[1] == 10 and not mask[[0, 2], 3:].any()
+        q_mixed = net(nodes, task, cluster, mask)
+        q_alone = net(*data.batch(alone)[:4])
+        loss_mixed = torch.nn.functional.cross_entropy(q_mixed, action, reduction="none")
+        loss_alone = torch.nn.functional.cross_entropy(q_alone, data.batch(alone)[4], reduction="none")
+    assert torch.allclose(q_mixed[[0, 2], :3], q_alone, atol=1e-5)
+    assert torch.allclose(loss_mixed[[0, 2]], loss_alone, atol=1e-5)
 
 
 def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
