@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,14 @@ def _entries(text: str, field: str, use: str) -> list[str]:
         if (folder / INDEX_NAME).is_file():
             check_use(read_index(folder), use, flag)
     return expand_folders(entries, flag)
+
+
+def _choosing(scenarios: list[Scenario], cfg: TrainConfig, what: str) -> Iterable[Scenario]:
+    """``scenarios`` with a progress bar while ``--pretrain best`` runs every teacher on each
+    (minutes on a generated set, silent before)."""
+    return tqdm(
+        scenarios, desc=f"choosing {what}", unit="scenario", disable=None if cfg.pretrain == "best" else True
+    )
 
 
 # ---- checkpoints -------------------------------------------------------------------------------
@@ -344,12 +353,12 @@ def train(
         trials = [
             training_seed(cfg.seed, cfg.pretrain_episodes * len(scenarios) + i) for i in range(TEACHER_TRIALS)
         ]
-        teachers = [pick_teacher(sc, cfg, trials) for sc in scenarios]
+        teachers = [pick_teacher(sc, cfg, trials) for sc in _choosing(scenarios, cfg, "teachers")]
         data = collect_teacher(cfg, scenarios, teachers)
         bc_acc = behaviour_clone(scorer, data, cfg)
     model.q_net_target.scorer.load_state_dict(scorer.state_dict())  # type: ignore[union-attr]
     checks = validation_scenarios(cfg)
-    references = [pick_teacher(sc, cfg, list(cfg.eval_seeds)) for sc in checks]
+    references = [pick_teacher(sc, cfg, list(cfg.eval_seeds)) for sc in _choosing(checks, cfg, "references")]
     refs = [evaluate_selector(make_selector(r), sc, cfg) for r, sc in zip(references, checks, strict=True)]
     cb = _Progress(cfg, checks, refs, out, bc_acc)
     cb.model = model  # lets evaluate_and_save run before learn()
