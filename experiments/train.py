@@ -32,6 +32,7 @@ from experiments.train_evaluation import (
     pick_teacher,
     score,
 )
+from experiments.train_memory import available_bytes, check_replay_fits
 from models.checkpoint import load_checkpoint, load_weights, save_checkpoint
 from models.masked_dqn import MaskedDQN, MaskedDQNPolicy
 from models.qnet import NodeScorer
@@ -329,6 +330,7 @@ def train(
     # The network is small: one thread avoids synchronisation overhead that outweighs the gain.
     torch.set_num_threads(cfg.threads)
     scenarios = training_scenarios(cfg)
+    check_replay_fits(scenarios, scenario_entries(cfg), min(cfg.steps, cfg.buffer_size), available_bytes())
     # A network keeps the feature version it was trained on: resuming or fine-tuning one of an
     # earlier version feeds it that version, and its checkpoints record it.
     origin = resume if resume is not None else start_weights
