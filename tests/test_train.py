@@ -104,6 +104,19 @@ def test_cloning_keeps_each_decision_at_its_own_cluster_width(tiny: Path, tmp_pa
     assert torch.allclose(loss_mixed[[0, 2]], loss_alone, atol=1e-5)
 
 
+def test_the_best_teacher_is_chosen_from_every_strong_heuristic(tmp_path: Path) -> None:
+    """On the generated training case generations-5, mct-drain completes ~1.3x the best of mct,
+    mct-mem, least-loaded and mlsm: the per-case teacher (and the validation reference) is it."""
+    assert main(["scenarios", "generate", "--family", "generations", "--count", "1", "--seed", "5",
+                 "--out", str(tmp_path / "g")]) == 0  # fmt: skip
+    sc = load_scenario(str(tmp_path / "g" / "generations-5.toml"))
+    cfg = TrainConfig(scenario=str(tmp_path / "g" / "generations-5.toml"), pretrain="best")
+    seeds = [4, 5]  # the trainer's teacher trials for one scenario and four cloning episodes
+    thr = {n: evaluate_selector(make_selector(n), sc, cfg, seeds)["throughput_per_min"] for n in TEACHERS}
+    assert pick_teacher(sc, cfg, seeds) == "mct-drain"
+    assert thr["mct-drain"] > 1.2 * max(thr[n] for n in ("mct", "mct-mem", "least-loaded", "mlsm"))
+
+
 def test_train_writes_verified_checkpoints_used_by_simulate(tiny: Path, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "run"
     cfg = TrainConfig(
