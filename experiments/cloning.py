@@ -54,22 +54,17 @@ class TeacherData:
         """Each group's cluster width (node count)."""
         return [int(g.shape[1]) for g in self.nodes]
 
-    @property
-    def nbytes(self) -> int:
-        """Bytes the decisions take."""
-        arrays = [*self.nodes, *self.mask, self.task, self.cluster, self.action, self.group, self.row]
-        return sum(a.nbytes for a in arrays)
-
     def batch(self, idx: np.ndarray) -> tuple[torch.Tensor, ...]:
         """Decisions ``idx`` as tensors (nodes, task, cluster, mask, action), the nodes and mask
         padded to the widest of them (padded nodes infeasible)."""
         groups, rows = self.group[idx], self.row[idx]
-        width = max(self.widths[g] for g in np.unique(groups))
+        present, widths = np.unique(groups), self.widths
+        width = max(widths[g] for g in present)
         nodes = np.zeros((len(idx), width, self.nodes[0].shape[2]), dtype=np.float32)
         mask = np.zeros((len(idx), width), dtype=self.mask[0].dtype)
-        for g in np.unique(groups):
+        for g in present:
             at = groups == g
-            w = self.widths[g]
+            w = widths[g]
             nodes[at, :w] = self.nodes[g][rows[at]]
             mask[at, :w] = self.mask[g][rows[at]]
         return (
