@@ -1,12 +1,12 @@
-"""Moving not-yet-started tasks off an overloaded simulated node, as the service does live.
+"""Moving not-yet-started tasks off a simulated node, as the service does live.
 
 The service's dispatcher checks :class:`~rlsched.overload.OverloadWatch` every
 :data:`~rlsched.overload.TICK_S` seconds and withdraws queued tasks from nodes that stay
-overloaded, for stage 1 to place again (``runtime/service/dispatcher.py``). With ``rebalance``
-on, the simulator runs the same watch at the same period of simulated time, so what an operator
-gets from ``rlsched serve`` is what the simulator evaluates. Only tasks none of whose subtasks
-has started move (nothing is lost); an input transfer already under way is abandoned, its link
-time spent.
+overloaded or whose queue outlasts a task's run on an idle GPU node, for stage 1 to place again
+(``runtime/service/dispatcher.py``). With ``rebalance`` on, the simulator runs the same watch at
+the same period of simulated time, so what an operator gets from ``rlsched serve`` is what the
+simulator evaluates. Only tasks none of whose subtasks has started move (nothing is lost); an
+input transfer already under way is abandoned, its link time spent.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ class Simulator:
     :param placer: the stage-2 policy used on every node.
     :param seed: drives drift (the tasks were drawn from their own seed).
     :param trace: keep a log of subtask executions (for tests).
-    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+    :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         ``rlsched serve`` does (:mod:`envs.rebalancing`).
     """
 

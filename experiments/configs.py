@@ -234,7 +234,7 @@ class EvalConfig:
     :param loads: offered loads to run each scenario at (``experiments/load_curves.py``); empty:
         each scenario at its own rate.
     :param load_of: what ``loads`` are relative to: ``"bound"`` or a ``SELECTOR+PLACER`` spec.
-    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+    :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         ``rlsched serve`` does (``envs/rebalancing.py``).
     """
 

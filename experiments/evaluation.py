@@ -42,7 +42,8 @@ class Case:
     :param detail: keep per-task latencies and per-device busy samples.
     :param arrival_scale: arrivals come this many times faster (:func:`scale_arrivals`).
     :param recogniser: the ``auto`` scheduler's recogniser folder (``None``: shipped).
-    :param rebalance: move not-started tasks off nodes that stay overloaded (as the service).
+    :param rebalance: move not-started tasks off nodes that stay overloaded or to idle GPU
+        nodes (as the service).
     """
 
     scenario: str

@@ -34,7 +34,8 @@ def simulate(
     :param seed: tasks and drift seed (``None`` = the scenario's).
     :param progress: show a progress bar of decisions on stderr.
     :param options: checkpoints of learned policies (``ldwp``, ``iawp-rl``).
-    :param rebalance: move not-started tasks off nodes that stay overloaded, as the service does.
+    :param rebalance: move not-started tasks off nodes that stay overloaded or to idle GPU
+        nodes, as the service does.
     """
     seed = scenario.seed if seed is None else seed
     sched = parse_scheduler(scheduler, options)

@@ -39,7 +39,7 @@ class EvaluateArgs:
     :param runs: NAME=DIR of a training run whose curves to plot (repeatable)
     :param convergence_steps: --suite paper without --runs: DQN steps of each convergence run (0
         skips)
-    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+    :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         rlsched serve does (its rebalance key, on by default there)
     :param out: output folder (report.md, report.html, results.*, img/)
     """

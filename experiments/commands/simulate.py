@@ -27,7 +27,7 @@ class SimulateArgs:
     :param model: checkpoint directory for the ldwp selector (default: shipped)
     :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
     :param recogniser: the auto scheduler's recogniser (rlsched fit-recogniser; default: shipped)
-    :param rebalance: move tasks that have not started off nodes that stay overloaded, as
+    :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         rlsched serve does
     """
 

@@ -11,7 +11,7 @@ backend = "local"           # "local" (agents in this process) or "ray" (one age
 ray_address = "auto"        # Ray: the cluster to join; omit to start a local Ray
 ray_gpu_model = "T4"        # Ray: model of the GPUs of joining Ray nodes without an accelerator label
 request_timeout_s = 30      # a request (its body included) must complete within this
-rebalance = true            # move not-yet-started tasks off nodes that stay overloaded
+rebalance = true            # move not-yet-started tasks off overloaded nodes and to idle GPU nodes
 selector_model = "runs/a/best"        # LDWP checkpoint (train/finetune); default: shipped
 placer_model = "runs/p/best"          # iawp-rl checkpoint (train --stage 2); default: shipped
 interference_model = "interf"         # interference fit folder, or profile's colocation.csv
@@ -150,7 +150,8 @@ class ServiceConfig:
         ``accelerator_type:MODEL`` resource naming a catalog model.
     :param request_timeout_s: seconds within which a request must have been read and answered
         (408 for a body that is not sent in time, 503 for an answer that is not ready).
-    :param rebalance: move not-yet-started tasks off nodes that stay overloaded.
+    :param rebalance: move not-yet-started tasks off nodes that stay overloaded, and to idle GPU
+        nodes where they would wait longer than they run there (`rlsched/overload.py`).
     :param selector_model: LDWP checkpoint folder (``None``: the shipped one).
     :param placer_model: ``iawp-rl`` checkpoint folder (``None``: the shipped one).
     :param interference_model: interference model folder or co-location CSV (``None``: fitted
