@@ -46,7 +46,7 @@ class OverloadWatch:
     :param ticks: consecutive ticks a node must stay overloaded before tasks move (at the
         service's 0.25 s tick, 4 = one second: a burst that drains by itself moves nothing).
     :param factor: waiting ready subtasks per unit above which a node counts as overloaded.
-    :param steal: also let idle GPU streams take queued tasks that would wait longer than they run
+    :param steal: also let idle GPU nodes take queued tasks that would wait longer than they run
         there (:meth:`steals`).
     :param steal_ticks: consecutive ticks a node's queue must outlast a taker's run before it gives.
     :param steal_margin: how many times a taker's run the queue must last.
@@ -59,10 +59,12 @@ class OverloadWatch:
     steal_margin: float = 1.0
     streak: dict[int, int] = field(default_factory=dict)
     steal_streak: dict[int, int] = field(default_factory=dict)
-    _tick: int = 0
-    _expected: set[int] = field(default_factory=set)
-    _misses: dict[int, int] = field(default_factory=dict)
-    _passed_over: dict[int, int] = field(default_factory=dict)
+    # the steal's memory: ticks so far, takers the last steals counted on, their misses in a row,
+    # and the tick until which each is passed over
+    _tick: int = field(default=0, init=False, repr=False)
+    _expected: set[int] = field(default_factory=set, init=False, repr=False)
+    _misses: dict[int, int] = field(default_factory=dict, init=False, repr=False)
+    _passed_over: dict[int, int] = field(default_factory=dict, init=False, repr=False)
 
     def moves(self, view: ClusterView, closed: set[int]) -> list[tuple[int, int]]:
         """``(node, tasks to withdraw)`` pairs for this tick (caller holds the view's lock): the
@@ -119,9 +121,9 @@ class OverloadWatch:
         The withdrawn tasks go back to stage 1, which places them again (not on the node they
         left). The watch sees nodes, not tasks: a taker that is still empty on the next tick did
         not get them (they need GPU models or memory it lacks, or stage 1 preferred another node),
-        so it is passed over for :attr:`steal_ticks` x 2, 4, 8, ... ticks (up to 2^6), until it
-        gets a task some other way; without that, tasks that only their node can run went back
-        and forth thousands of times in a run.
+        so it is passed over for :attr:`steal_ticks` x 2, 4, 8, ... ticks (up to 2^6; the count
+        starts again once a steal's tasks land on it); without that, tasks that only their node
+        can run went back and forth thousands of times in a run.
 
         :param view: the cluster view.
         :param closed: nodes that take no new tasks.
