@@ -273,5 +273,6 @@ class NodeAgent:
             self.runs.clear()
             self.waiting.clear()
         self.executor.stop()
+        self.residency.let_go(run.arrays for run in left)
         self.gpus.close()
         return left

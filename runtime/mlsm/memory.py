@@ -178,6 +178,15 @@ class DeviceMemory:
             else:
                 entry.drop_on_unpin = True
 
+    def let_go(self) -> None:
+        """The device is closing: drop every cached value (its device array), keeping the
+        accounting for reports. A closed cluster can outlive its run until Python's cycle
+        collector finds it; without this its cached inputs stay allocated in the real device's
+        pool, where the next cluster's GPUs on that device would count them as used."""
+        with self._lock:
+            for entry in self._entries.values():
+                entry.value = None
+
     def contains(self, data_id: str) -> bool:
         """Whether ``data_id`` is resident (or being loaded).
 

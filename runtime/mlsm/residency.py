@@ -60,6 +60,15 @@ class Residency:
         self.copy_streams = list(copy_streams)
         self.lock = lock
 
+    def let_go(self, unfinished: Iterable[TaskArrays]) -> None:
+        """The node is closing: drop every device array it holds (cached inputs, and the outputs
+        of ``unfinished`` tasks kept on a GPU), so the devices' pools can free them at once."""
+        for m in self.memory:
+            m.let_go()
+        for ta in unfinished:
+            for name in [n for n, held in list(ta.store.items()) if held.loc != CPU]:
+                del ta.store[name]
+
     def on_host(self, ta: TaskArrays, name: str) -> Any:
         """``name`` as a host array (for a CPU core)."""
         if name in ta.data.inputs:
