@@ -16,8 +16,9 @@
 #      kernel, the measured interference matrix);
 #   3. the live scheduler comparison (`rlsched demo --live --backend cupy`);
 #   4. the service on CuPy (accept load, then the same tasks through `rlsched serve` and run_live);
-#   5. how many GPU co-runs the service sees at 20, 60 and 150 tasks/s (what online interference
-#      learning needs; the service's learning test, which asks for 16 of them, is a CPU test).
+#   5. how many GPU co-runs the service sees at 20 and 60 tasks/s, with one and with seven CPU cores
+#      per node (what online interference learning needs; the service's learning test, which asks
+#      for 16 of them, is a CPU test).
 # Logs, plots and CSVs go to one archive, $OUT/gpu_check.tgz (the device returns at most eight
 # files), beside $OUT/summary.txt. STEPS=1,3 runs a subset; BENCH_SECTIONS picks step 2's sections.
 set -o pipefail
@@ -69,8 +70,9 @@ step 3 demo_live 100 python3 -m experiments.cli demo --live --backend cupy --see
 if python3 -c "import fastapi, uvicorn, prometheus_client, httpx" 2>&1 | tail -3 | tee -a "$OUT/summary.txt"; then
     step 4 bench_service 80 env RLSCHED_BACKEND=cupy python3 -m experiments.benchmarks.bench_service \
         --seconds 10 --e2e-tasks 300
-    step 5 corun_supply 120 env RLSCHED_TEST_BACKEND=cupy python3 -m experiments.benchmarks.corun_supply \
-        --seconds 20 --rates 20,60,150
+    # The embedded cluster's one core per node (none overlapped on the H100), then seven per node.
+    step 5 corun_supply 130 env RLSCHED_TEST_BACKEND=cupy bash -c "python3 -m experiments.benchmarks.corun_supply \
+        --seconds 15 --rates 20,60 && python3 -m experiments.benchmarks.corun_supply --seconds 15 --rates 20,60 --cores 7"
 else
     echo "service on CuPy skipped: fastapi, uvicorn, prometheus_client or httpx missing (carry .whl)" \
         | tee -a "$OUT/summary.txt"
