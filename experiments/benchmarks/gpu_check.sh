@@ -18,7 +18,8 @@
 #   4. the service on CuPy (accept load, then the same tasks through `rlsched serve` and run_live);
 #   5. how many GPU co-runs the service sees at 20 and 60 tasks/s, with one and with seven CPU cores
 #      per node (what online interference learning needs; the service's learning test, which asks
-#      for 16 of them, is a CPU test).
+#      for 16 of them, is a CPU test);
+#   6. the live demo with 1 and 2 streams per GPU (step 3 runs the default 4).
 # Logs, plots and CSVs go to one archive, $OUT/gpu_check.tgz (the device returns at most eight
 # files), beside $OUT/summary.txt. STEPS=1,3 runs a subset; BENCH_SECTIONS picks step 2's sections.
 set -o pipefail
@@ -27,7 +28,7 @@ LOGS=$(mktemp -d)/gpu_check
 mkdir -p "$OUT" "$LOGS"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 DEADLINE=$(($(date +%s) + ${GPU_CHECK_SECONDS:-420}))
-STEPS=${STEPS:-1,2,3,4,5}
+STEPS=${STEPS:-1,2,3,4,5,6}
 
 # Run "$@" under min(limit, time left before the deadline); log to $OUT/NAME.txt.
 step() {
@@ -61,8 +62,9 @@ PYTEST=(python3 -m pytest -q -p no:cacheprovider -o addopts="-ra" -o timeout=120
 step 1 gpu_tests 120 "${PYTEST[@]}" -m gpu \
     tests/test_runtime_kernels.py tests/test_runtime_backends.py tests/test_runtime_live.py \
     tests/test_gpu_working_memory.py
-# Dispatch overhead and stream feedback were measured on the first lease; the cache section
-# confirms the working-memory fix (nothing lost at 40/24 MiB), the others were never reached.
+# Dispatch overhead and stream feedback were measured on the first lease, the rest on the second,
+# where the cache section still lost 3 and 10 tasks at 40 and 24 MiB: it confirms (or not) that a
+# closed cluster now lets go of its device arrays (nothing lost at 40/24 MiB).
 step 2 bench_live 150 env RLSCHED_BACKEND=cupy python3 -m experiments.benchmarks.bench_live \
     --backend cupy --sections "${BENCH_SECTIONS:-cache,streams,backend,interference}" --out "$LOGS/bench"
 step 3 demo_live 100 python3 -m experiments.cli demo --live --backend cupy --seeds ${DEMO_SEEDS:-2} \
@@ -77,5 +79,23 @@ else
     echo "service on CuPy skipped: fastapi, uvicorn, prometheus_client or httpx missing (carry .whl)" \
         | tee -a "$OUT/summary.txt"
 fi
+# Streams per GPU on a real GPU: 4 (the default, step 3) against 1 and 2, the same demo otherwise
+# (the second run's streams section read 79 tasks/s at 1 stream and 53 at 4).
+streams_demo() {
+    for k in 1 2; do
+        python3 -c "import dataclasses, sys
+from runtime.cluster.config import default_live_cluster
+from runtime.cluster.config_io import write_live_cluster
+s = default_live_cluster()
+nodes = tuple(dataclasses.replace(n, streams_per_gpu=$k) for n in s.nodes)
+write_live_cluster(dataclasses.replace(s, nodes=nodes), sys.argv[1])" "/tmp/streams$k.toml" || return 1
+        echo "-- $k stream(s) per GPU"
+        python3 -m experiments.cli demo --live --backend "${STREAMS_BACKEND:-cupy}" --seeds ${DEMO_SEEDS:-2} \
+            --tasks ${DEMO_TASKS:-300} --schedulers ${STREAMS_SCHEDULERS:-ldwp+iawp,auto} --cluster "/tmp/streams$k.toml" \
+            || return 1
+    done
+}
+export -f streams_demo
+step 6 streams_demo 120 bash -c streams_demo
 cat "$OUT/summary.txt"
 cp "$OUT/summary.txt" "$LOGS/" && tar -czf "$OUT/gpu_check.tgz" -C "$(dirname "$LOGS")" gpu_check
