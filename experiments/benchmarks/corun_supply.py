@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> None:
         write_live_cluster(dataclasses.replace(spec, nodes=nodes), folder / "cluster.toml")
         top += 'cluster = "cluster.toml"\n'
     print(f"# cluster: the embedded one, {args.cores or 1} CPU core(s) per node")
+    print(f"# service log: {folder / 'server.log'}")
     config = write_config(folder, port, {"ops": "tok-ops"}, {"ops": "admin = true"}, top, "ldwp+iawp")
     s = ServiceProcess(config, port)
     s.start()
