@@ -43,6 +43,7 @@ class Watch:
         self.running: dict[int, int] = {}
         self.kernels = 0
         self.short: list[tuple[str, int, int]] = []  # (kind, bytes running kernels need, working held)
+        self.uploads: list[weakref.ref[Any]] = []  # every array the streams uploaded
 
     def enter(self, g: int, kind: str, need: int) -> None:
         with self.lock:
@@ -72,6 +73,11 @@ class WatchedStream:
             return self.inner.run(fn, inputs, params)
         finally:
             self.watch.leave(self.g, need)
+
+    def upload(self, host: Any) -> Any:
+        out = self.inner.upload(host)
+        self.watch.uploads.append(weakref.ref(out))
+        return out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -155,45 +161,6 @@ def test_a_real_gpus_capped_pool_loses_nothing_at_24_mib() -> None:
         check_result(data[tid], out.outputs)
 
 
-class UploadWatch:
-    """The NumPy backend; every array its streams upload is watched through a weak reference."""
-
-    def __init__(self) -> None:
-        self.inner = choose_backend("numpy")
-        self.name, self.xp = self.inner.name, self.inner.xp
-        self.uploads: list[weakref.ref[Any]] = []
-
-    def device_count(self) -> int:
-        return self.inner.device_count()
-
-    def open(self, config: DeviceConfig) -> Any:
-        watch = self
-
-        class Device:
-            def __init__(self, inner: Any) -> None:
-                self.inner = inner
-
-            def new_stream(self) -> Any:
-                return Stream(self.inner.new_stream())
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self.inner, name)
-
-        class Stream:
-            def __init__(self, inner: Any) -> None:
-                self.inner = inner
-
-            def upload(self, host: Any) -> Any:
-                out = self.inner.upload(host)
-                watch.uploads.append(weakref.ref(out))
-                return out
-
-            def __getattr__(self, name: str) -> Any:
-                return getattr(self.inner, name)
-
-        return Device(self.inner.open(config))
-
-
 def test_a_closed_cluster_lets_go_of_its_device_arrays_at_once() -> None:
     """A closed cluster outlives its run until Python's cycle collector finds it; on a real GPU
     its cached inputs then stay allocated in the device's pool, which the next cluster on that
@@ -201,17 +168,19 @@ def test_a_closed_cluster_lets_go_of_its_device_arrays_at_once() -> None:
     benchmark that runs three clusters in one process, where the same workload alone lost none).
     Closing drops them at once: no uploaded array outlives ``close`` with the collector off."""
     spec = LiveClusterSpec(nodes=(LiveNode("n", cpu_cores=1, gpus=(LiveGpu("V100M16", mem_mib=1024),)),))
-    backend = UploadWatch()
+    watch = Watch()
     w = LiveWorkload(apps={"matmul": 1.0, "fft": 1.0, "kmeans": 1.0}, streams=6, tasks=24, rate_per_s=100.0)
     gc.collect()
     gc.disable()
     try:
-        cluster = LocalCluster(spec, backend)
+        cluster = LocalCluster(spec, WatchedBackend(watch))
+        watch.memories = lambda: cluster.agents[0].residency.memory
         res = run_live(cluster, parse_scheduler("mct+mlsm"), build_work(w), LiveOptions(seed=0))
         assert res.metrics.tasks_completed == 24, res.errors
         cached = sum(m.stats().cached_bytes for m in cluster.agents[0].residency.memory)
         assert cached > 0  # inputs were still cached when the run ended: the cache kept them
-        alive = [r for r in backend.uploads if r() is not None]
-        assert not alive, f"{len(alive)} of {len(backend.uploads)} uploaded arrays outlived close"
+        alive = [r for r in watch.uploads if r() is not None]
+        assert watch.uploads, "no upload was watched"
+        assert not alive, f"{len(alive)} of {len(watch.uploads)} uploaded arrays outlived close"
     finally:
         gc.enable()
