@@ -8,6 +8,7 @@ write it. It holds public specifications and *measured* state — never ground-t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -169,6 +170,18 @@ class ClusterView:
         if self.gpu_rate_samples.shape != self.gpu_streams.shape:
             self.gpu_rate_samples = np.zeros(self.gpu_streams.shape, dtype=np.int64)
         self.resync(aggregates=self.node_gpu_running.shape != (n,) or self.node_gpu_rate.shape != (n,))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Copies and unpickled views rebind their per-node arrays as columns of :attr:`dyn`.
+
+        ``copy.deepcopy`` and ``pickle`` copy each array on its own: without this, a copy's
+        per-node arrays would stop being views of its ``dyn``, updates would reach them but not
+        ``dyn``, and encoders (which read ``dyn``) would see the state as it was at the copy.
+        """
+        self.__dict__.update(state)
+        if "dyn" in state:
+            for j, name in enumerate(DYN_COLUMNS):
+                setattr(self, name, self.dyn[:, j])
 
     def resync(self, aggregates: bool = True) -> None:
         """Recompute per-node aggregates and the Python mirrors from the per-GPU arrays, and
