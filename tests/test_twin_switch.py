@@ -9,7 +9,13 @@ import pytest
 
 from envs import simulator as simmod
 from envs.simulator import Simulator
-from experiments.benchmarks.twin_switch import continue_with, decide_until, resample_future
+from experiments.benchmarks.twin_switch import (
+    World,
+    continue_with,
+    decide_until,
+    resample_future,
+    start_world,
+)
 from experiments.evaluation import load_entry
 from rlsched.policies.auto import switchboard
 from rlsched.policies.registry import parse_scheduler
@@ -18,13 +24,8 @@ from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 CASE, SEED, AT = "transfer-4#150", 10001, 10
 
 
-def _world() -> tuple[Simulator, object]:
-    sc = scenario_for_seed(load_entry(CASE, None), SEED)
-    sched = parse_scheduler("auto")
-    sim = Simulator(sc, generate_tasks(sc, SEED), sched.placer, seed=SEED)
-    sched.reset(sim.view, sim.seed)
-    sim.calibrate_placer()
-    return sim, sched
+def _world() -> World:
+    return start_world(CASE, SEED)
 
 
 def test_a_copy_continued_with_the_running_pair_is_the_run() -> None:
@@ -38,8 +39,10 @@ def test_a_copy_continued_with_the_running_pair_is_the_run() -> None:
     sim, sched = _world()
     assert decide_until(sim, sched, AT)
     world = (sim, sched)
-    keep = switchboard(sched).current
-    other = next(p for p in switchboard(sched).recogniser.candidates if p.split("+")[0] != keep.split("+")[0])
+    board = switchboard(sched)
+    assert board is not None
+    keep = board.current
+    other = next(p for p in board.recogniser.candidates if p.split("+")[0] != keep.split("+")[0])
     assert continue_with(world, other, None) != pytest.approx(whole, rel=1e-6)
     assert continue_with(world, keep, None) == pytest.approx(whole, rel=1e-12)
 

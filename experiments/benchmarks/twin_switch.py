@@ -31,7 +31,6 @@ import copy
 import functools
 import heapq
 import json
-import math
 import shlex
 import sys
 import time
@@ -45,7 +44,7 @@ import numpy as np
 from envs import simulator as simmod
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
-from experiments.report_generalisation import best_heuristic, case_means, is_heuristic_row
+from experiments.report_generalisation import best_heuristic, case_means, geomean, is_heuristic_row
 from rlsched.policies.auto import Switchboard, switchboard
 from rlsched.policies.registry import parse_scheduler
 from rlsched.records import TaskRecord
@@ -118,18 +117,23 @@ def resample_future(sim: Simulator, rng: np.random.Generator, jitter: float = 0.
         sim._push(at, simmod._ARRIVE, i)
 
 
-def probe(case: str, seed: int, at: int, futures: int, jitter: float = 0.0) -> dict[str, Any] | None:
-    """One run of ``auto`` on ``case`` and ``seed``, copied at its ``at``-th decision."""
+def start_world(case: str, seed: int) -> World:
+    """``auto`` on ``case`` and ``seed``, reset and calibrated, before its first decision."""
     sc = scenario_for_seed(load_entry(case, None), seed)
-    tasks = generate_tasks(sc, seed)
     sched = parse_scheduler("auto")
-    sim = Simulator(sc, tasks, sched.placer, seed=seed)
+    sim = Simulator(sc, generate_tasks(sc, seed), sched.placer, seed=seed)
     sched.reset(sim.view, sim.seed)
     sim.calibrate_placer()
-    if not decide_until(sim, sched, at) or len(tasks) <= at:
+    return sim, sched
+
+
+def probe(case: str, seed: int, at: int, futures: int, jitter: float = 0.0) -> dict[str, Any] | None:
+    """One run of ``auto`` on ``case`` and ``seed``, copied at its ``at``-th decision."""
+    sim, sched = start_world(case, seed)
+    if not decide_until(sim, sched, at) or len(sim.tasks) <= at:
         return None
     board = _board(sched)
-    world = copy.deepcopy((sim, sched))
+    world = (sim, sched)  # each continuation runs on its own copy
     real, twin = {}, {}
     for pair in board.recogniser.candidates:
         real[pair] = continue_with(world, pair, None)
@@ -147,7 +151,7 @@ def probe(case: str, seed: int, at: int, futures: int, jitter: float = 0.0) -> d
 
 def _gm(x: list[float]) -> str:
     a = np.asarray(x)
-    return f"{math.exp(np.log(a).mean()):.3f} / {100 * (a >= 0.99).mean():.0f} % / min {a.min():.3f}"
+    return f"{geomean(x):.3f} / {100 * (a >= 0.99).mean():.0f} % / min {a.min():.3f}"
 
 
 def summarise(runs: list[dict[str, Any]], grid: str | None) -> list[str]:
