@@ -7,8 +7,8 @@ that ran beside others; solo runs set its reference speeds. This starts a real `
 child on the embedded live cluster (backend from ``RLSCHED_TEST_BACKEND``: ``numpy`` by default,
 ``cupy`` on a GPU), waits for its calibration survey, then submits the two video apps at each
 rate in turn and reads ``/v1/models`` before and after: solo runs, co-runs, brief overlaps, and
-the interference model's online updates (an update every 16 co-runs, as in the service's
-learning test). It answers whether a backend gives the learner anything to learn from: on one
+the interference model's online updates (an update every 16 co-runs; the service's learning
+test updates every 8). It answers whether a backend gives the learner anything to learn from: on one
 H100, with the embedded cluster's one CPU core per node, the video apps' GPU kernels were so
 short next to their CPU stages that none overlapped. ``--cores N`` serves the embedded cluster
 with N cores per node instead (a GPU host has more than the 2 cores the default is sized for).
