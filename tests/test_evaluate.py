@@ -464,3 +464,35 @@ def test_intervals_over_few_seeds_are_their_range_and_t_intervals_stay_in_range(
     assert wide.low == 0.0 and wide.errors()[0] == wide.mean
     plain = summarise([10.0, 11.0, 12.0, 11.0, 10.0])
     assert plain.symmetric() and " ± " in plain.cell()
+
+
+def test_figures_drawn_in_parallel_with_progress_off_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the runs' lines, one line per scenario whose figures are drawn (a generated set of 40
+    cases and 38 schedulers took minutes there, silent before); with two workers the figures are
+    drawn in two processes and the report still shows each scenario's own, in its order."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
+    out = tmp_path / "out"
+    args = [
+        "evaluate",
+        "--scenarios",
+        f"{tmp_path / 'tiny.toml'},{tmp_path / 'tiny2.toml'}",
+        "--schedulers",
+        "mct",
+    ]
+    assert main([*args, "--seeds", "1", "--jobs", "2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    drawn = [x for x in err if x.startswith("report: ")]
+    assert [x.split(",")[0] for x in drawn] == [
+        "report: 1/2 scenarios drawn",
+        "report: 2/2 scenarios drawn",
+    ], err
+    assert sorted(Path(x.rsplit(": ", 1)[1]).name for x in drawn) == ["tiny.toml", "tiny2.toml"]
+    assert err.index(drawn[0]) > max(i for i, x in enumerate(err) if x.startswith("evaluate: 2/2 runs"))
+    md = (out / "report.md").read_text()
+    shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
+    assert len(shown) == 2 and shown[0] < shown[1] and "tiny2" in shown[1], shown
+    for name in shown:
+        assert (out / "img" / name).read_bytes().startswith(b"\x89PNG")
