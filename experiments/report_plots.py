@@ -90,7 +90,8 @@ def device_utilisation(
 
     Every map shares one colour scale and so one colour bar; the grid is laid out by fixed
     margins, not ``tight_layout``, whose search over every axis took most of a report's time
-    (4.6 s for 38 schedulers, 1.0 s now; one such figure per scenario).
+    (3.9 s for 38 schedulers, 1.7 s now: ``experiments.benchmarks.bench_report_figures``; one such
+    figure per scenario).
     """
     names = [n for n, (t, u) in series.items() if len(t) and len(u)]
     cols = min(3, max(1, len(names)))
