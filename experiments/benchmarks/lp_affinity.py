@@ -18,10 +18,7 @@ latency. BENCHMARKS.md, "A selector that follows an allocation LP", has what it 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
-import io
-import json
 import shlex
 import sys
 from collections import deque
@@ -32,8 +29,10 @@ import numpy as np
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix
 
-from experiments.cli import main as cli_main
+from experiments import inputs
+from experiments.simulate import simulate
 from rlsched.estimates import drain_estimates, memory_aware_estimates, node_estimates
+from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import register_selector
 from rlsched.policies.selectors import EtcSelector, masked_argmin
 from rlsched.tasks import Task
@@ -158,13 +157,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def _simulate(case: Path, spec: str, seed: int) -> dict[str, float]:
-    """``rlsched simulate --json`` in this process (the probe's selectors are registered here only)."""
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        cli_main(["simulate", "--scenario", str(case), "--scheduler", spec, "--seed", str(seed), "--json"])
-    m = json.loads(buf.getvalue())
-    return {"throughput": m["throughput"], "latency_mean_s": m["latency_mean_s"]}
+def _simulate(case: Path, spec: str, seed: int) -> RunMetrics:
+    """What ``rlsched simulate --scenario CASE --scheduler SPEC --seed SEED`` runs, in this process
+    (the probe's selectors are registered here only)."""
+    return simulate(inputs.scenario(str(case), None), spec, seed)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -185,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.cases.split(","):
         case = Path(args.scenarios) / f"{name}.toml"
         cells = [_simulate(case, p, args.seed) for p in pairs]
-        row = " | ".join(f"{m['throughput']:.1f} ({m['latency_mean_s']:.2f})" for m in cells)
+        row = " | ".join(f"{m.throughput:.1f} ({m.latency_mean_s:.2f})" for m in cells)
         print(f"| {name} | {row} |", flush=True)
 
 
