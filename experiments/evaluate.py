@@ -12,10 +12,10 @@ import json
 import multiprocessing
 import os
 import platform
-import re
 import subprocess
 import sys
 import time
+import traceback
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, replace
@@ -122,10 +122,6 @@ def _machine() -> str:
     return f"{platform.system()} {platform.machine()}, {cores} cores, Python {platform.python_version()}"
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-")[:80] or "x"
-
-
 def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     """Run the evaluation and write its report into ``out``; returns a short summary. A folder
     among the scenarios stands for its scenario files (:func:`~experiments.case_folders.expand_folders`).
@@ -191,7 +187,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     if extra and cross:
         extra["against_pair_picked_on_other_seeds"] = [asdict(c) for c in cross]
     write_results(rows, meta, out, extra)
-    write_report(rows, results, cfg, meta, out, ratios, cross, progress)
+    undrawn = write_report(rows, results, cfg, meta, out, ratios, cross, progress)
     failed = sum(r["status"] != "ok" for r in rows)
     over = sum(r["within_bound"] is False for r in rows)
     return {
@@ -199,6 +195,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         "runs": len(rows),
         "failed": failed,
         "above_bound": over,
+        "figures_failed": undrawn,
         "wall_s": round(meta.wall_s, 1),
     }
 
@@ -239,8 +236,9 @@ def write_report(
     ratios: Sequence[CaseRatio] = (),
     cross: Sequence[CrossSeedRatio] = (),
     progress: bool = False,
-) -> None:
-    """Figures, ``report.md`` and ``report.html`` from the rows and the runs' details.
+) -> int:
+    """Figures, ``report.md`` and ``report.html`` from the rows and the runs' details; returns how
+    many scenarios' figures could not be drawn (their sections say why; the report is written).
 
     :param ratios: learned pairs against the best heuristic pair, by case (empty: no section).
     :param cross: the same against the pair chosen on other seeds, and its ceiling (empty: none).
@@ -259,12 +257,15 @@ def write_report(
         blocks = meta_blocks(meta, cfg.title) + against + load_blocks(rows, cfg.load_of, out)
         (out / "report.md").write_text(render_md(blocks))
         (out / "report.html").write_text(render_html(blocks, out))
-        return
+        return 0
     grouped = _group(rows)
     blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped) + against
-    figs = _draw_all(grouped, results, cfg, out, progress)
+    figs, undrawn = _draw_all(grouped, results, cfg, out, progress)
     for sc, runs in grouped.items():
         blocks += scenario_blocks(sc, runs, figs[sc])
+        if sc in undrawn:
+            why = f"Its figures could not be drawn ({undrawn[sc]}); the table above is complete."
+            blocks.append(Block("p", why))
     blocks += paper_blocks(rows, out)
     if cfg.suite == "paper":
         blocks += convergence_note(bool(cfg.runs) or cfg.model is not None)
@@ -276,6 +277,7 @@ def write_report(
     ]
     (out / "report.md").write_text(render_md(blocks))
     (out / "report.html").write_text(render_html(blocks, out))
+    return len(undrawn)
 
 
 def _draw_all(
@@ -284,9 +286,10 @@ def _draw_all(
     cfg: EvalConfig,
     out: Path,
     progress: bool,
-) -> dict[str, list[tuple[str, str]]]:
+) -> tuple[dict[str, list[tuple[str, str]]], dict[str, str]]:
     """Every scenario's figures, drawn over ``cfg.jobs`` processes, with a bar on stderr (a plain
-    line per scenario off a terminal)."""
+    line per scenario off a terminal); and, by scenario, why its figures could not be drawn (the
+    traceback goes to stderr; the other scenarios' figures and the report are still made)."""
     mine: dict[str, list[CaseResult]] = {sc: [] for sc in grouped}
     for r in results:
         if r.case.scenario in mine:
@@ -295,9 +298,13 @@ def _draw_all(
     plain = progress and bar.disable
     t0 = time.perf_counter()
     figs: dict[str, list[tuple[str, str]]] = {}
+    undrawn: dict[str, str] = {}
 
-    def take(sc: str, f: list[tuple[str, str]]) -> None:
-        figs[sc] = f
+    def take(sc: str, drawn: tuple[list[tuple[str, str]], str | None]) -> None:
+        figs[sc], trace = drawn
+        if trace is not None:
+            undrawn[sc] = trace.strip().splitlines()[-1]
+            bar.write(f"report: the figures of {sc} could not be drawn:\n{trace}", file=sys.stderr)
         bar.update()
         if plain:
             done = f"report: {len(figs)}/{len(grouped)} scenarios drawn, {time.perf_counter() - t0:.0f} s"
@@ -307,20 +314,31 @@ def _draw_all(
         jobs = min(cfg.jobs, len(grouped))
         if jobs <= 1:
             for sc, runs in grouped.items():
-                take(sc, _scenario_figures(sc, runs, mine[sc], cfg, out))
+                take(sc, _figures_or_trace(sc, runs, mine[sc], cfg, out))
         else:
             # Spawned, as the runs' workers are (matplotlib's Agg backend draws in any process).
             ctx = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
                 futs = {
-                    pool.submit(_scenario_figures, sc, runs, mine[sc], cfg, out): sc
+                    pool.submit(_figures_or_trace, sc, runs, mine[sc], cfg, out): sc
                     for sc, runs in grouped.items()
                 }
                 for fut in as_completed(futs):
                     take(futs[fut], fut.result())
     finally:
         bar.close()
-    return figs
+    return figs, undrawn
+
+
+def _figures_or_trace(
+    sc: str, runs: dict[str, list[dict]], results: list[CaseResult], cfg: EvalConfig, out: Path
+) -> tuple[list[tuple[str, str]], str | None]:
+    """:func:`_scenario_figures`, or none and the traceback of what stopped them: the runs are
+    measured and written by now, and one figure must not cost the whole report."""
+    try:
+        return _scenario_figures(sc, runs, results, cfg, out), None
+    except Exception:
+        return [], traceback.format_exc()
 
 
 def _scenario_figures(
@@ -330,7 +348,7 @@ def _scenario_figures(
     ok = {s: rs for s, rs in ok.items() if rs}
     if not ok:
         return []
-    slug = _slug(sc)
+    slug = plots.figure_stem(sc)
     ub = summarise([r["bound_throughput_ub"] for rs in ok.values() for r in rs]).mean
     figs = []
     p = plots.bars_with_intervals(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from experiments import report_plots as plots
@@ -59,7 +58,7 @@ def load_blocks(rows: list[dict], load_of: str, out: Path) -> list[Block]:
                 [p for _, _, p in floor],
             ),
         ]
-        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", sc).strip("-")[:80] or "x"
+        slug = plots.figure_stem(sc)
         p = plots.latency_vs_load(
             out / "img" / f"{slug}-latency-vs-load.png",
             f"{sc}: latency against offered load",

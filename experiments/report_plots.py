@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -14,6 +16,21 @@ import numpy as np
 from matplotlib import ticker
 
 from experiments.report_stats import Summary
+
+#: Longest figure-file stem (file systems allow 255 bytes; the figures add a suffix).
+SLUG_MAX = 80
+
+
+def figure_stem(text: str) -> str:
+    """A file-name stem for ``text`` (a scenario's name or path), unique per text: a long one
+    keeps its end (the case's own name) behind a hash of the whole, so cases under one deep
+    folder do not share figure files."""
+    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
+    if len(slug) <= SLUG_MAX:
+        return slug
+    digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+    return f"{digest}-{slug[-(SLUG_MAX - 9) :].lstrip('-')}"
+
 
 _DPI = 100
 
