@@ -259,8 +259,12 @@ def write_report(
         (out / "report.html").write_text(render_html(blocks, out))
         return 0
     grouped = _group(rows)
-    blocks = meta_blocks(meta, cfg.title) + headroom_blocks(grouped) + against
+    head = meta_blocks(meta, cfg.title)
     figs, undrawn = _draw_all(grouped, results, cfg, out, progress)
+    if undrawn:  # at the top too: one paragraph among forty scenarios is easy to miss
+        names = ", ".join(undrawn)
+        head.append(Block("p", f"The figures of {len(undrawn)} scenario(s) could not be drawn: {names}."))
+    blocks = head + headroom_blocks(grouped) + against
     for sc, runs in grouped.items():
         blocks += scenario_blocks(sc, runs, figs[sc])
         if sc in undrawn:

@@ -539,7 +539,8 @@ def test_a_figure_that_cannot_be_drawn_costs_only_its_scenario(
     assert "Traceback" in cap.err and "IsADirectoryError" in cap.err
     md = (out / "report.md").read_text()
     assert "Its figures could not be drawn (IsADirectoryError" in md
-    assert md.count("could not be drawn") == 1
+    assert f"The figures of 1 scenario(s) could not be drawn: {blocked}." in md.split("## ")[0]
+    assert md.count("could not be drawn") == 2
     shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
     assert len(shown) == 1 and "tiny2" not in shown[0], shown
     assert "could not be drawn" in (out / "report.html").read_text()
