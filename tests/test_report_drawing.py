@@ -1,0 +1,93 @@
+"""Drawing a report's figures: in parallel with progress, one file set per scenario however deep
+its folder, and a figure that fails costs only its own scenario's figures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from experiments.cli import main
+from tests.test_evaluate import TINY
+
+
+def test_figures_drawn_in_parallel_with_progress_off_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After the runs' lines, one line per scenario whose figures are drawn (a generated set of 40
+    cases and 38 schedulers took minutes there, silent before); with two workers the figures are
+    drawn in two processes and the report still shows each scenario's own, in its order."""
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
+    out = tmp_path / "out"
+    args = [
+        "evaluate",
+        "--scenarios",
+        f"{tmp_path / 'tiny.toml'},{tmp_path / 'tiny2.toml'}",
+        "--schedulers",
+        "mct",
+    ]
+    assert main([*args, "--seeds", "1", "--jobs", "2", "--out", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    drawn = [x for x in err if x.startswith("report: ")]
+    assert [x.split(",")[0] for x in drawn] == [
+        "report: 1/2 scenarios drawn",
+        "report: 2/2 scenarios drawn",
+    ], err
+    assert sorted(Path(x.rsplit(": ", 1)[1]).name for x in drawn) == ["tiny.toml", "tiny2.toml"]
+    assert err.index(drawn[0]) > max(i for i, x in enumerate(err) if x.startswith("evaluate: 2/2 runs"))
+    md = (out / "report.md").read_text()
+    shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
+    assert len(shown) == 2 and "tiny2" not in shown[0] and "tiny2" in shown[1], shown
+    for name in shown:
+        assert (out / "img" / name).read_bytes().startswith(b"\x89PNG")
+
+
+def test_scenarios_deep_in_a_folder_keep_their_own_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Figure files are named after the scenario's path: two cases in a folder whose path is long
+    (a generated set under a deep working directory) must not draw over each other's files."""
+    deep = tmp_path / ("generated-validation-cases-" * 4)
+    deep.mkdir()
+    (deep / "tiny.toml").write_text(TINY)
+    (deep / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
+    out = tmp_path / "out"
+    scen = f"{deep / 'tiny.toml'},{deep / 'tiny2.toml'}"
+    args = ["evaluate", "--scenarios", scen, "--schedulers", "mct", "--seeds", "1"]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    md = (out / "report.md").read_text()
+    shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
+    assert len(set(shown)) == 2 and "tiny2" in shown[1] and "tiny2" not in shown[0], shown
+
+
+def test_a_figure_that_cannot_be_drawn_costs_only_its_scenario(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Drawing runs after every run is measured: a figure that fails (here, its file's path is
+    taken by a folder) leaves the other scenario's figures, the report and its exit status, and says
+    in the report, the summary and on stderr which scenario has none and why."""
+    from experiments.report_plots import figure_stem
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
+    out = tmp_path / "out"
+    blocked = str(tmp_path / "tiny2.toml")
+    (out / "img" / f"{figure_stem(blocked)}-throughput.png").mkdir(parents=True)
+    scen = f"{tmp_path / 'tiny.toml'},{blocked}"
+    args = ["evaluate", "--scenarios", scen, "--schedulers", "mct", "--seeds", "1", "--jobs", "2"]
+    assert main([*args, "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert json.loads(cap.out.strip().splitlines()[-1])["figures_failed"] == 1
+    assert f"report: the figures of {blocked} could not be drawn" in cap.err
+    assert "Traceback" in cap.err and "IsADirectoryError" in cap.err
+    md = (out / "report.md").read_text()
+    assert "Its figures could not be drawn (IsADirectoryError" in md
+    assert f"The figures of 1 scenario(s) could not be drawn: {blocked}." in md.split("## ")[0]
+    assert md.count("could not be drawn") == 2
+    shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
+    assert len(shown) == 1 and "tiny2" not in shown[0], shown
+    assert "could not be drawn" in (out / "report.html").read_text()
