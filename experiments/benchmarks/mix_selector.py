@@ -149,8 +149,12 @@ def main(argv: list[str] | None = None) -> None:
     cases = sorted(str(p) for p in Path(args.scenarios).glob("*.toml"))
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     jobs = [(c, f"{s}+{args.placer}", seed) for c in cases for seed in seeds for s in SELECTORS]
-    with mp.get_context("spawn").Pool(args.jobs, initializer=_init) as pool:
-        rows = list(tqdm(pool.imap_unordered(_run, jobs), total=len(jobs), mininterval=10))
+    if args.jobs <= 1:  # in this process: no pool to start
+        install()
+        rows = [_run(j) for j in tqdm(jobs, mininterval=10)]
+    else:
+        with mp.get_context("spawn").Pool(args.jobs, initializer=_init) as pool:
+            rows = list(tqdm(pool.imap_unordered(_run, jobs), total=len(jobs), mininterval=10))
     summary = summarise(rows)
     Path(args.out).write_text(json.dumps({"runs": rows, "summary": summary}, indent=1))
     for k, v in summary.items():
