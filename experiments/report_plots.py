@@ -18,7 +18,7 @@ from matplotlib import ticker
 from experiments.report_stats import Summary
 
 #: Longest figure-file stem (file systems allow 255 bytes; the figures add a suffix).
-SLUG_MAX = 80
+STEM_MAX = 80
 
 
 def figure_stem(text: str) -> str:
@@ -26,10 +26,11 @@ def figure_stem(text: str) -> str:
     keeps its end (the case's own name) behind a hash of the whole, so cases under one deep
     folder do not share figure files."""
     slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "x"
-    if len(slug) <= SLUG_MAX:
+    if len(slug) <= STEM_MAX:
         return slug
     digest = hashlib.sha256(text.encode()).hexdigest()[:8]
-    return f"{digest}-{slug[-(SLUG_MAX - 9) :].lstrip('-')}"
+    tail = slug[-(STEM_MAX - len(digest) - 1) :].lstrip("-")
+    return f"{digest}-{tail}"
 
 
 _DPI = 100

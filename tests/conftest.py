@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -89,6 +90,33 @@ def interrupt_rlsched(args: Sequence[str], ready: Path, after_s: float) -> tuple
     finally:
         proc.kill()
     return proc.returncode, err
+
+
+def drive_selector(path: Path, sched: Any, rate: float | None = None) -> tuple[list[int], Any, list[Any]]:
+    """Run every stage-1 decision of the scenario file ``path`` (seed 10001, placer calibrated)
+    through ``sched``'s selector and assign each task where it chose; each choice must be feasible.
+
+    :param sched: a :class:`~rlsched.scheduler.TwoStageScheduler` (its placer runs the simulator).
+    :param rate: the arrival rate, per minute (``None``: the file's).
+    :returns: the nodes chosen, the simulator (as the last decision left it) and the tasks decided.
+    """
+    from envs.simulator import Simulator
+    from experiments.evaluation import load_entry
+    from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
+
+    sc = scenario_for_seed(load_entry(str(path), rate), 10001)
+    sim = Simulator(sc, generate_tasks(sc, 10001), sched.placer, seed=10001)
+    sched.reset(sim.view, sim.seed)
+    sim.calibrate_placer()
+    nodes, tasks = [], []
+    while (task := sim.next_decision()) is not None:
+        mask = sim.mask(task)
+        choice = sched.selector.select(task, sim.view, mask)
+        assert mask[choice]
+        nodes.append(choice)
+        tasks.append(task)
+        sim.assign(task, choice)
+    return nodes, sim, tasks
 
 
 def node(

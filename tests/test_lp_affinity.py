@@ -10,30 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envs.simulator import Simulator
 from experiments.benchmarks import lp_affinity
-from experiments.evaluation import load_entry
 from rlsched.policies.registry import parse_scheduler
-from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.scheduler import TwoStageScheduler
+from tests.conftest import drive_selector
 from tests.test_evaluate import TINY
 
 
 def _choices(path: Path, selector: object, rate: float | None = None) -> list[int]:
-    sc = scenario_for_seed(load_entry(str(path), rate), 10001)
-    sched = parse_scheduler("mct-mem+iawp-pass")
-    sched = TwoStageScheduler(selector, sched.placer)  # type: ignore[arg-type]
-    sim = Simulator(sc, generate_tasks(sc, 10001), sched.placer, seed=10001)
-    sched.reset(sim.view, sim.seed)
-    sim.calibrate_placer()
-    out = []
-    while (task := sim.next_decision()) is not None:
-        mask = sim.mask(task)
-        node = sched.selector.select(task, sim.view, mask)
-        assert mask[node]
-        out.append(node)
-        sim.assign(task, node)
-    return out
+    sched = TwoStageScheduler(selector, parse_scheduler("mct-mem+iawp-pass").placer)  # type: ignore[arg-type]
+    return drive_selector(path, sched, rate)[0]
 
 
 @pytest.fixture

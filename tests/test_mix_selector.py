@@ -16,6 +16,7 @@ from experiments.evaluation import load_entry
 from rlsched.policies import registry
 from rlsched.policies.registry import parse_scheduler
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
+from tests.conftest import drive_selector
 from tests.test_evaluate import TINY
 
 
@@ -54,17 +55,7 @@ def test_selector_needs_the_placers_model_and_picks_feasible_nodes(
     monkeypatch.setitem(registry.PLACERS, "iawp-pass", mix_selector._iawp_pass_shared)
     sched = parse_scheduler("mct-mix+iawp-pass")
     assert sched.selector.placer is sched.placer  # type: ignore[attr-defined]
-    sc = scenario_for_seed(load_entry(str(tiny), None), 10001)
-    sim = Simulator(sc, generate_tasks(sc, 10001), sched.placer, seed=10001)
-    sched.reset(sim.view, sim.seed)
-    sim.calibrate_placer()
-    seen = []
-    while (task := sim.next_decision()) is not None:
-        mask = sim.mask(task)
-        node = sched.selector.select(task, sim.view, mask)
-        assert mask[node]
-        sim.assign(task, node)
-        seen.append(task)
+    _, sim, seen = drive_selector(tiny, sched)
     assert seen
     alone = mix_selector.MixSelector()
     mix_selector._PENDING.clear()
