@@ -17,11 +17,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
+from rlsched.policies.case_features import FEATURES
+from rlsched.policies.recogniser import Recogniser
+from rlsched.policies.revisit import Revisit
+from rlsched.policies.run_features import RUN_FEATURES
 from rlsched.scenarios.spec import ArrivalSpec, DriftSpec, Scenario, WorkloadSpec
 
 # Property tests draw the same examples on every run (CI time and outcome never depend on the
@@ -193,3 +198,18 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Caches (the scenario bounds) go to a fresh folder: tests neither read a user's cache nor
     write into it, and every run starts cold."""
     os.environ["RLSCHED_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+
+
+def toy_recogniser(folder: Path) -> Path:
+    """A recogniser saved under ``folder/rec`` (returned): every training case says ``mct+iawp-pass``
+    beats the default ``mct+iawp`` by far; and the second decision, at the 24th arrival, that
+    switching from it to ``mct+speedup`` doubles throughput."""
+    F, R = len(FEATURES), len(RUN_FEATURES)
+    rows = np.arange(2 * F, dtype=float).reshape(2, F)
+    scores = np.log(np.array([[0.5, 1.0, 0.6], [0.5, 1.0, 0.6]]))
+    pairs = ("mct+iawp", "mct+iawp-pass", "mct+speedup")
+    r = Recogniser(pairs, pairs[0], 12, 2, 0.0, rows.mean(axis=0), np.ones(F), rows, scores, ("a", "b"))
+    folder = r.save(folder / "rec")
+    zero, one, gain = np.zeros((1, R)), np.ones(R), np.log([[2.0]])
+    Revisit(24, ("mct+speedup",), 1, 0.0, zero[0], one, zero, ("mct+iawp-pass",), gain).save(folder)
+    return folder

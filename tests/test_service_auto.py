@@ -1,23 +1,19 @@
 """``scheduler = "auto"`` through a real ``rlsched serve`` child: the recogniser is read from
-``recogniser_model`` (a bad one exits 2 naming the key), the service calibrates auto's
-interference-aware candidates as it does ``iawp``, and once its window of tasks has arrived
-``/v1/models`` shows the pair it chose and runs it."""
+``recogniser_model`` (a bad one exits 2 naming the key: tests/test_serve_refusals.py), the
+service calibrates auto's interference-aware candidates as it does ``iawp``, and once its window
+of tasks has arrived ``/v1/models`` shows the pair it chose and runs it."""
 
 from __future__ import annotations
 
 import json
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import httpx
-import numpy as np
 
 from experiments.benchmarks.service_process import (
-    ROOT,
     ServiceProcess,
     free_port,
     until_models,
@@ -25,31 +21,14 @@ from experiments.benchmarks.service_process import (
     write_config,
 )
 from rlsched.policies.case_features import FEATURES
-from rlsched.policies.recogniser import Recogniser
-from rlsched.policies.revisit import Revisit
-from rlsched.policies.run_features import RUN_FEATURES
 from runtime.service.config import load_service_config
 from runtime.service.models import build_scheduler
 from runtime.service.store import exactly_once_violations
+from tests.conftest import toy_recogniser
 
 TOKENS = {"ops": "tok-ops"}
 H = {"Authorization": "Bearer tok-ops"}
 TOP = 'calibration_apps = ["video_synopsis"]\ncalibration_budget_s = 120\n'
-F, R = len(FEATURES), len(RUN_FEATURES)
-
-
-def _recogniser(folder: Path) -> Path:
-    """Every training case says ``mct+iawp-pass`` beats the default ``mct+iawp`` by far; and
-    the second decision, at the 24th arrival, that switching from it to ``mct+speedup`` doubles
-    throughput."""
-    rows = np.arange(2 * F, dtype=float).reshape(2, F)
-    scores = np.log(np.array([[0.5, 1.0, 0.6], [0.5, 1.0, 0.6]]))
-    pairs = ("mct+iawp", "mct+iawp-pass", "mct+speedup")
-    r = Recogniser(pairs, pairs[0], 12, 2, 0.0, rows.mean(axis=0), np.ones(F), rows, scores, ("a", "b"))
-    folder = r.save(folder / "rec")
-    zero, one, gain = np.zeros((1, R)), np.ones(R), np.log([[2.0]])
-    Revisit(24, ("mct+speedup",), 1, 0.0, zero[0], one, zero, ("mct+iawp-pass",), gain).save(folder)
-    return folder
 
 
 def _models(s: ServiceProcess) -> dict[str, Any]:
@@ -77,7 +56,7 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
     schedulers as an admin, kill -9 and restart. After the restart the interference model of
     auto's candidates and auto's choice are restored from the checkpoint (no new survey, no new
     window of tasks on the default pair), and every task completes exactly once."""
-    rec = _recogniser(tmp_path)
+    rec = toy_recogniser(tmp_path)
     port = free_port()
     top = TOP + f'recogniser_model = "{rec}"\ncheckpoint_interval_s = 1\n'
     s = ServiceProcess(write_config(tmp_path, port, TOKENS, {"ops": "admin = true"}, top, "auto"), port)
@@ -146,20 +125,8 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         s.stop()
 
 
-def test_a_bad_recogniser_or_one_without_auto_exits_2_naming_the_key(tmp_path: Path) -> None:
-    for name, scheduler, value in (("missing", "auto", "no/such/rec"), ("other", "mct+iawp", "rec")):
-        folder = tmp_path / name
-        folder.mkdir()
-        _recogniser(folder)
-        config = write_config(folder, free_port(), TOKENS, None, f'recogniser_model = "{value}"\n', scheduler)
-        cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(config)]
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-        lines = [x for x in r.stderr.splitlines() if x.strip()]
-        assert r.returncode == 2 and len(lines) == 1 and "recogniser_model" in lines[0], (name, r.stderr)
-
-
 def test_auto_takes_the_services_fallback_line_on_each_of_its_predicting_placers(tmp_path: Path) -> None:
-    rec = _recogniser(tmp_path)
+    rec = toy_recogniser(tmp_path)
     config = write_config(
         tmp_path,
         free_port(),

@@ -59,9 +59,8 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     require_serve_extra("rlsched serve")
     from experiments import inputs
     from runtime.service.config import load_service_config
-    from runtime.service.server import serve
 
-    cfg = load_service_config(args.config)
+    cfg = load_service_config(args.config)  # before the server's imports: a bad file fails fast
     keys = {f.name for f in dataclasses.fields(cfg)}
     over = {
         f.name: getattr(args, f.name)
@@ -81,6 +80,8 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
             f"({cfg.backend} cluster, queue {cfg.db})",
             file=sys.stderr,
         )
+
+    from runtime.service.server import serve
 
     _service_log(cfg.log_level)
     serve(cfg, announce)  # a queue another service holds: exit 2; a port in use: exit 4

@@ -28,7 +28,6 @@ import threading
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 #: The golden-ratio fraction that spreads ids evenly over [0, 1).
 _PHI = (math.sqrt(5.0) - 1.0) / 2.0
@@ -85,6 +84,8 @@ class Arm:
 
 def _ratio_upper(cand: np.ndarray, inc: np.ndarray, alpha: float) -> float:
     """Upper ``1 - alpha`` bound of mean(cand) / mean(inc) (delta method on the two means)."""
+    from scipy import stats  # here, not at import: the service's config reads this module
+
     mc, mi = float(cand.mean()), float(inc.mean())
     vc, vi = float(cand.var(ddof=1)) / len(cand), float(inc.var(ddof=1)) / len(inc)
     se = math.sqrt(vc / mi**2 + vi * mc**2 / mi**4)
@@ -101,6 +102,8 @@ def judge(candidate: Arm, incumbent: Arm, rule: CanaryRule) -> str | None:
     if len(c) < 2 or len(i) < 2:
         return None
     if c.mean() > i.mean() * (1.0 + rule.margin):
+        from scipy import stats
+
         t = stats.ttest_ind(c, i, equal_var=False, alternative="greater")
         if float(t.pvalue) < rule.alpha:
             return "rollback"
