@@ -8,18 +8,16 @@ is computed once, in a worker of its own. The grid's rows feed ``experiments.rep
 from __future__ import annotations
 
 import math
-import multiprocessing
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 
 import numpy as np
 from tqdm import tqdm
 
+from experiments.worker_pool import run_surviving
 from rlsched.errors import InputError
 from rlsched.scenarios.spec import Scenario
 
@@ -288,45 +286,15 @@ def run_bound(case: BoundCase) -> tuple[BoundCase, dict[str, float | int | str |
         return case, f"{type(e).__name__}: {e}"
 
 
-_ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-
-
-#: How often a worker checks that the process that started it is still there, s.
-PARENT_CHECK_S = 1.0
-
-
-def exit_with_parent(parent: int, every_s: float = PARENT_CHECK_S) -> None:
-    """Exit this process once ``parent`` is no longer its parent (it died: a kill -9 or SIGTERM
-    of ``rlsched evaluate`` would otherwise leave its workers running their case to the end and
-    then waiting forever on a pipe no one reads). Runs in a daemon thread.
-
-    :param parent: the pid of the process that started this one.
-    :param every_s: seconds between checks.
-    """
-    while os.getppid() == parent:
-        time.sleep(every_s)
-    os._exit(1)
-
-
-def worker_init() -> None:
-    """A worker process's set-up: one BLAS and torch thread (workers are one per core), and exit
-    with the process that started it."""
-    # The environment is read when a library starts its pool, and the worker imported numpy (its
-    # BLAS) while unpickling this function: limit the pools that have started, too.
-    from threadpoolctl import threadpool_limits
-
-    os.environ.update(_ONE_THREAD)
-    threadpool_limits(limits=1)
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(1)
-    threading.Thread(
-        target=exit_with_parent, args=(os.getppid(),), name="exit-with-parent", daemon=True
-    ).start()
-
-
 #: Relative cost per (task x node) of a stage-1 decision, measured roughly on `large`: the
 #: clairvoyant reference simulates every candidate node, the Q-network scores every node.
 _DECISION_COST = {"oracle": 40.0, "ldwp": 4.0}
+
+
+def _run_work(
+    w: Case | BoundCase,
+) -> CaseResult | tuple[BoundCase, dict[str, float | int | str | bool] | str]:
+    return run_case(w) if isinstance(w, Case) else run_bound(w)
 
 
 def longest_first(cases: Sequence[Case]) -> list[Case]:
@@ -403,20 +371,32 @@ def run_grid(
             for c in cases:
                 take_case(run_case(c))
         else:
-            # Spawned, not forked: a fork of a process that has started torch's or BLAS's thread
-            # pools can deadlock; one BLAS/torch thread per worker, as workers are one per core.
-            ctx = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
-                # Bounds are short; then the longest runs first, so the tail stays short (the last
-                # oracle run on a large scenario used to start last and run alone for minutes).
-                futs: list[Future] = [pool.submit(run_bound, b) for b in bounds]
-                futs += [pool.submit(run_case, c) for c in longest_first(cases)]
-                for fut in as_completed(futs):
-                    out = fut.result()
-                    if isinstance(out, CaseResult):
-                        take_case(out)
-                    else:
-                        take_bound(*out)
+            # Spawned, not forked (a fork of a process that has started torch's or BLAS's thread
+            # pools can deadlock); bounds are short, then the longest runs first, so the tail
+            # stays short (the last oracle run on a large scenario used to start last and run
+            # alone for minutes).
+            work: list[Case | BoundCase] = [*bounds, *longest_first(cases)]
+
+            def take(
+                _: int, out: CaseResult | tuple[BoundCase, dict[str, float | int | str | bool] | str]
+            ) -> None:
+                if isinstance(out, CaseResult):
+                    take_case(out)
+                else:
+                    take_bound(*out)
+
+            def lost(i: int, why: str) -> None:
+                w = work[i]
+                if isinstance(w, Case):
+                    take_case(CaseResult(w, "failed", why))
+                else:
+                    take_bound(w, why)
+
+            def on_break(n: int) -> None:
+                what = f"a worker process died; the {n} runs and bounds left run again"
+                bar.write(f"evaluate: {what} (those it had started, one process each)", file=sys.stderr)
+
+            run_surviving(work, _run_work, jobs, take, lost, on_break)
     finally:
         bar.close()
     return [results[c] for c in cases], bound_out

@@ -1,14 +1,12 @@
 """A report's figures, scenario by scenario: drawn over processes with progress on stderr, and a
-scenario whose figures fail, or whose drawing process dies, costs only its own figures."""
+scenario whose figures fail, or whose drawing process dies, costs only its own figures
+(:func:`experiments.worker_pool.run_surviving`)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
 import time
 import traceback
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +14,9 @@ from tqdm import tqdm
 
 from experiments import report_plots as plots
 from experiments.configs import EvalConfig
-from experiments.evaluation import CaseResult, worker_init
+from experiments.evaluation import CaseResult
 from experiments.report_stats import Summary, summarise, summarise_key
+from experiments.worker_pool import run_surviving
 
 
 def draw_all(
@@ -57,47 +56,26 @@ def draw_all(
                 take(sc, _figures_or_trace(sc, runs, mine[sc], cfg, out))
         else:
             # Spawned, as the runs' workers are (matplotlib's Agg backend draws in any process).
-            ctx = multiprocessing.get_context("spawn")
-            try:
-                with ProcessPoolExecutor(jobs, mp_context=ctx, initializer=worker_init) as pool:
-                    futs = {
-                        pool.submit(_figures_or_trace, sc, runs, mine[sc], cfg, out): sc
-                        for sc, runs in grouped.items()
-                    }
-                    for fut in as_completed(futs):
-                        if fut.exception() is None:
-                            take(futs[fut], fut.result())
-            except (BrokenProcessPool, OSError):
-                pass  # a worker died while the pool took work or shut down ("handle is closed")
-            left = [sc for sc in grouped if sc not in figs]
-            if left:
-                # A worker was killed (the OOM killer, a signal) and the pool with it: every
-                # scenario not drawn yet gets a process of its own, so one that kills its
-                # process costs only its own figures.
-                what = f"a drawing process died; drawing the {len(left)} left one process each"
-                bar.write(f"report: {what}", file=sys.stderr)
-                for sc in left:
-                    take(sc, _draw_alone(ctx, sc, grouped[sc], mine[sc], cfg, out))
+            names = list(grouped)
+
+            def lost(i: int, why: str) -> None:
+                take(names[i], ([], why))
+
+            def on_break(n: int) -> None:
+                what = f"a drawing process died; the {n} scenarios left are drawn again"
+                bar.write(f"report: {what} (those it had started, one process each)", file=sys.stderr)
+
+            items = [(sc, grouped[sc], mine[sc], cfg, out) for sc in names]
+            run_surviving(items, _figures_of, jobs, lambda i, drawn: take(names[i], drawn), lost, on_break)
     finally:
         bar.close()
     return figs, undrawn
 
 
-def _draw_alone(
-    ctx: multiprocessing.context.BaseContext,
-    sc: str,
-    runs: dict[str, list[dict]],
-    results: list[CaseResult],
-    cfg: EvalConfig,
-    out: Path,
+def _figures_of(
+    item: tuple[str, dict[str, list[dict]], list[CaseResult], EvalConfig, Path],
 ) -> tuple[list[tuple[str, str]], str | None]:
-    """:func:`_figures_or_trace` in a process of its own; if that process dies too, no figures
-    and why."""
-    try:
-        with ProcessPoolExecutor(1, mp_context=ctx, initializer=worker_init) as solo:
-            return solo.submit(_figures_or_trace, sc, runs, results, cfg, out).result()
-    except (BrokenProcessPool, OSError) as e:
-        return [], f"the process drawing its figures died ({e})"
+    return _figures_or_trace(*item)
 
 
 def _figures_or_trace(

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry, worker_init
+from experiments.evaluation import load_entry
+from experiments.worker_pool import worker_init
 from rlsched.policies.auto import build_auto
 from rlsched.policies.names import REVISIT_AT, REVISIT_TARGETS
 from rlsched.policies.recogniser import load_recogniser

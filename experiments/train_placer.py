@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from experiments.configs import PlacerTrainConfig
-from experiments.evaluation import worker_init
+from experiments.worker_pool import worker_init
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import PolicyOptions, make_selector
 from rlsched.seeds import describe, training_seed

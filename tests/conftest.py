@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -213,3 +214,59 @@ def toy_recogniser(folder: Path) -> Path:
     zero, one, gain = np.zeros((1, R)), np.ones(R), np.log([[2.0]])
     Revisit(24, ("mct+speedup",), 1, 0.0, zero[0], one, zero, ("mct+iawp-pass",), gain).save(folder)
     return folder
+
+
+def _spawned_children() -> set[int]:
+    """This process's children that multiprocessing spawned as pool workers (read from /proc)."""
+    kids = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmd = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+        if ppid == os.getpid() and b"spawn_main" in cmd:
+            kids.add(int(stat.parent.name))
+    return kids
+
+
+def kill_a_pool_worker(stop: threading.Event, killed: list[int], generation: int) -> None:
+    """SIGKILL a worker of the ``generation``-th process pool (0: the first) that this process
+    starts, once, recording its pid in ``killed``. A command's pools follow one another (each is
+    shut down before the next starts), so workers none of which were seen before are a new pool's.
+    Run in a thread beside the command; set ``stop`` when it returns."""
+    seen: set[int] = set()
+    pool = -1
+    while not stop.is_set() and not killed:
+        kids = _spawned_children()
+        if kids and not kids & seen:
+            pool += 1
+        seen |= kids
+        if kids and pool == generation:
+            pid = min(kids)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        time.sleep(0.01)
+
+
+def evaluate_two_tiny_killing(tmp_path: Path, schedulers: str, pool: int) -> tuple[int, list[int], Path]:
+    """``rlsched evaluate`` (in this process, two workers) over two copies of test_evaluate's tiny
+    scenario while :func:`kill_a_pool_worker` kills a worker of its ``pool``-th pool (0: the
+    runs', 1: the figures'); the exit status, the pids killed and the output folder."""
+    from experiments.cli import main
+    from tests.test_evaluate import TINY
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
+    out = tmp_path / "out"
+    scen = f"{tmp_path / 'tiny.toml'},{tmp_path / 'tiny2.toml'}"
+    stop, killed = threading.Event(), []
+    watcher = threading.Thread(target=kill_a_pool_worker, args=(stop, killed, pool), daemon=True)
+    watcher.start()
+    try:
+        args = ["evaluate", "--scenarios", scen, "--schedulers", schedulers, "--seeds", "1", "--jobs", "2"]
+        rc = main([*args, "--out", str(out)])
+    finally:
+        stop.set()
+        watcher.join()
+    return rc, killed, out

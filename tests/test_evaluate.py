@@ -397,7 +397,7 @@ def test_workers_run_torch_and_blas_on_one_thread() -> None:
     5x slower in the pool than alone, measured on 2 cores)."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from experiments.evaluation import _ONE_THREAD, worker_init
+    from experiments.worker_pool import _ONE_THREAD, worker_init
 
     ctx = __import__("multiprocessing").get_context("spawn")
     with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=worker_init) as pool:

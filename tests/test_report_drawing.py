@@ -5,16 +5,13 @@ figures."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from experiments.cli import main
+from tests.conftest import evaluate_two_tiny_killing
 from tests.test_evaluate import TINY
 
 
@@ -98,59 +95,17 @@ def test_a_figure_that_cannot_be_drawn_costs_only_its_scenario(
     assert "could not be drawn" in (out / "report.html").read_text()
 
 
-def _spawned_children() -> set[int]:
-    """This process's children that multiprocessing spawned as pool workers (read from /proc)."""
-    kids = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmd = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
-        if ppid == os.getpid() and b"spawn_main" in cmd:
-            kids.add(int(stat.parent.name))
-    return kids
-
-
-def _kill_first_drawing_worker(stop: threading.Event, killed: list[int]) -> None:
-    """SIGKILL the first pool worker that is not one of the runs' workers. The runs' pool is shut
-    down before the figures' pool starts, so a poll that sees workers none of which it has seen
-    before sees drawing workers."""
-    runs: set[int] = set()
-    while not stop.is_set() and not killed:
-        kids = _spawned_children()
-        if kids and (not runs or kids & runs):
-            runs |= kids
-        elif kids and runs:
-            pid = min(kids)
-            os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-        time.sleep(0.01)
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
 def test_a_drawing_process_that_dies_costs_no_figure(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A drawing worker killed mid-report (the OOM killer, a signal) broke the whole pool and the
     report with it; now the scenarios it left are drawn again, each in a process of its own."""
-    (tmp_path / "tiny.toml").write_text(TINY)
-    (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
-    out = tmp_path / "out"
-    scen = f"{tmp_path / 'tiny.toml'},{tmp_path / 'tiny2.toml'}"
-    stop, killed = threading.Event(), []
-    watcher = threading.Thread(target=_kill_first_drawing_worker, args=(stop, killed), daemon=True)
-    watcher.start()
-    try:
-        args = ["evaluate", "--scenarios", scen, "--schedulers", "mct", "--seeds", "1", "--jobs", "2"]
-        rc = main([*args, "--out", str(out)])
-    finally:
-        stop.set()
-        watcher.join()
+    rc, killed, out = evaluate_two_tiny_killing(tmp_path, "mct", 1)  # runs, then figures
     cap = capsys.readouterr()
     assert killed, "no drawing worker was seen"
     assert rc == 0, cap.err
-    assert "report: a drawing process died; drawing the" in cap.err
+    assert "report: a drawing process died; the" in cap.err
     assert json.loads(cap.out.strip().splitlines()[-1])["figures_failed"] == 0
     md = (out / "report.md").read_text()
     shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)

@@ -29,9 +29,10 @@ from typing import Any
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry, worker_init
+from experiments.evaluation import load_entry
 from experiments.revisit_fit import read_rows
 from experiments.revisit_runs import Fixed
+from experiments.worker_pool import worker_init
 from rlsched.cluster import ClusterSpec
 from rlsched.policies.auto import AutoSelector, build_auto
 from rlsched.policies.recogniser import load_recogniser

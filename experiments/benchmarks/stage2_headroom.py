@@ -45,7 +45,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from envs.simulator import Simulator
-from experiments.evaluation import load_entry, worker_init
+from experiments.evaluation import load_entry
+from experiments.worker_pool import worker_init
 from rlsched.interference.calibration import SurveyRequest
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.iawp_model import slowdown
