@@ -83,22 +83,32 @@ def _figures_or_trace(
 ) -> tuple[list[tuple[str, str]], str | None]:
     """:func:`_scenario_figures`, or none and the traceback of what stopped them: the runs are
     measured and written by now, and one figure must not cost the whole report."""
+    figs: list[tuple[str, str]] = []
     try:
-        return _scenario_figures(sc, runs, results, cfg, out), None
+        _scenario_figures(sc, runs, results, cfg, out, figs)
+        return figs, None
     except Exception:
+        for path, _ in figs:  # those drawn before the failure: the report shows none of them
+            (out / path).unlink(missing_ok=True)
         return [], traceback.format_exc()
 
 
 def _scenario_figures(
-    sc: str, runs: dict[str, list[dict]], results: list[CaseResult], cfg: EvalConfig, out: Path
-) -> list[tuple[str, str]]:
+    sc: str,
+    runs: dict[str, list[dict]],
+    results: list[CaseResult],
+    cfg: EvalConfig,
+    out: Path,
+    figs: list[tuple[str, str]],
+) -> None:
+    """Draw ``sc``'s figures, appending each one's (path under ``out``, caption) to ``figs`` as it
+    is written."""
     ok = {s: [r for r in rs if r["status"] == "ok"] for s, rs in runs.items()}
     ok = {s: rs for s, rs in ok.items() if rs}
     if not ok:
-        return []
+        return
     slug = plots.figure_stem(sc)
     ub = summarise([r["bound_throughput_ub"] for rs in ok.values() for r in rs]).mean
-    figs = []
     p = plots.bars_with_intervals(
         out / "img" / f"{slug}-throughput.png",
         f"{sc}: throughput and p95 latency (intervals over seeds: see the text)",
@@ -141,7 +151,6 @@ def _scenario_figures(
         out / "img" / f"{slug}-devices.png", f"{sc}, seed {first}: GPUs busy over time", series
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: per-GPU utilisation over time, seed {first}"))
-    return figs
 
 
 #: Sliding window of the throughput-over-time figure (the cluster-change experiment's).

@@ -70,15 +70,16 @@ def test_a_figure_that_cannot_be_drawn_costs_only_its_scenario(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Drawing runs after every run is measured: a figure that fails (here, its file's path is
-    taken by a folder) leaves the other scenario's figures, the report and its exit status, and says
-    in the report, the summary and on stderr which scenario has none and why."""
+    taken by a folder) removes the scenario's figures drawn before it and leaves the other
+    scenario's figures, the report and its exit status, and says in the report, the summary and
+    on stderr which scenario has none and why."""
     from experiments.report_plots import figure_stem
 
     (tmp_path / "tiny.toml").write_text(TINY)
     (tmp_path / "tiny2.toml").write_text(TINY.replace('name = "tiny"', 'name = "tiny2"'))
     out = tmp_path / "out"
     blocked = str(tmp_path / "tiny2.toml")
-    (out / "img" / f"{figure_stem(blocked)}-throughput.png").mkdir(parents=True)
+    (out / "img" / f"{figure_stem(blocked)}-devices.png").mkdir(parents=True)  # its last figure
     scen = f"{tmp_path / 'tiny.toml'},{blocked}"
     args = ["evaluate", "--scenarios", scen, "--schedulers", "mct", "--seeds", "1", "--jobs", "2"]
     assert main([*args, "--out", str(out)]) == 0
@@ -93,6 +94,9 @@ def test_a_figure_that_cannot_be_drawn_costs_only_its_scenario(
     shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
     assert len(shown) == 1 and "tiny2" not in shown[0], shown
     assert "could not be drawn" in (out / "report.html").read_text()
+    # The figures drawn before the failure, which the report does not show, are gone too.
+    left = [f.name for f in (out / "img").iterdir() if f.is_file() and figure_stem(blocked) in f.name]
+    assert left == [], left
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="reads /proc")
