@@ -92,18 +92,7 @@ def run_surviving(
     # Shared flags, not a queue: thousands of items would fill a pipe no one reads until a break.
     started = ctx.RawArray("b", len(items))
     while left:
-        finished: set[int] = set()
-        try:
-            with ProcessPoolExecutor(
-                min(jobs, len(left)), mp_context=ctx, initializer=_init_reporting, initargs=(started,)
-            ) as pool:
-                futs = {pool.submit(_call, fn, i, items[i]): i for i in left}
-                for fut in as_completed(futs):
-                    if fut.exception() is None:
-                        finished.add(futs[fut])
-                        take(futs[fut], fut.result())
-        except (BrokenProcessPool, OSError):
-            pass  # a worker died while the pool took work or shut down ("handle is closed")
+        finished = _run_pooled(ctx, fn, items, left, jobs, started, take)
         left = [i for i in left if i not in finished]
         if not left:
             return
@@ -117,6 +106,45 @@ def run_surviving(
         left = [i for i in left if i not in suspects]
 
 
+def _pool(ctx: Any, workers: int, started: Any) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_reporting, initargs=(started,))
+
+
+def _run_pooled(
+    ctx: Any,
+    fn: Callable[[Any], Any],
+    items: Sequence[Any],
+    left: list[int],
+    jobs: int,
+    started: Any,
+    take: Callable[[int, Any], None],
+) -> set[int]:
+    """One pool over ``left``; the items it finished. A dead worker ends it quietly; an error of
+    an item's own (its result would not unpickle) or of ``take`` (a full disk) is raised, the
+    items not started cancelled."""
+    finished: set[int] = set()
+    failure: BaseException | None = None
+    try:
+        with _pool(ctx, min(jobs, len(left)), started) as pool:
+            futs = {pool.submit(_call, fn, i, items[i]): i for i in left}
+            for fut in as_completed(futs):
+                if isinstance(fut.exception(), BrokenProcessPool):
+                    continue
+                try:
+                    out = fut.result()
+                    finished.add(futs[fut])
+                    take(futs[fut], out)
+                except BaseException as e:
+                    failure = e
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    break
+    except (BrokenProcessPool, OSError):
+        pass  # a worker died while the pool took work or shut down ("handle is closed")
+    if failure is not None:
+        raise failure
+    return finished
+
+
 def _run_alone(
     ctx: Any,
     fn: Callable[[Any], Any],
@@ -127,7 +155,7 @@ def _run_alone(
     lost: Callable[[int, str], None],
 ) -> None:
     try:
-        with ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_reporting, initargs=(started,)) as solo:
+        with _pool(ctx, 1, started) as solo:
             result = solo.submit(_call, fn, index, item).result()
     except (BrokenProcessPool, OSError) as e:
         lost(index, f"its worker process died ({type(e).__name__}: {e})")

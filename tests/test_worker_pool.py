@@ -44,3 +44,16 @@ def test_evaluate_runs_every_case_when_a_run_worker_is_killed(
     assert summary["failed"] == 0, summary
     rows = json.loads((out / "results.json").read_text())["rows"]
     assert len(rows) == 4 and {r["status"] for r in rows} == {"ok"}
+
+
+def test_an_error_of_take_is_raised_and_not_taken_for_a_dead_worker() -> None:
+    """A full disk while keeping a result is the caller's error: it is raised at once, not read as
+    a broken pool (which would run every item again, one process each)."""
+
+    def take(i: int, r: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    breaks: list[int] = []
+    with pytest.raises(OSError, match="No space left"):
+        run_surviving([0, 1, 2], square_or_die, 2, take, lambda i, why: None, breaks.append)
+    assert breaks == []
