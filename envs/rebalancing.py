@@ -11,6 +11,7 @@ input transfer already under way is abandoned, its link time spent.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 from envs.sim_runs import TaskRun
@@ -54,8 +55,26 @@ def withdraw(sim: Host, node: int, limit: int) -> int:
 
 
 def _undo(sim: Host, tr: TaskRun) -> None:
+    node, task = tr.node, tr.task
+    release(sim, tr, range(len(tr.started)))  # none of its subtasks started
+    rec = sim.records[task.id]
+    rec.node = -1
+    rec.requeues += 1
+    sim._avoid[task.id] = node  # stage 1 places it elsewhere where it can, as the service does
+    sim.pending.append(task.id)
+
+
+def release(sim: Host, tr: TaskRun, unfinished: Iterable[int]) -> None:
+    """Take ``tr`` off its node, its running subtasks already stopped: its host memory (or its
+    place in the admission queue), its ready subtasks' places, the backlog of its ``unfinished``
+    subtasks and its count; an input transfer in flight ends without effect.
+
+    :param sim: the simulator.
+    :param tr: the task on its node.
+    :param unfinished: indices of its subtasks not finished (all of them, if none started).
+    """
     v, node, task = sim.view, tr.node, tr.task
-    tr.withdrawn = True  # an input transfer in flight ends without effect
+    tr.withdrawn = True
     if tr in sim._admit[node]:
         sim._admit[node].remove(tr)
         v.host_mem_queue_changed(node, -task.host_mem_mb)
@@ -65,12 +84,7 @@ def _undo(sim: Host, tr: TaskRun) -> None:
     before = len(queue)
     queue.drop(tr)
     v.ready_waiting[node] -= before - len(queue)
-    v.backlog_gpu_s[node] -= sum(tr.gpu_nominal)
-    v.backlog_cpu_s[node] -= sum(tr.cpu_nominal)
+    v.backlog_gpu_s[node] -= sum(tr.gpu_nominal[i] for i in unfinished)
+    v.backlog_cpu_s[node] -= sum(tr.cpu_nominal[i] for i in unfinished)
     v.tasks_on_node[node] -= 1
     del sim._on_node[node][task.id]
-    rec = sim.records[task.id]
-    rec.node = -1
-    rec.requeues += 1
-    sim._avoid[task.id] = node  # stage 1 places it elsewhere where it can, as the service does
-    sim.pending.append(task.id)

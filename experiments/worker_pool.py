@@ -102,7 +102,8 @@ def run_surviving(
         # started (a worker killed as it started), the first left runs alone: progress either way.
         suspects = [i for i in left if started[i]] or left[:1]
         for i in suspects:
-            _run_alone(ctx, fn, i, items[i], started, take, lost)
+            if i not in _run_pooled(ctx, fn, items, [i], 1, started, take):
+                lost(i, "its worker process died, running alone too")
         left = [i for i in left if i not in suspects]
 
 
@@ -143,21 +144,3 @@ def _run_pooled(
     if failure is not None:
         raise failure
     return finished
-
-
-def _run_alone(
-    ctx: Any,
-    fn: Callable[[Any], Any],
-    index: int,
-    item: Any,
-    started: Any,
-    take: Callable[[int, Any], None],
-    lost: Callable[[int, str], None],
-) -> None:
-    try:
-        with _pool(ctx, 1, started) as solo:
-            result = solo.submit(_call, fn, index, item).result()
-    except (BrokenProcessPool, OSError) as e:
-        lost(index, f"its worker process died ({type(e).__name__}: {e})")
-        return
-    take(index, result)

@@ -32,6 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from envs.rebalancing import release
 from envs.sim_runs import TaskRun
 from envs.simulator import Simulator
 from rlsched.estimates import backlog_seconds
@@ -162,19 +163,7 @@ class SpeculatingSimulator(Simulator):
                 self._gpu_runs[node][g].remove(r)
                 v.gpu_finished(node, g, r.sub.mem_mb, r.sub.kind.name, 0.0, SPEED_EMA)
                 self._rerate(node, g)
-        if tr in self._admit[node]:
-            self._admit[node].remove(tr)
-            v.host_mem_queue_changed(node, -tr.task.host_mem_mb)
-        else:
-            v.host_mem_changed(node, -tr.task.host_mem_mb)
-        queue = self._waiting[node]
-        before = len(queue)
-        queue.drop(tr)
-        v.ready_waiting[node] -= before - len(queue)
-        v.backlog_gpu_s[node] -= sum(tr.gpu_nominal[i] for i in unfinished)
-        v.backlog_cpu_s[node] -= sum(tr.cpu_nominal[i] for i in unfinished)
-        v.tasks_on_node[node] -= 1
-        del self._on_node[node][tr.task.id]
+        release(self, tr, unfinished)
         self._admit_tasks(node)
         self._drain(node)
 
