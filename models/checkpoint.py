@@ -111,14 +111,11 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
     return d
 
 
-def load_checkpoint(
-    directory: str | Path, feature_version: int | tuple[int, ...], retrain: str = "rlsched train"
-) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Verify and load a checkpoint.
+def read_verified_meta(directory: str | Path) -> dict[str, Any]:
+    """A checkpoint's ``meta.json``, with every file it lists checked against its checksum; no
+    weights are read, so it is cheap (a service checks its models with it before importing torch).
 
-    :param directory: a directory written by :func:`save_checkpoint`.
-    :param feature_version: the feature-encoder version of the caller, or the versions it encodes.
-    :param retrain: the command that makes a checkpoint of this kind (named in the version error).
+    :param directory: a directory written by :func:`save_checkpoint` (or the same layout).
     :raises CheckpointError: naming the file and what is wrong.
     """
     d = Path(directory)
@@ -145,6 +142,22 @@ def load_checkpoint(
         if not isinstance(name, str) or "/" in name or "\\" in name or name.startswith("."):
             raise CheckpointError(meta_path, "files", "plain file names", name)
         verify_listed(d / name, digest)
+    return meta
+
+
+def load_checkpoint(
+    directory: str | Path, feature_version: int | tuple[int, ...], retrain: str = "rlsched train"
+) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Verify and load a checkpoint.
+
+    :param directory: a directory written by :func:`save_checkpoint`.
+    :param feature_version: the feature-encoder version of the caller, or the versions it encodes.
+    :param retrain: the command that makes a checkpoint of this kind (named in the version error).
+    :raises CheckpointError: naming the file and what is wrong.
+    """
+    d = Path(directory)
+    meta = read_verified_meta(d)
+    meta_path = d / META
     got = meta.get("feature_version")
     accepted = (feature_version,) if isinstance(feature_version, int) else feature_version
     if got not in accepted or isinstance(got, bool):

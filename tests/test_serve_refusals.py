@@ -28,26 +28,6 @@ def _serve_exit(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize(
-    ("scheduler", "flags", "key"),
-    [
-        ("ldwp+iawp", ("--selector-model", "no/such/run"), "selector_model"),
-        ("mct+iawp", ("--selector-model", str(PRETRAINED_LDWP)), "selector_model"),
-        ("ldwp+iawp-rl", ("--placer-model", "no/such/run"), "placer_model"),
-        ("mct+mlsm", ("--interference-model", "no/such/model"), "interference_model"),
-        ("mct+iawp", ("--interference-model", "no/such/model"), "interference_model"),
-    ],
-)
-def test_a_missing_or_mismatched_model_exits_2_naming_its_key(
-    tmp_path: Path, scheduler: str, flags: tuple[str, ...], key: str
-) -> None:
-    config = write_config(tmp_path, free_port(), TOKENS, None, "", scheduler)
-    r = _serve_exit(config, *flags)
-    assert r.returncode == 2, r.stderr
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and key in lines[0] and "Traceback" not in r.stderr, r.stderr
-
-
 def test_selector_learning_without_an_ldwp_selector_exits_2_naming_the_key(tmp_path: Path) -> None:
     config = write_config(tmp_path, free_port(), TOKENS, None, "selector_learning = true\n", "mct+mlsm")
     r = _serve_exit(config)
@@ -87,43 +67,101 @@ def test_prediction_fallback_reaches_the_placer_and_needs_one_that_predicts(tmp_
         assert r.returncode == 2 and len(lines) == 1 and "prediction_fallback" in lines[0], r.stderr
 
 
-def test_a_corrupt_checkpoint_exits_2_naming_the_file_and_the_key(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
+def test_a_recogniser_without_auto_exits_2_naming_the_key(tmp_path: Path) -> None:
+    toy_recogniser(tmp_path)
+    config = write_config(tmp_path, free_port(), TOKENS, None, 'recogniser_model = "rec"\n', "mct+iawp")
+    r = _serve_exit(config)
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "recogniser_model" in lines[0], r.stderr
+
+
+def _corrupt_checkpoint(folder: Path) -> Path:
+    """A copy of the shipped LDWP checkpoint with one byte of its weights changed."""
+    folder.mkdir()
     for f in ("meta.json", "weights.pt"):
-        (run / f).write_bytes((PRETRAINED_LDWP / f).read_bytes())
-    with (run / "weights.pt").open("r+b") as f:  # one byte changed
+        (folder / f).write_bytes((PRETRAINED_LDWP / f).read_bytes())
+    with (folder / "weights.pt").open("r+b") as f:
         f.seek(100)
         b = f.read(1)
         f.seek(100)
         f.write(bytes([b[0] ^ 0xFF]))
-    config = write_config(tmp_path, free_port(), TOKENS, None, "", "ldwp+mlsm")
-    r = _serve_exit(config, "--selector-model", str(run))
-    assert r.returncode == 2, r.stderr
-    assert "weights.pt: sha256" in r.stderr and "selector_model" in r.stderr, r.stderr
+    return folder
 
 
-def test_a_bad_recogniser_or_one_without_auto_exits_2_naming_the_key(tmp_path: Path) -> None:
-    for name, scheduler, value in (("missing", "auto", "no/such/rec"), ("other", "mct+iawp", "rec")):
-        folder = tmp_path / name
-        folder.mkdir()
-        toy_recogniser(folder)
-        config = write_config(folder, free_port(), TOKENS, None, f'recogniser_model = "{value}"\n', scheduler)
-        r = _serve_exit(config)
-        lines = [x for x in r.stderr.splitlines() if x.strip()]
-        assert r.returncode == 2 and len(lines) == 1 and "recogniser_model" in lines[0], (name, r.stderr)
+#: Configs an operator may get wrong, and the key the refusal must name: (scheduler, extra TOML
+#: lines, flags, key). ``CORRUPT`` stands for a corrupt checkpoint's folder.
+CORRUPT = "<corrupt>"
+FAST_REFUSALS = {
+    "unreadable": ("mct+iawp", 'port = "x"\n', (), "port"),
+    "missing recogniser": ("auto", 'recogniser_model = "no/such/rec"\n', (), "recogniser_model"),
+    "missing selector": ("ldwp+iawp", "", ("--selector-model", "no/such/run"), "selector_model"),
+    "corrupt selector": ("ldwp+mlsm", "", ("--selector-model", CORRUPT), "selector_model"),
+    "selector of mct": ("mct+iawp", "", ("--selector-model", str(PRETRAINED_LDWP)), "selector_model"),
+    "missing placer": ("ldwp+iawp-rl", "", ("--placer-model", "no/such/run"), "placer_model"),
+    "interference of mlsm": ("mct+mlsm", "", ("--interference-model", "no/such/model"), "interference_model"),
+    "missing interference": ("mct+iawp", "", ("--interference-model", "no/such/model"), "interference_model"),
+    "missing cluster": ("mct+iawp", 'cluster = "no-such-live.toml"\n', (), "no-such-live.toml"),
+    "state_dir a file": ("mct+iawp", 'state_dir = "service.toml"\n', (), "state_dir"),
+}
 
 
-def test_a_config_it_cannot_read_is_refused_before_the_services_heavy_imports(tmp_path: Path) -> None:
-    """An operator's typo costs a fraction of a second: the file is read before torch, scipy and
-    the server are imported (they took 2.4 of the 2.7 s such a refusal once took)."""
-    bad = tmp_path / "service.toml"
-    bad.write_text('port = "x"\n')
+@pytest.mark.parametrize("case", sorted(FAST_REFUSALS))
+def test_a_config_it_cannot_run_is_refused_before_the_services_heavy_imports(
+    tmp_path: Path, case: str
+) -> None:
+    """An operator's typo costs a fraction of a second: the file, its model folders (their files
+    against their checksums), the cluster file and ``state_dir`` are checked before torch, scipy
+    and the server are imported (they took 2.3-2.8 of the 2.7-3.1 s such a refusal once took),
+    and before anything is served."""
+    scheduler, extra, flags, key = FAST_REFUSALS[case]
+    if extra.startswith("port"):
+        config = tmp_path / "service.toml"
+        config.write_text(extra)
+        key = "tenants"  # the first thing wrong with a file holding one bad line
+    else:
+        config = write_config(tmp_path, free_port(), TOKENS, None, extra, scheduler)
+    flags = tuple(str(_corrupt_checkpoint(tmp_path / "run")) if f == CORRUPT else f for f in flags)
     code = (
         "import sys\nfrom experiments.cli import main\n"
-        f"rc = main(['serve', '--config', {str(bad)!r}])\n"
+        f"rc = main(['serve', '--config', {str(config)!r}, *{list(flags)!r}])\n"
         "print(rc, *(m in sys.modules for m in ('torch', 'scipy.stats', 'uvicorn')))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.stdout.split() == ["2", "False", "False", "False"], (r.stdout, r.stderr)
-    assert "tenants" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert len(lines) == 1 and key in lines[0] and "Traceback" not in r.stderr, r.stderr
+    if case == "corrupt selector":
+        assert "weights.pt: sha256" in lines[0], r.stderr
+
+
+def test_a_service_whose_state_dir_it_cannot_write_is_refused_naming_it(tmp_path: Path) -> None:
+    """Not only ``rlsched serve``: a service built in code refuses a ``state_dir`` that is a file,
+    where it once started and then failed every checkpoint of what it learnt (a warning a minute,
+    the learned state lost at the next restart); and the queue it had opened is closed again
+    (left open, its lock file's handle is an unraisable ResourceWarning, an error under pytest's
+    ``filterwarnings``)."""
+    from rlsched.errors import InputError
+    from rlsched.policies import parse_scheduler
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.local import LocalCluster
+    from runtime.service.config import ServiceConfig, Tenant, hash_token
+    from runtime.service.service import Service
+
+    taken = tmp_path / "taken"
+    taken.write_text("a file where the state folder should be\n")
+    cfg = ServiceConfig(
+        tenants=(Tenant("a", hash_token("t")),), db=str(tmp_path / "q.db"), state_dir=str(taken)
+    )
+    with pytest.raises(InputError, match="state_dir"):
+        Service(
+            cfg, cluster=LocalCluster(default_live_cluster(), "numpy"), scheduler=parse_scheduler("mct+mlsm")
+        )
+
+
+def test_the_preflight_knows_the_interference_models_format() -> None:
+    """The preflight keeps its own copy of the format name (the predictor's module imports torch);
+    a copy that drifted would refuse every good interference model."""
+    from rlsched.interference.predictor import FORMAT
+    from runtime.service.preflight import INTERFERENCE_FORMAT
+
+    assert INTERFERENCE_FORMAT == FORMAT

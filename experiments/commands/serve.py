@@ -73,6 +73,9 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     inputs.live_schedulers(
         cfg.scheduler, [], "--scheduler" if args.scheduler else f"{args.config}: scheduler"
     )
+    from runtime.service.preflight import check_service_config
+
+    check_service_config(cfg)  # models, cluster file, state_dir: refused before torch is imported
 
     def announce() -> None:  # only once it listens: a service that could not start says only why
         print(

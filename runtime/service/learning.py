@@ -29,6 +29,7 @@ from runtime.service.calibration import FALLBACK_PLACER, Calibrator
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState
 from runtime.service.models import ModelVersion, describe, load_interference
+from runtime.service.preflight import check_state_dir
 
 if TYPE_CHECKING:  # torch: imported only when the selector learner is on
     from runtime.service.selector_learning import SelectorLearning
@@ -61,7 +62,7 @@ class Learning:
         self.auto: TwoStageScheduler | None = None
         #: The last interference model (and its updates) of a placer that was switched away from.
         self._kept: tuple[InterferencePredictor, int] | None = None
-        placer_name = config.scheduler.partition("+")[2]
+        check_state_dir(config.state_dir, config.source)
         try:
             self.learned = self.state.load()
         except CheckpointError as e:
@@ -70,7 +71,7 @@ class Learning:
             ) from None
         self.configured: InterferencePredictor | None = None
         if config.interference_model is not None:
-            self.configured = load_interference(config.interference_model, placer_name, config.source)
+            self.configured = load_interference(config.interference_model, config.scheduler, config.source)
             self.loaded_sha = self.configured.digest()
 
     # ---- installing a placer ------------------------------------------------------------------

@@ -31,9 +31,7 @@ from rlsched.interference.predictor import InterferencePredictor, fit_interferen
 from rlsched.policies import PolicyOptions, make_placer, make_selector
 from rlsched.policies.registry import AUTO, parse_scheduler, recogniser_version, revisit_version
 from rlsched.scheduler import TwoStageScheduler
-
-#: Placers that take an interference model.
-INTERFERENCE_PLACERS = ("iawp", "iawp-rl", "iawp-pass", "iawp-active", "coloc-greedy")
+from runtime.service.preflight import check_model_keys
 
 
 @dataclass(frozen=True)
@@ -107,14 +105,9 @@ def build_scheduler(
     :raises InputError: naming ``selector_model``, ``placer_model``, ``recogniser_model``,
         ``active_profiling`` or ``prediction_fallback``.
     """
+    check_model_keys(spec, where, selector_model, placer_model, recogniser_model)
     auto = spec == AUTO
     sel, _, plc = spec.partition("+")
-    if selector_model is not None and sel != "ldwp" and not auto:
-        raise InputError(where, "selector_model", "a scheduler whose selector is ldwp (or auto)", spec)
-    if placer_model is not None and plc != "iawp-rl":
-        raise InputError(where, "placer_model", "a scheduler whose placer is iawp-rl", spec)
-    if recogniser_model is not None and not auto:
-        raise InputError(where, "recogniser_model", 'scheduler = "auto" (the recogniser is its model)', spec)
     options = PolicyOptions(selector_model, placer_model, recogniser_model)
     versions: list[ModelVersion] = []
     if auto:
@@ -154,14 +147,14 @@ def build_scheduler(
     return sched, versions
 
 
-def load_interference(path: str, placer: str, where: str) -> InterferencePredictor:
+def load_interference(path: str, spec: str, where: str) -> InterferencePredictor:
     """The interference model ``interference_model`` names: a folder of ``interference fit`` or
     a co-location CSV of ``profile`` (fitted here, NCF, seed 0).
 
+    :param spec: the scheduler that would use it (its placer must be interference-aware).
     :raises InputError: naming ``interference_model``.
     """
-    if placer not in INTERFERENCE_PLACERS:
-        raise InputError(where, "interference_model", "an interference-aware placer (iawp, iawp-rl)", placer)
+    check_model_keys(spec, where, interference_model=path)
     p = Path(path)
     if p.is_dir():
         try:

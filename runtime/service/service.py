@@ -188,6 +188,23 @@ class Service:
     ) -> None:
         self.config = config
         self.store = store or TaskStore(config.db, store_owner(config))
+        try:
+            self._build(config, cluster, scheduler)
+        except BaseException:
+            if store is None:  # the queue's lock is ours: a service that cannot start frees it
+                self.store.close()
+            raise
+        self.metrics = ServiceMetrics()
+        self.ready = threading.Event()
+        self._stopping = threading.Event()
+        self.recovered = 0
+        self.dispatcher: Dispatcher | None = None
+        self.nodes: NodeAdmin | None = None
+
+    def _build(
+        self, config: ServiceConfig, cluster: ClusterBackend | None, scheduler: TwoStageScheduler | None
+    ) -> None:
+        """The scheduler, the cluster and what learns (any of them may refuse the config)."""
         spec: LiveClusterSpec = (
             default_live_cluster() if config.cluster is None else load_live_cluster(config.cluster)
         )
@@ -208,12 +225,6 @@ class Service:
         self.promotion = Promotion(config.canary, versions, self._promote, self._promotion_event)
         if config.selector_learning:
             self.learning.selector = self._selector_learner(versions)
-        self.metrics = ServiceMetrics()
-        self.ready = threading.Event()
-        self._stopping = threading.Event()
-        self.recovered = 0
-        self.dispatcher: Dispatcher | None = None
-        self.nodes: NodeAdmin | None = None
 
     def start(self) -> None:
         """Recover the queue, start the agents and the dispatcher; then ready."""

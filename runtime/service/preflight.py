@@ -1,0 +1,137 @@
+"""What ``rlsched serve`` checks of its config before it imports the server and torch: an
+operator's typo (a model folder that is not there, a key the scheduler cannot use, a state folder
+that cannot be written) is refused in a fraction of a second, not after seconds of imports, and
+never after the service has started.
+
+Only what needs no network is checked here: the model keys against the scheduler, each model's
+files against the checksums its ``meta.json`` records, the recogniser whole (it is plain data),
+the live cluster file, and that ``state_dir`` can hold checkpoints. A network's feature version and
+weights are checked when it is loaded (:mod:`runtime.service.models`).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from models.checkpoint import META, CheckpointError, read_verified_meta
+from rlsched.errors import InputError
+from rlsched.policies.names import AUTO
+from runtime.service.config import ServiceConfig
+
+#: Placers that take an interference model.
+INTERFERENCE_PLACERS = ("iawp", "iawp-rl", "iawp-pass", "iawp-active", "coloc-greedy")
+#: The ``format`` of an interference model's ``meta.json`` (``rlsched.interference.predictor``'s
+#: ``FORMAT``, which imports torch).
+INTERFERENCE_FORMAT = "rlsched-interference"
+
+
+def check_model_keys(
+    spec: str,
+    where: str,
+    selector_model: str | None = None,
+    placer_model: str | None = None,
+    recogniser_model: str | None = None,
+    interference_model: str | None = None,
+) -> None:
+    """Each model key against the scheduler ``spec`` that would use it.
+
+    :raises InputError: naming the key and what scheduler it needs.
+    """
+    auto = spec == AUTO
+    sel, _, plc = spec.partition("+")
+    if selector_model is not None and sel != "ldwp" and not auto:
+        raise InputError(where, "selector_model", "a scheduler whose selector is ldwp (or auto)", spec)
+    if placer_model is not None and plc != "iawp-rl":
+        raise InputError(where, "placer_model", "a scheduler whose placer is iawp-rl", spec)
+    if recogniser_model is not None and not auto:
+        raise InputError(where, "recogniser_model", 'scheduler = "auto" (the recogniser is its model)', spec)
+    if interference_model is not None and plc not in INTERFERENCE_PLACERS:
+        raise InputError(
+            where,
+            "interference_model",
+            f"a scheduler whose placer is interference-aware ({', '.join(INTERFERENCE_PLACERS)})",
+            spec,
+        )
+
+
+def check_service_config(cfg: ServiceConfig) -> None:
+    """Everything :mod:`runtime.service.preflight` checks, in the order an operator reads the file.
+
+    :raises InputError: naming the key (and the file at fault inside a model folder).
+    """
+    where = cfg.source
+    check_model_keys(
+        cfg.scheduler,
+        where,
+        cfg.selector_model,
+        cfg.placer_model,
+        cfg.recogniser_model,
+        cfg.interference_model,
+    )
+    for key in ("selector_model", "placer_model"):
+        folder = getattr(cfg, key)
+        if folder is not None:
+            _checkpoint_files(folder, f"{key} ({where})")
+    if cfg.recogniser_model is not None:
+        from rlsched.policies.recogniser import load_recogniser  # plain data: no torch
+
+        try:
+            load_recogniser(cfg.recogniser_model)
+        except CheckpointError as e:
+            raise InputError.from_checkpoint(e, f"recogniser_model ({where})") from None
+    if cfg.interference_model is not None:
+        _interference(cfg.interference_model, where)
+    if cfg.cluster is not None:
+        from runtime.cluster.config_io import load_live_cluster
+
+        load_live_cluster(cfg.cluster)
+    check_state_dir(cfg.state_dir, where)
+
+
+def _checkpoint_files(folder: str, flag: str) -> dict[str, object]:
+    try:
+        return read_verified_meta(folder)
+    except CheckpointError as e:
+        raise InputError.from_checkpoint(e, flag) from None
+
+
+def _interference(path: str, where: str) -> None:
+    """A folder of ``interference fit`` (its files and format) or an existing file (the
+    co-location CSV, read and fitted at start)."""
+    p = Path(path)
+    if p.is_dir():
+        meta = _checkpoint_files(path, f"interference_model ({where})")
+        if meta.get("format") != INTERFERENCE_FORMAT:
+            raise InputError(
+                str(p / META),
+                "format",
+                f"{INTERFERENCE_FORMAT!r} (an interference model)",
+                meta.get("format"),
+                hint=f"the checkpoint of interference_model ({where})",
+            )
+    elif not p.is_file():
+        raise InputError(
+            where, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
+        )
+
+
+def check_state_dir(folder: str, where: str) -> None:
+    """``state_dir`` exists as a folder (created here) this process can write: a service whose
+    learned state cannot be checkpointed would lose it at the next restart.
+
+    :raises InputError: naming ``state_dir``.
+    """
+    d = Path(folder)
+    if d.exists() and not d.is_dir():
+        raise InputError(
+            where, "state_dir", "a folder (the learned state's checkpoints)", f"{folder} (a file)"
+        )
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(
+            where, "state_dir", "a folder the service can create", f"{folder}: {e.strerror}"
+        ) from None
+    if not os.access(d, os.W_OK | os.X_OK):
+        raise InputError(where, "state_dir", "a folder the service can write", folder)
