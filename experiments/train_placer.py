@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing
 import os
 import sys
 import time
@@ -56,8 +57,11 @@ class _Runner:
 
     def __init__(self, cfg: PlacerTrainConfig) -> None:
         self.cfg = cfg
-        # worker_init: one BLAS thread a worker, and a worker exits once this process is gone
-        self.pool = ProcessPoolExecutor(cfg.jobs, initializer=worker_init)
+        # Spawned, not forked: `--stage both` trains LDWP in this process first, and a fork of a
+        # process whose torch or BLAS thread pools have started can deadlock. worker_init: one
+        # BLAS thread a worker, and a worker exits once this process is gone.
+        ctx = multiprocessing.get_context("spawn")
+        self.pool = ProcessPoolExecutor(cfg.jobs, mp_context=ctx, initializer=worker_init)
         self.episodes = 0
 
     def returns(self, thetas: list[np.ndarray], seeds: list[int]) -> list[dict[str, Any]]:

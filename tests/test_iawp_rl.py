@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ import pytest
 from envs.simulator import Simulator
 from experiments.cli import main
 from experiments.evaluation import load_entry
-from experiments.train_placer import PlacerTrainConfig, ars_update
+from experiments.train_placer import PlacerTrainConfig, _Runner, ars_update
 from models.checkpoint import CheckpointError
 from rlsched.policies.iawp import IawpPassPlacer
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
@@ -170,3 +172,19 @@ def test_a_flag_the_stage_ignores_is_named(
     argv = ["train", "--stage", stage, *extra, "--scenario", "no-such-scenario", "--out", str(tmp_path / "o")]
     assert main(argv) == 2  # the scenario is bad: nothing trains
     assert f"rlsched: warning: {flag} ignored with --stage {stage}" in capsys.readouterr().err
+
+
+def _imported(name: str) -> bool:
+    return name in sys.modules
+
+
+def test_the_placer_trainers_workers_are_spawned_not_forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--stage both` trains LDWP (torch's thread pools) in the process that then starts the
+    placer's workers: a fork of it can deadlock, so they are spawned. A forked worker would see a
+    module only the parent imported."""
+    monkeypatch.setitem(sys.modules, "rlsched_parent_only", types.ModuleType("rlsched_parent_only"))
+    runner = _Runner(PlacerTrainConfig(jobs=1))
+    try:
+        assert runner.pool.submit(_imported, "rlsched_parent_only").result(timeout=120) is False
+    finally:
+        runner.close()
