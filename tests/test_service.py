@@ -77,6 +77,11 @@ def test_idempotency_cancel_and_bad_input(server: Server) -> None:
     ):
         r = httpx.post(f"{u}/v1/tasks", json=body, headers=headers("batch"))
         assert r.status_code == 422 and field in r.text, (body, r.text)
+        # Each body, one task or a list of them, is told of its bad field only, not also of the
+        # other shape the API takes (pydantic reports both branches of TaskIn | list[TaskIn]).
+        for sent, loc in ((body, ["body", field]), ([{"app": "matmul"}, body], ["body", 1, field])):
+            r = httpx.post(f"{u}/v1/tasks", json=sent, headers=headers("batch"))
+            assert [e["loc"] for e in r.json()["detail"]] == [loc], (sent, r.text)
     r = httpx.post(f"{u}/v1/tasks", content=b"x" * (2 << 20), headers=headers("batch"))
     assert r.status_code == 413
     done = wait_done(server, "batch", [first.json()[0]["id"]])
@@ -194,6 +199,11 @@ def test_client_and_cli_commands(server: Server) -> None:
     assert len(r.stdout.splitlines()) == 4 and "crc32" not in r.stdout
     r = cli("cancel", str(ids[0]))
     assert r.returncode == 4 and "already done" in r.stderr  # the service refused: exit 4
+    r = cli("submit", "--app", "nope")  # the service's refusal, said as a line a person reads
+    assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
+    assert "HTTP 422: [0].app: one of " in r.stderr and "(got 'nope')" in r.stderr, r.stderr
+    r = cli("submit", "--app", "matmul", "--chunks", "400", "--wait", "--timeout", "0.01")
+    assert r.returncode == 4 and "tasks unfinished after 0.01 s" in r.stderr, r.stderr
     stop = threading.Event()
 
     def keep_busy() -> None:  # work finishing all the while top measures its rate

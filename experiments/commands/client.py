@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ class SubmitArgs(ClientArgs):
     :param chunks: chunks 0..N-1 of the stream
     :param priority: priority of the tasks (higher first)
     :param wait: wait until every task has finished
+    :param timeout: with --wait: give up after this many seconds (exit 4, the unfinished counted;
+        the tasks stay queued); default: wait until they finish or Ctrl-C
     :param json: print the full task records as JSON
     """
 
@@ -48,6 +51,7 @@ class SubmitArgs(ClientArgs):
     chunks: int = flag(1, parse=values.COUNT)
     priority: int = 0
     wait: bool = False
+    timeout: float | None = flag(None, parse=values.positive_float)
     json: bool = False
 
 
@@ -100,6 +104,8 @@ def _with_client(url: str, token_env: str, act: Callable[[Client], None]) -> int
         raise Unavailable(url, f"the service answered {e}") from None
     except httpx.HTTPError as e:  # the service is not there, or the connection broke
         raise Unavailable(url, f"cannot reach the service ({type(e).__name__}: {e})") from None
+    except TimeoutError as e:  # submit --wait --timeout: the tasks did not finish in time
+        raise Unavailable(url, str(e)) from None
     return EXIT_OK
 
 
@@ -113,7 +119,7 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
         ]
         rows = c.submit(body)
         if args.wait:
-            rows = c.wait([r["id"] for r in rows])
+            rows = c.wait([r["id"] for r in rows], math.inf if args.timeout is None else args.timeout)
         print(json.dumps(rows) if args.json else task_table(rows))
 
     return _with_client(args.url, args.token_env, act)

@@ -31,9 +31,11 @@ key). When the queue's file refuses writes (full: 507; read-only or failing: 503
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
+from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -145,6 +147,25 @@ def _out(row: Any) -> TaskOut:
     return TaskOut(**{k: v for k, v in d.items() if k in TaskOut.model_fields})
 
 
+#: The branches of ``POST /v1/tasks``'s body (one task, or a list), as pydantic tags the errors of each.
+_BODY_BRANCHES = {"TaskIn": dict, "list[TaskIn]": list}
+
+
+def _one_branch(errors: Sequence[Any], body: Any) -> list[Any]:
+    """A task body's errors without those of the branch its shape did not take: a list of tasks
+    with one bad field is told of that field (``loc: ["body", 0, "priority"]``), not also that
+    a list is not one task (pydantic reports every branch of ``TaskIn | list[TaskIn]``)."""
+    out = []
+    for err in errors:
+        loc = tuple(err.get("loc", ()))
+        shape = _BODY_BRANCHES.get(loc[1]) if len(loc) > 1 and loc[0] == "body" else None
+        if shape is None:
+            out.append(err)
+        elif isinstance(body, shape):
+            out.append({**err, "loc": (loc[0], *loc[2:])})
+    return out or list(errors)
+
+
 def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
     """Answer 422 in the shape of every other validation error (the published schema's)."""
     raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": got}])
@@ -219,6 +240,12 @@ def create_app(service: Service) -> FastAPI:
     )
     app.add_middleware(AccessLog)  # outside the guard: refused requests are logged too
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, e: RequestValidationError) -> JSONResponse:
+        return await request_validation_exception_handler(
+            request, RequestValidationError(_one_branch(e.errors(), e.body), body=e.body)
+        )
+
     @app.exception_handler(StorageError)
     async def storage_error(request: Request, e: StorageError) -> JSONResponse:
         # Nothing was written (the transaction rolled back): the client may simply retry.
@@ -234,8 +261,9 @@ def create_app(service: Service) -> FastAPI:
         if not items or len(items) > MAX_BATCH:
             _invalid(("body",), f"1 to {MAX_BATCH} tasks, got {len(items)}", len(items))
         for i, t in enumerate(items):
-            if t.app not in LIVE_APPS:
-                _invalid(("body", i, "app"), f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
+            if t.app not in LIVE_APPS:  # where the schema's own errors would put it
+                where = ("body", i, "app") if isinstance(body, list) else ("body", "app")
+                _invalid(where, f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
         reason = service.admission(who, len(items))
         if reason is not None:
             service.metrics.rejected.labels(who.name).inc(len(items))

@@ -55,6 +55,20 @@ def wait_ready(url: str, timeout_s: float = 60.0, alive: Callable[[], bool] | No
     raise TimeoutError(f"{url}: not ready in {timeout_s:g} s")
 
 
+def _detail(detail: Any) -> str:
+    """The service's message in one line: a request the API's schema refused (422) comes as a
+    list of errors, each said as ``where: what (got VALUE)``, e.g. ``[0].app: one of fft, ...
+    (got 'nope')``, not as the list itself."""
+    if not isinstance(detail, list) or not all(isinstance(e, dict) and "msg" in e for e in detail):
+        return str(detail)
+    out = []
+    for e in detail:
+        where = "".join(f"[{x}]" if isinstance(x, int) else f".{x}" for x in e.get("loc", ())[1:])
+        got = f" (got {e['input']!r})" if "input" in e and not isinstance(e["input"], dict | list) else ""
+        out.append(f"{where.lstrip('.') or 'body'}: {e['msg']}{got}")
+    return "; ".join(out)
+
+
 class Client:
     """A tenant's connection to the service.
 
@@ -81,11 +95,11 @@ class Client:
         r = self._http.request(method, path, **kw)
         if r.status_code >= 400:
             try:
-                detail = r.json().get("detail", r.text)
-            except ValueError:
+                detail = _detail(r.json().get("detail", r.text))
+            except (ValueError, AttributeError):  # not JSON, or not an object
                 detail = r.text
             retry = r.headers.get("Retry-After")
-            raise ServiceError(r.status_code, str(detail), float(retry) if retry else None)
+            raise ServiceError(r.status_code, detail, float(retry) if retry else None)
         return r.json()
 
     def submit(self, tasks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
