@@ -101,6 +101,7 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
     port = free_port()
     s = Server(service_config(tmp_path, port), port)
     s.start()
+    top = _top_watching(s, tmp_path / "top.out")  # an operator watches through the kill and restart
     try:
         body = [{"app": "video_synopsis", "stream": k % 4, "chunk": k} for k in range(60)]
         r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video"))
@@ -121,6 +122,7 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
         s.start()
         rows = wait_done(s, "video", ids, timeout=120)
         assert all(r["state"] == "done" for r in rows)
+        _check_top_came_back(top, tmp_path / "top.out", len(ids))
         assert exactly_once_violations(db) == []
         for i in running:  # each ran again: its first attempt abandoned, a later one recorded
             reports = db.execute(
@@ -129,7 +131,34 @@ def test_kill_9_loses_nothing_and_completes_each_task_once(tmp_path: Path) -> No
             assert reports[0] == (1, "abandoned", 1) and reports[-1][1:] == ("done", 1), reports
         db.close()
     finally:
+        if top.poll() is None:  # a check above failed first
+            top.kill()
+            top.wait(timeout=10)
         s.stop()
+
+
+def _top_watching(s: Server, out: Path) -> subprocess.Popen[bytes]:
+    """``rlsched top`` against the service, its frames into ``out``."""
+    env = {**os.environ, "RLSCHED_TOKEN": TOKENS["video"]}
+    cmd = [sys.executable, "-m", "experiments.cli", "top", "--url", s.url, "--interval", "0.3"]
+    with out.open("wb") as f:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT)
+
+
+def _check_top_came_back(top: subprocess.Popen[bytes], out: Path, done: int) -> None:
+    """``top`` said the service was unreachable while it was down, and showed its frames again
+    once it was back (it used to exit 4 at the first refused connection)."""
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and f"{done} done" not in out.read_text(errors="replace"):
+            assert top.poll() is None, out.read_text(errors="replace")[-2000:]
+            time.sleep(0.2)
+        text = out.read_text(errors="replace")
+        assert "service unreachable since" in text and f"{done} done" in text, text[-2000:]
+        assert text.index("service unreachable since") < text.index(f"{done} done")
+    finally:
+        top.terminate()
+        top.wait(timeout=10)
 
 
 def test_weighted_fair_share_under_contention_and_429_at_the_quota(tmp_path: Path) -> None:

@@ -184,34 +184,64 @@ def task_table(rows: list[dict[str, Any]]) -> str:
 def _top(client: Client, once: bool, interval: float) -> None:
     """Frames of queue depth, running tasks, per-GPU streams, memory, measured speed and the rate
     its streams delivered, and completions/s (with ``once``, measured over one ``interval`` before
-    the frame)."""
+    the frame). A service that stops answering (a restart, a kill -9 and its recovery) gets a
+    frame saying so, and the frames resume once it is back; ``once`` and a refusal (a bad token)
+    end the command instead (exit 4)."""
     last: tuple[float, int] | None = None
     if once:
         last = (time.monotonic(), client.cluster()["done"])
         time.sleep(interval)
+    lost: float | None = None  # wall time the service stopped answering
     while True:
-        state = client.cluster()
-        done = state["done"]
-        now = time.monotonic()
-        rate = (done - last[1]) / (now - last[0]) if last else 0.0
-        last = (now, done)
-        lines = [
-            f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
-            f"{state['running']} running, {done} done, {rate:.1f}/s",
-            "node        gpu model      streams running mem MiB        speed  rate",
-        ]
-        for n in state["nodes"]:
-            for j, g in enumerate(n["gpus"]):
-                mem = f"{g['mem_used_mib']:.0f}/{g['mem_mib']:.0f}"
-                lines.append(
-                    f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
-                    f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
-                )
-        print("\n".join(lines), flush=True)
+        try:
+            state = client.cluster()
+        except Exception as e:
+            if once or not _transient(e):
+                raise
+            lost = lost or time.time()
+            last = None  # no rate across the gap
+            print(_unreachable_frame(lost, e, interval), flush=True)
+        else:
+            lost = None
+            done, now = state["done"], time.monotonic()
+            rate = (done - last[1]) / (now - last[0]) if last else 0.0
+            last = (now, done)
+            print(_frame(state, rate), flush=True)
         if once:
             return
         time.sleep(interval)
         print("\x1b[2J\x1b[H", end="")  # clear the terminal for the next frame
+
+
+def _transient(e: Exception) -> bool:
+    """The service is away for now (not listening, the connection broke, a 5xx while it
+    recovers), not refusing this client (a 4xx: a bad token, a tenant it does not know)."""
+    import httpx
+
+    from runtime.service.client import ServiceError
+
+    return isinstance(e, httpx.TransportError) or (isinstance(e, ServiceError) and e.status >= 500)
+
+
+def _unreachable_frame(since: float, e: Exception, interval: float) -> str:
+    when = time.strftime("%H:%M:%S", time.localtime(since))
+    return f"service unreachable since {when} ({type(e).__name__}: {e}); trying again every {interval:g} s"
+
+
+def _frame(state: dict[str, Any], rate: float) -> str:
+    lines = [
+        f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
+        f"{state['running']} running, {state['done']} done, {rate:.1f}/s",
+        "node        gpu model      streams running mem MiB        speed  rate",
+    ]
+    for n in state["nodes"]:
+        for j, g in enumerate(n["gpus"]):
+            mem = f"{g['mem_used_mib']:.0f}/{g['mem_mib']:.0f}"
+            lines.append(
+                f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
+                f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
+            )
+    return "\n".join(lines)
 
 
 def token(args: TokenArgs, argv: Sequence[str]) -> int:
