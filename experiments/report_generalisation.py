@@ -306,10 +306,19 @@ def _seed_text(ratios: Sequence[CaseRatio], seeds: Sequence[int]) -> str:
         return text + " The cases carry no index (`cases.json`): their family and seed set are not known."
     told = ", ".join(f"{name} ({n})" for name, n in sorted(sets.items()))
     held = len({c.scenario for c in ratios if c.test_only})
+    seen = sum(n for name, n in sets.items() if name != "test")
+    caution = (
+        f" **{seen} of these cases are training or validation cases**: what was trained or chosen on"
+        " them scores well there by construction, so their ratios do not say how a pair does on"
+        " a case it never saw; that is the test set's (`rlsched scenarios generate --seed 20000`"
+        " and up)."
+        if seen
+        else ""
+    )
     return (
         text + f" Cases by seed set, from their folders' index (`cases.json`): {told}; "
         f"{sum(sets.values())} of {len(per_case)} cases indexed, {held} from families held out "
-        "from training and validation."
+        f"from training and validation.{caution}"
     )
 
 

@@ -15,6 +15,7 @@ from experiments.report_generalisation import (
     best_heuristic,
     by_learned,
     case_ratios,
+    generalisation_blocks,
     latency_summary,
     throughput_summary,
     worst_cases,
@@ -215,3 +216,19 @@ def test_a_plain_folder_has_no_index_and_a_file_listed_by_one_gets_its_case(tmp_
     assert info[str(tmp_path / "a.toml#5")] == CaseInfo(
         "tiny-fleet", "test", True, 20_000, 1.0, "has headroom"
     )
+
+
+@pytest.mark.parametrize(
+    ("seed_set", "cautioned"), [("test", False), ("validation", True), ("training", True)]
+)
+def test_the_section_cautions_that_seen_cases_do_not_measure_generalisation(
+    tmp_path: Path, seed_set: str, cautioned: bool
+) -> None:
+    """A researcher who evaluates training or validation cases is told their ratios are not the
+    test set's: a pair chosen on them scores well there by construction."""
+    info = {"gen/a.toml": CaseInfo(family="fleet", seed_set=seed_set)}
+    rows = [result_row("gen/a.toml", "mct+speedup", 2.0), result_row("gen/a.toml", "ldwp+speedup", 1.9)]
+    (tmp_path / "img").mkdir()
+    blocks = generalisation_blocks(case_ratios(rows, info), [1], tmp_path)
+    text = " ".join(b.text for b in blocks)
+    assert ("are training or validation cases" in text) is cautioned, text[:2000]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from models.checkpoint import META, CheckpointError, read_verified_meta
 from rlsched.errors import InputError
-from rlsched.policies.names import AUTO
+from rlsched.policies.registry import AUTO, recogniser_version
 from runtime.service.config import ServiceConfig
 
 #: Placers that take an interference model.
@@ -74,10 +74,8 @@ def check_service_config(cfg: ServiceConfig) -> None:
         if folder is not None:
             _checkpoint_files(folder, f"{key} ({where})")
     if cfg.recogniser_model is not None:
-        from rlsched.policies.recogniser import load_recogniser  # plain data: no torch
-
         try:
-            load_recogniser(cfg.recogniser_model)
+            recogniser_version(cfg.recogniser_model)  # plain data (and its second decision's): no torch
         except CheckpointError as e:
             raise InputError.from_checkpoint(e, f"recogniser_model ({where})") from None
     if cfg.interference_model is not None:
