@@ -236,6 +236,9 @@ class EvalConfig:
     :param load_of: what ``loads`` are relative to: ``"bound"`` or a ``SELECTOR+PLACER`` spec.
     :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         ``rlsched serve`` does (``envs/rebalancing.py``).
+    :param resume: keep the runs an earlier evaluation left in the output folder that are runs of
+        this one (``experiments/evaluate_resume.py``) and run the rest; without it, a folder
+        holding an evaluation is refused.
     """
 
     scenarios: list[str]
@@ -255,6 +258,7 @@ class EvalConfig:
     loads: tuple[float, ...] = ()
     load_of: str = "bound"
     rebalance: bool = False
+    resume: bool = False
 
 
 @dataclass(frozen=True)

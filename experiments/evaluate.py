@@ -3,7 +3,8 @@
 Validates everything first (scenarios, schedulers, the LDWP model, the output folder), then runs
 the grid in parallel (``experiments.evaluation``) and writes ``results.csv``, ``results.json``,
 ``report.md``, ``report.html`` and ``img/`` (``experiments.report_writer``). Runs finished so far
-are appended to ``runs.jsonl`` as they arrive, so an interrupted evaluation keeps them.
+are kept as they arrive (``runs.jsonl``, ``run-details/``), so an interrupted evaluation keeps them
+and ``--resume`` runs only the rest (``experiments.evaluate_resume``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 from experiments import report_plots as plots
 from experiments.case_folders import case_info, expand_folders
 from experiments.configs import EvalConfig
+from experiments.evaluate_resume import RUNS, RunLog, fingerprint, held_runs
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
 from experiments.paper_suite import convergence_note, paper_blocks
 from experiments.report_by_family import family_blocks
@@ -84,6 +86,16 @@ def validate(cfg: EvalConfig, out: Path) -> None:
     for name, d in cfg.runs.items():
         if not Path(d, "history.json").is_file():
             raise EvaluateError("--runs", name, "a training run folder with history.json", d)
+    held = held_runs(out) or (out / "results.json").is_file()
+    if held and not cfg.resume:
+        raise EvaluateError(
+            "--out",
+            "value",
+            "a folder without an earlier evaluation",
+            str(out),
+            hint=f"it holds one ({RUNS}: {held_runs(out)} runs); --resume keeps the runs that match and "
+            "runs the rest, or choose another folder",
+        )
     probe = out / ".rlsched-write-test"
     try:
         out.mkdir(parents=True, exist_ok=True)  # the CLI makes it first; a library caller may not
@@ -149,18 +161,22 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         for s in cfg.schedulers
     ]
     bounds = [BoundCase(sc, seed, cfg.rate, k) for sc, seed, k in grid]
-    partial = out / "runs.jsonl"
-    partial.write_text("")
-
-    def keep(r: CaseResult) -> None:
-        with open(partial, "a") as f:
-            chose = {"chose": r.chose} if r.chose else {}
-            f.write(
-                json.dumps({**asdict(r.case), "status": r.status, "error": r.error, **r.metrics, **chose})
-                + "\n"
+    log = RunLog(out, fingerprint(cfg, git_revision()))
+    kept: dict[Case, CaseResult] = {}
+    if cfg.resume:
+        kept = log.kept(cases)
+        if progress:
+            print(
+                f"evaluate: resuming: {len(kept)} of {len(cases)} runs kept from {out / RUNS}, "
+                f"{len(cases) - len(kept)} to run",
+                file=sys.stderr,
             )
-
-    results, bound_out = run_grid(cases, bounds, cfg.jobs, progress, keep)
+    else:
+        log.start()
+    todo = [c for c in cases if c not in kept]
+    ran, bound_out = run_grid(todo, bounds, cfg.jobs, progress, log.keep)
+    fresh = {r.case: r for r in ran}
+    results = [kept[c] if c in kept else fresh[c] for c in cases]
     if cfg.suite == "paper" and not cfg.runs and cfg.convergence_steps > 0:
         cfg = replace(cfg, runs=train_convergence_runs(cfg.convergence_steps, out / "runs"))
     rows = build_rows(results, bound_out)
@@ -175,6 +191,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         machine=_machine(),
         wall_s=time.perf_counter() - t0,
+        kept_runs=len(kept),
     )
     ratios = case_ratios(rows, case_info(cfg.scenarios))
     cross = cross_seed_ratios(rows) if ratios else []

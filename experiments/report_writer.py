@@ -56,6 +56,8 @@ class Meta:
     created: str
     machine: str
     wall_s: float
+    #: Runs kept from an earlier evaluation of the folder (``--resume``), not run by this command.
+    kept_runs: int = 0
 
 
 # ---- rows ----------------------------------------------------------------------------------------
@@ -389,7 +391,13 @@ def meta_blocks(meta: Meta, title: str) -> list[Block]:
         Block(
             "p",
             f"Seeds {meta.seeds} ({describe(meta.seeds)} set: rlsched.seeds) · git revision "
-            f"{meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall.",
+            f"{meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall"
+            + (
+                f" (resumed: {meta.kept_runs} runs kept from an earlier evaluation of this folder, "
+                "run by the same code and models; the wall time is this command's)."
+                if meta.kept_runs
+                else "."
+            ),
         ),
     ]
 

@@ -78,16 +78,19 @@ def ctrl_c_able() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def interrupt_rlsched(args: Sequence[str], ready: Path, after_s: float) -> tuple[int, str]:
-    """Run ``rlsched ARGS``, wait until ``ready`` exists (the run is under way), let it work
-    ``after_s`` more seconds, send SIGINT as Ctrl-C would, and return (exit code, stderr)."""
+def interrupt_rlsched(
+    args: Sequence[str], ready: Path | Callable[[], bool], after_s: float
+) -> tuple[int, str]:
+    """Run ``rlsched ARGS``, wait until ``ready`` exists as a file or returns True (the run is
+    under way), let it work ``after_s`` more seconds, send SIGINT as Ctrl-C would, and return
+    (exit code, stderr)."""
     exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
     proc = subprocess.Popen(
         [exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_able
     )
     try:
         deadline = time.monotonic() + 120
-        while not ready.is_file():
+        while not (ready() if callable(ready) else ready.is_file()):
             assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
             time.sleep(0.2)
         time.sleep(after_s)

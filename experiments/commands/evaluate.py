@@ -41,6 +41,9 @@ class EvaluateArgs:
         skips)
     :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         rlsched serve does (its rebalance key, on by default there)
+    :param resume: keep the runs the --out folder holds from an earlier evaluation (interrupted,
+        or with fewer schedulers, seeds or scenarios) that match this one's settings, code and
+        models, and run only the rest; without it, a folder holding an evaluation is refused
     :param out: output folder (report.md, report.html, results.*, img/)
     """
 
@@ -60,6 +63,7 @@ class EvaluateArgs:
     runs: list[str] = flag([], repeat=True)  # noqa: RUF009 (flag() copies the list per instance)
     convergence_steps: int = flag(default(EvalConfig, "convergence_steps"), parse=values.STEPS)
     rebalance: bool = False
+    resume: bool = False
     out: str = flag(path=True)
 
 
@@ -129,6 +133,7 @@ def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
         loads=loads,
         load_of=args.load_of,
         rebalance=args.rebalance,
+        resume=args.resume,
     )
 
 

@@ -1,0 +1,162 @@
+"""What ``rlsched evaluate`` keeps of each run as it finishes, and ``--resume``: an evaluation
+that was interrupted (Ctrl-C, a killed process, a reboot), or one given more schedulers, seeds or
+scenarios, runs only the runs its folder does not already hold.
+
+Each finished run is a line of ``runs.jsonl`` (the case, its status and metrics, and ``run_key``)
+and, for an ``ok`` run, ``run-details/KEY.npz``: its per-task latencies, completion times and GPU
+busy samples, which the report's figures draw. ``KEY`` hashes the case (scenario, scheduler, seed,
+rate, models, timeout, ...) with :func:`fingerprint`: the code's revision and the checksums of the
+model folders the evaluation names. A run is kept only when its key is a case of the new
+evaluation: one made by other code or another model (retrained in place) runs again. The details
+are arrays read with ``allow_pickle=False``: a folder's files are never unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from experiments.configs import EvalConfig
+from experiments.evaluation import Case, CaseResult
+
+#: Each finished run, one JSON line (kept if the evaluation is interrupted).
+RUNS = "runs.jsonl"
+#: The per-task arrays of each ``ok`` run, ``KEY.npz``.
+DETAILS = "run-details"
+_CASE_FIELDS = {f.name for f in fields(Case)}
+_LINE_FIELDS = {"status", "error", "chose", "run_key"}
+
+
+def fingerprint(cfg: EvalConfig, revision: str) -> str:
+    """What besides the case decides a run: the code (``revision``) and the model folders' files.
+
+    :param cfg: the evaluation.
+    :param revision: the checkout's commit (:func:`experiments.evaluate.git_revision`).
+    """
+    parts = [revision]
+    for folder in (cfg.model, cfg.placer_model, cfg.recogniser):
+        meta = Path(folder, "meta.json") if folder else None
+        parts.append(meta.read_text(encoding="utf-8") if meta and meta.is_file() else "")
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def run_key(case: Case, print_: str) -> str:
+    """The key of one run: its case and the evaluation's :func:`fingerprint`."""
+    text = json.dumps(asdict(case), sort_keys=True) + print_
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def held_runs(out: Path) -> int:
+    """How many runs an earlier evaluation left in ``out`` (0: none, or no folder)."""
+    path = out / RUNS
+    if not path.is_file():
+        return 0
+    with path.open(encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+class RunLog:
+    """``runs.jsonl`` and ``run-details/`` of one evaluation.
+
+    :param out: the report's folder.
+    :param print_: the evaluation's :func:`fingerprint`.
+    """
+
+    def __init__(self, out: Path, print_: str) -> None:
+        self.out, self.print_ = out, print_
+        self.path = out / RUNS
+        self.details = out / DETAILS
+
+    def kept(self, cases: Sequence[Case]) -> dict[Case, CaseResult]:
+        """The ``ok`` runs of the folder that are cases of this evaluation, with their details.
+        ``runs.jsonl`` is rewritten to hold just those (stale lines and detail files go), so
+        what it says always matches the folder."""
+        want = {run_key(c, self.print_): c for c in cases}
+        kept: dict[Case, CaseResult] = {}
+        lines: list[str] = []
+        if self.path.is_file():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                got = self._result(line, want)
+                if got is not None and got.case not in kept:
+                    kept[got.case] = got
+                    lines.append(line)
+        self._rewrite(lines)
+        keys = {run_key(c, self.print_) for c in kept}
+        if self.details.is_dir():
+            for f in self.details.glob("*.npz"):
+                if f.stem not in keys:
+                    f.unlink()
+        return kept
+
+    def start(self) -> None:
+        """A new evaluation: no runs yet."""
+        self._rewrite([])
+        if self.details.is_dir():
+            for f in self.details.glob("*.npz"):
+                f.unlink()
+
+    def keep(self, r: CaseResult) -> None:
+        """Record one finished run: its details first, then its line (a line names only runs
+        whose details are on disk)."""
+        key = run_key(r.case, self.print_)
+        if r.status == "ok":
+            self._save_details(key, r)
+        chose = {"chose": r.chose} if r.chose else {}
+        line = {**asdict(r.case), "status": r.status, "error": r.error, **r.metrics, **chose, "run_key": key}
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def _result(self, line: str, want: dict[str, Case]) -> CaseResult | None:
+        try:
+            d = json.loads(line)
+        except ValueError:  # a line cut short by the interruption
+            return None
+        case = want.get(d.get("run_key", "")) if isinstance(d, dict) else None
+        if case is None or d.get("status") != "ok":
+            return None
+        arrays = self._load_details(d["run_key"])
+        if arrays is None:
+            return None
+        metrics = {k: v for k, v in d.items() if k not in _CASE_FIELDS and k not in _LINE_FIELDS}
+        return CaseResult(
+            case, "ok", str(d.get("error", "")), metrics, chose=str(d.get("chose", "")), **arrays
+        )
+
+    def _save_details(self, key: str, r: CaseResult) -> None:
+        self.details.mkdir(exist_ok=True)
+        tmp = self.details / f"{key}.npz.tmp"
+        with tmp.open("wb") as f:
+            np.savez_compressed(
+                f,
+                latencies=np.asarray(r.latencies, dtype=np.float64),
+                done_s=np.asarray(r.done_s, dtype=np.float64),
+                util_t=np.asarray(r.util_t, dtype=np.float64),
+                util=np.asarray(r.util, dtype=np.float64) if r.util else np.zeros((0, 0)),
+                devices=np.asarray(r.devices, dtype=str),
+            )
+        os.replace(tmp, self.details / f"{key}.npz")
+
+    def _load_details(self, key: str) -> dict[str, Any] | None:
+        try:
+            with np.load(self.details / f"{key}.npz", allow_pickle=False) as z:
+                return {
+                    "latencies": z["latencies"].tolist(),
+                    "done_s": z["done_s"].tolist(),
+                    "util_t": z["util_t"].tolist(),
+                    "util": z["util"].tolist(),
+                    "devices": [str(x) for x in z["devices"]],
+                }
+        except (OSError, ValueError, KeyError):  # missing or cut short: the run runs again
+            return None
+
+    def _rewrite(self, lines: list[str]) -> None:
+        tmp = self.path.with_name(RUNS + ".tmp")
+        tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+        os.replace(tmp, self.path)

@@ -1,0 +1,119 @@
+"""``rlsched evaluate --resume``: an evaluation interrupted mid-grid, or asked for more schedulers,
+runs only the runs its folder does not hold, and its report is the one a full run writes; a
+folder holding an evaluation is never overwritten without it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from experiments.cli import main
+from tests.conftest import interrupt_rlsched
+from tests.test_evaluate import TINY
+
+#: Metrics that time the run (they differ between two runs of the same case).
+_TIMED = {"wall_s", "decisions_per_s"}
+
+
+def _rows(out: Path) -> dict[tuple[str, str, int], dict]:
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    return {(r["scenario"], r["scheduler"], r["seed"]): r for r in rows}
+
+
+def _evaluate(tiny: Path, out: Path, schedulers: str, *more: str) -> int:
+    args = ["evaluate", "--scenarios", str(tiny), "--schedulers", schedulers, "--seeds", "2", "--jobs", "1"]
+    return main([*args, "--out", str(out), *more])
+
+
+def _untimed(row: dict) -> dict:
+    return {k: v for k, v in row.items() if k not in _TIMED and not k.endswith("_wall_s")}
+
+
+def test_resume_runs_only_what_the_folder_lacks_and_reports_as_a_full_run(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY)
+    out = tmp_path / "ev"
+    assert _evaluate(tiny, out, "mct+speedup") == 0
+    first = _rows(out)
+    capsys.readouterr()
+    assert _evaluate(tiny, out, "mct+speedup,mct-mem+speedup", "--resume") == 0
+    assert "resuming: 2 of 4 runs kept" in capsys.readouterr().err
+    both = _rows(out)
+    assert len(both) == 4 and (out / "report.md").read_text().count("resumed: 2 runs kept") == 1
+    for key, row in first.items():  # kept, not run again: even the run's own wall time is the same
+        assert both[key] == row, key
+    assert len((out / "runs.jsonl").read_text().splitlines()) == 4
+    full = tmp_path / "full"
+    assert _evaluate(tiny, full, "mct+speedup,mct-mem+speedup") == 0
+    assert {k: _untimed(r) for k, r in _rows(full).items()} == {k: _untimed(r) for k, r in both.items()}
+    # Figures drawn from the kept runs' own per-task latencies, as from a full run's.
+    assert sorted(p.name for p in (out / "img").iterdir()) == sorted(p.name for p in (full / "img").iterdir())
+
+
+def test_a_folder_holding_an_evaluation_is_refused_without_resume(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY)
+    out = tmp_path / "ev"
+    assert _evaluate(tiny, out, "mct+speedup") == 0
+    before = (out / "runs.jsonl").read_text()
+    capsys.readouterr()
+    assert _evaluate(tiny, out, "mct+speedup") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rlsched: error: --out:") and "--resume" in err[0], err
+    assert (out / "runs.jsonl").read_text() == before  # nothing of it touched
+
+
+def test_runs_made_with_other_settings_or_cut_short_run_again(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY)
+    out = tmp_path / "ev"
+    assert _evaluate(tiny, out, "mct+speedup") == 0
+    with (out / "runs.jsonl").open("a") as f:
+        f.write('{"scenario": "cut sho')  # the line an interruption left half-written
+    capsys.readouterr()
+    assert _evaluate(tiny, out, "mct+speedup", "--resume", "--timeout", "300") == 0
+    assert "resuming: 0 of 2 runs kept" in capsys.readouterr().err  # another time limit: other runs
+    lines = (out / "runs.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(json.loads(x)["timeout_s"] == 300 for x in lines)
+    assert len(list((out / "run-details").glob("*.npz"))) == 2  # the stale runs' details are gone
+
+
+def test_an_interrupted_evaluation_resumes_where_it_stopped(tmp_path: Path) -> None:
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY.replace("tasks = 40", "tasks = 400"))
+    out = tmp_path / "ev"
+    scheds = "mct+speedup,mct-mem+speedup,least-loaded+speedup,mct+mlsm"
+    args = ["evaluate", "--scenarios", str(tiny), "--schedulers", scheds, "--seeds", "3", "--jobs", "1"]
+
+    def one_run_done() -> bool:
+        return (out / "runs.jsonl").is_file() and bool((out / "runs.jsonl").read_text().strip())
+
+    rc, _ = interrupt_rlsched([*args, "--out", str(out)], one_run_done, 0.2)
+    assert rc == 130
+    done = len((out / "runs.jsonl").read_text().splitlines())
+    assert 0 < done < 12, done  # stopped mid-grid
+    assert not (out / "results.json").exists()
+    assert main([*args, "--out", str(out), "--resume"]) == 0
+    assert len(_rows(out)) == 12 and len((out / "runs.jsonl").read_text().splitlines()) == 12
+
+
+def test_runs_of_a_model_retrained_in_place_run_again(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The key holds the model folder's checksums, not just its path: a network retrained into the
+    same folder is another network."""
+    from models import PRETRAINED_LDWP
+
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY)
+    model = tmp_path / "net"
+    model.mkdir()
+    for f in ("meta.json", "weights.pt"):
+        (model / f).write_bytes((PRETRAINED_LDWP / f).read_bytes())
+    out = tmp_path / "ev"
+    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model)) == 0
+    capsys.readouterr()
+    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 0
+    assert "resuming: 2 of 2 runs kept" in capsys.readouterr().err
+    meta = json.loads((model / "meta.json").read_text())
+    (model / "meta.json").write_text(json.dumps({**meta, "retrained": "in place"}))
+    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 0
+    assert "resuming: 0 of 2 runs kept" in capsys.readouterr().err
