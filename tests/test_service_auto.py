@@ -150,3 +150,31 @@ def test_auto_takes_the_services_fallback_line_on_each_of_its_predicting_placers
     assert [v.role for v in versions] == ["recogniser", "revisit"]
     meta = json.loads((rec / "meta.json").read_text())
     assert versions[0].sha256 == meta["files"]["recogniser.json"]
+
+
+def test_a_checkpoint_that_fails_is_shown_and_taken_again_once_space_returns(tmp_path: Path) -> None:
+    """A full disk (the failpoint ``state-full`` for the service's first 10 s) must not stop
+    scheduling; ``/v1/models`` and ``/metrics`` say the checkpoints fail (a crash would lose what
+    was learnt since the last), and once space returns the next interval checkpoints."""
+    rec = toy_recogniser(tmp_path)
+    port = free_port()
+    top = TOP + f'recogniser_model = "{rec}"\ncheckpoint_interval_s = 1\n'
+    env = {"RLSCHED_FAILPOINTS": "state-full=0-10"}
+    s = ServiceProcess(write_config(tmp_path, port, TOKENS, None, top, "auto"), port, env=env)
+    s.start()
+    try:
+        _submit(s, 0)
+        m = _until(s, lambda m: m["checkpoint"]["failures"] > 0, "a failed checkpoint", timeout=60)
+        assert m["checkpoint"]["version"] == 0, m["checkpoint"]
+        assert "No space left on device" in m["checkpoint"]["failing"]["error"], m["checkpoint"]
+        metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
+        assert re.search(r"^rlsched_learned_checkpoint_failures [1-9]", metrics, re.M), metrics[:3000]
+        m = _until(s, lambda m: m["checkpoint"]["version"] > 0, "a checkpoint once space returned", 60)
+        assert m["checkpoint"]["failing"] is None and m["checkpoint"]["failures"] > 0, m["checkpoint"]
+        assert json.loads((tmp_path / "rlsched-state" / "current.json").read_text())["auto"]["choice"]
+        db = sqlite3.connect(tmp_path / "queue.db")
+        wait_drained(db)  # scheduling went on all the while
+        assert db.execute("SELECT COUNT(*) FROM tasks WHERE state = 'done'").fetchone()[0] == 16
+        db.close()
+    finally:
+        s.stop()

@@ -20,6 +20,7 @@ After a ``kill -9`` the service therefore loses at most what it learnt since the
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -33,6 +34,7 @@ from models.checkpoint import CheckpointError, save_checkpoint
 from models.qnet import NodeScorer
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.scorer_io import scorer_from_checkpoint
+from runtime import failpoints
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +82,7 @@ class LearnedState:
         self.folder = Path(folder)
         self.saved_version = 0
         self.saved_at: float | None = None
+        self._opened = time.monotonic()  # the failpoint state-full counts from here
 
     def load(self) -> Learned | None:
         """The current checkpoint, or ``None`` when there is none.
@@ -131,7 +134,13 @@ class LearnedState:
         return name
 
     def save(self, learned: Learned) -> int:
-        """Write ``learned`` as the next checkpoint and make it current; its number."""
+        """Write ``learned`` as the next checkpoint and make it current; its number.
+
+        :raises OSError: the folder cannot take it (a full disk); nothing current changed.
+        """
+        w = failpoints.window("state-full")
+        if w is not None and w[0] <= time.monotonic() - self._opened <= w[1]:
+            raise OSError(errno.ENOSPC, "No space left on device (failpoint state-full)")
         self.folder.mkdir(parents=True, exist_ok=True)
         version = self.saved_version + 1
         doc: dict[str, Any] = {

@@ -58,6 +58,9 @@ class Learning:
         #: The selector's online learner (``selector_learning``), set by the service.
         self.selector: SelectorLearning | None = None
         self._last_save = time.monotonic()
+        #: Checkpoints that failed since the start (a full disk), and the last one while failing.
+        self.save_failures = 0
+        self.last_save_failure: dict[str, Any] | None = None
         #: The scheduler when it is ``auto`` (its decision is checkpointed).
         self.auto: TwoStageScheduler | None = None
         #: The last interference model (and its updates) of a placer that was switched away from.
@@ -260,7 +263,10 @@ class Learning:
             version = self.state.save(learned)
         except OSError as e:  # a full disk must not stop scheduling; the next interval tries again
             log.warning("rlsched serve: checkpointing the learned state failed: %s", e)
+            self.save_failures += 1
+            self.last_save_failure = {"at": time.time(), "error": str(e)}
             return None
+        self.last_save_failure = None
         self._saved_key = key
         self._saved_updates = updates
         return version
@@ -284,6 +290,8 @@ class Learning:
             "checkpoint": {
                 "version": self.state.saved_version,
                 "saved_at": self.state.saved_at,
+                "failures": self.save_failures,
+                "failing": self.last_save_failure,
                 "saved_updates": max(self._saved_updates, 0),
                 "saved_selector_updates": self._saved_key[2] if self._saved_key is not None else 0,
             },

@@ -112,6 +112,12 @@ class ServiceMetrics:
         self.checkpoint = Gauge(
             "rlsched_learned_checkpoint", "number of the last learned-state checkpoint", registry=r
         )
+        self.checkpoint_failures = Gauge(
+            "rlsched_learned_checkpoint_failures",
+            "learned-state checkpoints that failed since the start (a full disk): a crash would lose "
+            "what was learnt since the last one",
+            registry=r,
+        )
         self.promotions = Counter("rlsched_canary_promotions", "candidates promoted", registry=r)
         self.rollbacks = Counter("rlsched_canary_rollbacks", "candidates rolled back", registry=r)
         self.canary = Gauge("rlsched_canary_active", "1 while a candidate runs as a canary", registry=r)
@@ -167,6 +173,7 @@ class ServiceMetrics:
         for learner, n in d["online_updates"].items():
             self.online_updates.labels(learner).set(n)
         self.checkpoint.set(d["checkpoint"]["version"])
+        self.checkpoint_failures.set(d["checkpoint"]["failures"])
 
 
 class Service:
