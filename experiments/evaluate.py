@@ -86,15 +86,16 @@ def validate(cfg: EvalConfig, out: Path) -> None:
     for name, d in cfg.runs.items():
         if not Path(d, "history.json").is_file():
             raise EvaluateError("--runs", name, "a training run folder with history.json", d)
-    held = held_runs(out) or (out / "results.json").is_file()
-    if held and not cfg.resume:
+    runs = held_runs(out)
+    if (runs or (out / "results.json").is_file()) and not cfg.resume:
+        held = f"{RUNS}: {runs} runs" if runs else "results.json"
         raise EvaluateError(
             "--out",
             "value",
             "a folder without an earlier evaluation",
             str(out),
-            hint=f"it holds one ({RUNS}: {held_runs(out)} runs); --resume keeps the runs that match and "
-            "runs the rest, or choose another folder",
+            hint=f"it holds one ({held}); --resume keeps the runs that match and runs the rest, "
+            "or choose another folder",
         )
     probe = out / ".rlsched-write-test"
     try:
