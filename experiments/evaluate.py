@@ -162,7 +162,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         for s in cfg.schedulers
     ]
     bounds = [BoundCase(sc, seed, cfg.rate, k) for sc, seed, k in grid]
-    log = RunLog(out, fingerprint(cfg, git_revision()))
+    log = RunLog(out, fingerprint(cfg))
     kept: dict[Case, CaseResult] = {}
     if cfg.resume:
         kept = log.kept(cases)

@@ -5,14 +5,15 @@ scenarios, runs only the runs its folder does not already hold.
 Each finished run is a line of ``runs.jsonl`` (the case, its status and metrics, and ``run_key``)
 and, for an ``ok`` run, ``run-details/KEY.npz``: its per-task latencies, completion times and GPU
 busy samples, which the report's figures draw. ``KEY`` hashes the case (scenario, scheduler, seed,
-rate, models, timeout, ...) with :func:`fingerprint`: the code's revision and the checksums of the
-model folders the evaluation names. A run is kept only when its key is a case of the new
+rate, models, timeout, ...) with :func:`fingerprint`: a digest of the code the run depends on and
+the checksums of the model folders the evaluation names. A run is kept only when its key is a case of the new
 evaluation: one made by other code or another model (retrained in place) runs again. The details
 are arrays read with ``allow_pickle=False``: a folder's files are never unpickled.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -34,13 +35,33 @@ _CASE_FIELDS = {f.name for f in fields(Case)}
 _LINE_FIELDS = {"status", "error", "chose", "run_key"}
 
 
-def fingerprint(cfg: EvalConfig, revision: str) -> str:
-    """What besides the case decides a run: the code (``revision``) and the model folders' files.
+#: The code and files a run depends on besides its case: the simulator, the policies, the shipped
+#: models and data, and the evaluation's run code (not the report's: a change there keeps every run).
+CODE = ("rlsched", "envs", "models", "experiments/evaluation.py")
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def code_digest(root: Path = _ROOT) -> str:
+    """sha256 of every file of :data:`CODE` under ``root`` (paths and bytes; no ``__pycache__``):
+    installed from a wheel or checked out with edits alike, other code is another digest."""
+    h = hashlib.sha256()
+    for part in CODE:
+        p = root / part
+        inside = (f for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        files = [p] if p.is_file() else sorted(inside)
+        for f in files:
+            h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def fingerprint(cfg: EvalConfig) -> str:
+    """What besides the case decides a run: the code (:func:`code_digest`) and the model folders'
+    ``meta.json`` (the checksums of their files).
 
     :param cfg: the evaluation.
-    :param revision: the checkout's commit (:func:`experiments.evaluate.git_revision`).
     """
-    parts = [revision]
+    parts = [code_digest()]
     for folder in (cfg.model, cfg.placer_model, cfg.recogniser):
         meta = Path(folder, "meta.json") if folder else None
         parts.append(meta.read_text(encoding="utf-8") if meta and meta.is_file() else "")

@@ -117,3 +117,24 @@ def test_runs_of_a_model_retrained_in_place_run_again(tmp_path: Path, capsys) ->
     (model / "meta.json").write_text(json.dumps({**meta, "retrained": "in place"}))
     assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 0
     assert "resuming: 0 of 2 runs kept" in capsys.readouterr().err
+
+
+def test_the_code_digest_changes_with_the_code_runs_depend_on_only(tmp_path: Path) -> None:
+    """A run made by other code (an upgrade, an edit) runs again; a change to the report's code
+    keeps every run."""
+    from experiments.evaluate_resume import code_digest
+
+    for f in ("rlsched/sim.py", "envs/a.py", "models/pretrained/x/meta.json", "experiments/evaluation.py"):
+        (tmp_path / f).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / f).write_text("one\n")
+    (tmp_path / "experiments/report.py").write_text("one\n")
+    first = code_digest(tmp_path)
+    (tmp_path / "experiments/report.py").write_text("two\n")
+    code_digest.cache_clear()
+    assert code_digest(tmp_path) == first
+    for f in ("rlsched/sim.py", "models/pretrained/x/meta.json", "experiments/evaluation.py"):
+        (tmp_path / f).write_text("two\n")
+        code_digest.cache_clear()
+        now = code_digest(tmp_path)
+        assert now != first, f
+        first = now
