@@ -12,9 +12,9 @@ list of ``name=value``:
   ``SQLITE_FULL``; after ``B`` the cap is lifted ("space returns").
 - ``store-readonly=A-B`` — from ``A`` to ``B`` seconds after opening, the queue's connection is
   read-only (``PRAGMA query_only``): every write fails with ``SQLITE_READONLY``.
-- ``state-full=A-B`` — from ``A`` to ``B`` seconds after the service's learned state was opened,
-  every checkpoint of it fails as a full disk fails it (``OSError`` ``ENOSPC``); the service must
-  keep scheduling, say so (``/v1/models``, ``/metrics``) and checkpoint again once space returns.
+- ``state-full=N`` — the first ``N`` checkpoints of the service's learned state fail as a full
+  disk fails them (``OSError`` ``ENOSPC``); the service must keep scheduling, say so
+  (``/v1/models``, ``/metrics``) and checkpoint again once space returns.
 - ``late-result=S`` — local backend: ``S`` seconds after a removed node's tasks were reported
   lost, each reports a success too, as a partitioned node that finished anyway would (the
   service must refuse it: the task's retry holds it by then).

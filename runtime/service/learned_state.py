@@ -82,7 +82,7 @@ class LearnedState:
         self.folder = Path(folder)
         self.saved_version = 0
         self.saved_at: float | None = None
-        self._opened = time.monotonic()  # the failpoint state-full counts from here
+        self._attempts = 0  # the failpoint state-full fails the first ones
 
     def load(self) -> Learned | None:
         """The current checkpoint, or ``None`` when there is none.
@@ -138,8 +138,9 @@ class LearnedState:
 
         :raises OSError: the folder cannot take it (a full disk); nothing current changed.
         """
-        w = failpoints.window("state-full")
-        if w is not None and w[0] <= time.monotonic() - self._opened <= w[1]:
+        self._attempts += 1
+        full = failpoints.value("state-full")
+        if full is not None and self._attempts <= int(full):
             raise OSError(errno.ENOSPC, "No space left on device (failpoint state-full)")
         self.folder.mkdir(parents=True, exist_ok=True)
         version = self.saved_version + 1
