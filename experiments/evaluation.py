@@ -198,10 +198,12 @@ def run_case(case: Case) -> CaseResult:
 def _run(case: Case) -> CaseResult:
     from envs.capacity import task_latency_bounds
     from envs.simulator import Simulator
+    from experiments.fit_cache import install
     from rlsched.metrics import served_share
     from rlsched.policies.registry import PolicyOptions, describe_auto, parse_scheduler
     from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
+    install()  # a placer's fitted interference model, shared with the other workers and runs
     scenario = scenario_for_seed(
         load_entry(case.scenario, case.rate, arrival_scale=case.arrival_scale), case.seed
     )

@@ -42,9 +42,11 @@ def run_episode(
     """(tasks/min, p95 s) of one simulated run with the placer at ``params`` (worker side)."""
     from envs.simulator import Simulator
     from experiments.evaluation import load_entry
+    from experiments.fit_cache import install
     from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
     from rlsched.scheduler import TwoStageScheduler
 
+    install()
     sel = make_selector(selector, PolicyOptions(selector_model=selector_model))
     base = scenario_for_seed(load_entry(entry, rate), seed)
     placer = LearnedIawpPlacer(np.array(params))

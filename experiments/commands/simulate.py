@@ -46,8 +46,10 @@ class SimulateArgs:
 def run(args: SimulateArgs, argv: Sequence[str]) -> int:
     """Run it; print the metrics (tasks/min in the table, both units in ``--json``)."""
     from experiments import inputs
+    from experiments.fit_cache import install
     from experiments.simulate import simulate
 
+    install()  # an interference model fitted by an earlier command is read, not fitted again
     # Every input is read and checked here; the run below raises only bugs (exit 1).
     scenario = inputs.scenario(args.scenario, args.rate)
     spec = inputs.scheduler(args.scheduler, "--scheduler")

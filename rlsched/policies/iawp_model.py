@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rlsched.interference import fit_store
 from rlsched.interference.calibration import Survey, SurveyRequest
-from rlsched.interference.predictor import ColocationData, InterferencePredictor, fit_interference
+from rlsched.interference.predictor import ColocationData, InterferencePredictor
 from rlsched.view import ClusterView
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ class InterferenceModelUse:
             key = (survey.key, self.method, survey.request.colocation_fraction, survey.request.active, seed)
             fitted = _CALIBRATED.get(key)
             if fitted is None:
-                fitted = _CALIBRATED[key] = fit_interference(data, self.method, seed)
+                fitted = _CALIBRATED[key] = fit_store.fit(data, self.method, seed)
             self.predictor = copy.deepcopy(fitted) if self.online else fitted
         self._fill(kinds, devices)
 
@@ -115,7 +116,7 @@ class InterferenceModelUse:
         if data is None or not len(data):
             return predictor
         if predictor is None:
-            return fit_interference(data, self.method, survey.request.seed)
+            return fit_store.fit(data, self.method, survey.request.seed)
         predictor.update(data)
         return predictor
 
