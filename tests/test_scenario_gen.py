@@ -192,6 +192,7 @@ def test_cli_generates_and_lists_a_set(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["scenarios", "--generated", str(out)]) == 0
     table = capsys.readouterr().out
     assert "family" in table and "seed set" in table
+    assert "test-only family" not in table  # no family of the set is marked: no footnote
     for c in index.cases:
         row = next(line for line in table.splitlines() if line.startswith(Path(c.file).stem))
         assert "classes" in row and "validation" in row and c.regime in row

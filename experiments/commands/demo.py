@@ -79,10 +79,12 @@ def demo_schedulers() -> list[str]:
 def run(args: DemoArgs, argv: Sequence[str]) -> int:
     """The simulated demo (a table with each scheduler's share of the bound), or the live one."""
     from experiments import inputs
+    from experiments.fit_cache import install
     from experiments.simulate import compare, format_table, throughput_bounds
 
     if args.live:
         return _live(args)
+    install()  # a second demo reads the placers' fitted interference models
     rate = args.rate
     if rate is None and args.scenario == DEMO_SCENARIO:
         rate = DEMO.paper_rate_per_min  # the paper's busiest rate; other scenarios keep their own
