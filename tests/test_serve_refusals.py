@@ -165,3 +165,20 @@ def test_the_preflight_knows_the_interference_models_format() -> None:
     from runtime.service.preflight import INTERFERENCE_FORMAT
 
     assert INTERFERENCE_FORMAT == FORMAT
+
+
+def test_check_loads_what_a_start_would_and_serves_nothing(tmp_path: Path) -> None:
+    """``rlsched serve --check``: exit 0 with what it would run, the queue file not created (it
+    can run beside the service it would replace); a learned state that cannot be read, which only
+    a start used to find, exits 2 naming ``state_dir``."""
+    config = write_config(tmp_path, free_port(), TOKENS, None, "", "auto")
+    r = _serve_exit(config, "--check")
+    assert r.returncode == 0, r.stderr
+    assert "ready to serve (scheduler auto; recogniser shipped" in r.stdout, r.stdout
+    assert "1 tenant" in r.stdout, r.stdout
+    assert not (tmp_path / "queue.db").exists()
+    (tmp_path / "rlsched-state").mkdir(exist_ok=True)  # the check made it: the service will write there
+    (tmp_path / "rlsched-state" / "current.json").write_text("{not json")
+    r = _serve_exit(config, "--check")
+    lines = [x for x in r.stderr.splitlines() if x.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "state_dir" in lines[0], r.stderr

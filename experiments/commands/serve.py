@@ -36,6 +36,9 @@ class ServeArgs:
         recovery, shutdown)
     :param interference_model: interference model: a folder of 'interference fit' or a co-location
         CSV of 'profile' (default: the config's, else surveyed on the cluster at start)
+    :param check: check the config as a start would (every model loaded, the learned state read)
+        and exit 0 without serving; it opens neither the port nor the queue, so it can run beside
+        the service it would replace
     """
 
     config: str = flag(path=True)
@@ -50,6 +53,7 @@ class ServeArgs:
     recogniser_model: str | None = flag(None, path=True)
     log_level: str | None = flag(None, choices=("debug", "info", "warning", "error"))
     interference_model: str | None = flag(None, path=True)
+    check: bool = False
 
 
 def run(args: ServeArgs, argv: Sequence[str]) -> int:
@@ -76,6 +80,11 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     from runtime.service.preflight import check_service_config
 
     check_service_config(cfg)  # models, cluster file, state_dir: refused before torch is imported
+    if args.check:
+        from runtime.service.preflight import check_loads
+
+        print(f"rlsched serve: {args.config}: ready to serve ({check_loads(cfg)})")
+        return 0
 
     def announce() -> None:  # only once it listens: a service that could not start says only why
         print(
