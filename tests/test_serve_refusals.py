@@ -102,6 +102,7 @@ FAST_REFUSALS = {
     "missing interference": ("mct+iawp", "", ("--interference-model", "no/such/model"), "interference_model"),
     "missing cluster": ("mct+iawp", 'cluster = "no-such-live.toml"\n', (), "no-such-live.toml"),
     "state_dir a file": ("mct+iawp", 'state_dir = "service.toml"\n', (), "state_dir"),
+    "state_dir under a file": ("mct+iawp", 'state_dir = "service.toml/state"\n', (), "state_dir"),
 }
 
 
@@ -177,7 +178,7 @@ def test_check_loads_what_a_start_would_and_serves_nothing(tmp_path: Path) -> No
     assert "ready to serve (scheduler auto; recogniser shipped" in r.stdout, r.stdout
     assert "1 tenant" in r.stdout, r.stdout
     assert not (tmp_path / "queue.db").exists()
-    (tmp_path / "rlsched-state").mkdir(exist_ok=True)  # the check made it: the service will write there
+    (tmp_path / "rlsched-state").mkdir()
     (tmp_path / "rlsched-state" / "current.json").write_text("{not json")
     r = _serve_exit(config, "--check")
     lines = [x for x in r.stderr.splitlines() if x.strip()]

@@ -117,24 +117,21 @@ def _interference(path: str, where: str) -> None:
 
 
 def check_state_dir(folder: str, where: str) -> None:
-    """``state_dir`` exists as a folder (created here) this process can write: a service whose
-    learned state cannot be checkpointed would lose it at the next restart.
+    """``state_dir`` is a folder this process can write, or one it can create (its first
+    checkpoint does; nothing is created here): a service whose learned state cannot be
+    checkpointed would lose it at the next restart.
 
     :raises InputError: naming ``state_dir``.
     """
-    d = Path(folder)
+    d = Path(folder).absolute()
     if d.exists() and not d.is_dir():
         raise InputError(
             where, "state_dir", "a folder (the learned state's checkpoints)", f"{folder} (a file)"
         )
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(
-            where, "state_dir", "a folder the service can create", f"{folder}: {e.strerror}"
-        ) from None
-    if not os.access(d, os.W_OK | os.X_OK):
-        raise InputError(where, "state_dir", "a folder the service can write", folder)
+    parent = next(p for p in (d, *d.parents) if p.exists())  # the root always exists
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        what = "a folder the service can write" if parent == d else "a folder the service can create"
+        raise InputError(where, "state_dir", what, folder, hint=f"{parent} is not a folder it can write")
 
 
 def check_loads(cfg: ServiceConfig) -> str:
