@@ -81,7 +81,7 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
 
     check_service_config(cfg)  # models, cluster file, state_dir: refused before torch is imported
     if args.check:
-        from runtime.service.preflight import check_loads
+        from runtime.service.start_check import check_loads
 
         print(f"rlsched serve: {args.config}: ready to serve ({check_loads(cfg)})")
         return 0

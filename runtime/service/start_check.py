@@ -1,0 +1,48 @@
+"""``rlsched serve --check``: what a start loads, loaded, without serving (the preflight,
+:mod:`runtime.service.preflight`, runs first)."""
+
+from __future__ import annotations
+
+from models.checkpoint import CheckpointError
+from rlsched.errors import InputError
+from runtime.cluster.config import default_live_cluster
+from runtime.cluster.config_io import load_live_cluster
+from runtime.service.config import ServiceConfig
+from runtime.service.learned_state import LearnedState
+from runtime.service.models import build_scheduler, load_interference
+
+
+def check_loads(cfg: ServiceConfig) -> str:
+    """What a start would load, loaded (``rlsched serve --check``): the scheduler with its models
+    (feature versions and weights), the configured interference model, the learned state of
+    ``state_dir`` and the live cluster; not the port, not the queue (a running service holds it).
+
+    :returns: what the service would run, in a line.
+    :raises InputError: naming the key of what cannot be loaded.
+    """
+    where = cfg.source
+    _, versions = build_scheduler(
+        cfg.scheduler,
+        cfg.selector_model,
+        cfg.placer_model,
+        where,
+        cfg.active_profiling,
+        cfg.prediction_fallback,
+        cfg.recogniser_model,
+    )
+    if cfg.interference_model is not None:
+        load_interference(cfg.interference_model, cfg.scheduler, where)
+    try:
+        learned = LearnedState(cfg.state_dir).load()
+    except CheckpointError as e:
+        hint = f"state_dir ({cfg.state_dir}); move it aside to start afresh"
+        raise InputError.from_checkpoint(e, hint) from None
+    spec = default_live_cluster() if cfg.cluster is None else load_live_cluster(cfg.cluster)
+    gpus = sum(len(n.gpus) for n in spec.nodes)
+    models = ", ".join(f"{v.role} {v.source} {v.sha256[:12]}" for v in versions) or "no trained model"
+    state = f"learned state v{learned.version}" if learned is not None else "no learned state yet"
+    tenants = f"{len(cfg.tenants)} tenant{'s' if len(cfg.tenants) != 1 else ''}"
+    return (
+        f"scheduler {cfg.scheduler}; {models}; {state}; {tenants}; "
+        f"{len(spec.nodes)} nodes, {gpus} GPUs; queue {cfg.db}"
+    )
