@@ -32,9 +32,11 @@ from typing import Any
 
 from models.checkpoint import CheckpointError, save_checkpoint
 from models.qnet import NodeScorer
+from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.scorer_io import scorer_from_checkpoint
 from runtime import failpoints
+from runtime.service.preflight import check_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +85,20 @@ class LearnedState:
         self.saved_version = 0
         self.saved_at: float | None = None
         self._attempts = 0  # the failpoint state-full fails the first ones
+
+    def load_at_start(self, where: str) -> Learned | None:
+        """:meth:`load` as a start reads it (the service's, and ``rlsched serve --check``'s): a
+        ``state_dir`` that cannot hold checkpoints, or a state that cannot be read, is an
+        :class:`~rlsched.errors.InputError` naming ``state_dir``.
+
+        :param where: the config file (named in errors).
+        """
+        check_state_dir(str(self.folder), where)
+        try:
+            return self.load()
+        except CheckpointError as e:
+            hint = f"state_dir ({self.folder}); move it aside to start afresh"
+            raise InputError.from_checkpoint(e, hint) from None
 
     def load(self) -> Learned | None:
         """The current checkpoint, or ``None`` when there is none.

@@ -17,8 +17,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from models.checkpoint import CheckpointError
-from rlsched.errors import InputError
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.policies.registry import auto_choice, auto_second, is_auto, restore_auto_choice
 from rlsched.scheduler import TwoStageScheduler
@@ -29,7 +27,6 @@ from runtime.service.calibration import FALLBACK_PLACER, Calibrator
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState
 from runtime.service.models import ModelVersion, describe, load_interference
-from runtime.service.preflight import check_state_dir
 
 if TYPE_CHECKING:  # torch: imported only when the selector learner is on
     from runtime.service.selector_learning import SelectorLearning
@@ -65,13 +62,7 @@ class Learning:
         self.auto: TwoStageScheduler | None = None
         #: The last interference model (and its updates) of a placer that was switched away from.
         self._kept: tuple[InterferencePredictor, int] | None = None
-        check_state_dir(config.state_dir, config.source)
-        try:
-            self.learned = self.state.load()
-        except CheckpointError as e:
-            raise InputError.from_checkpoint(
-                e, f"state_dir ({config.state_dir}); move it aside to start afresh"
-            ) from None
+        self.learned = self.state.load_at_start(config.source)
         self.configured: InterferencePredictor | None = None
         if config.interference_model is not None:
             self.configured = load_interference(config.interference_model, config.scheduler, config.source)

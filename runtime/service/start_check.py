@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from models.checkpoint import CheckpointError
-from rlsched.errors import InputError
 from runtime.cluster.config import default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
 from runtime.service.config import ServiceConfig
@@ -32,11 +30,7 @@ def check_loads(cfg: ServiceConfig) -> str:
     )
     if cfg.interference_model is not None:
         load_interference(cfg.interference_model, cfg.scheduler, where)
-    try:
-        learned = LearnedState(cfg.state_dir).load()
-    except CheckpointError as e:
-        hint = f"state_dir ({cfg.state_dir}); move it aside to start afresh"
-        raise InputError.from_checkpoint(e, hint) from None
+    learned = LearnedState(cfg.state_dir).load_at_start(where)
     spec = default_live_cluster() if cfg.cluster is None else load_live_cluster(cfg.cluster)
     gpus = sum(len(n.gpus) for n in spec.nodes)
     models = ", ".join(f"{v.role} {v.source} {v.sha256[:12]}" for v in versions) or "no trained model"
