@@ -233,19 +233,7 @@ def _add_gpu_group(lp: _Lp, m: _Model, grp: _GpuGroup, cls_rows: list[int], scal
     while k0 > 1 and _mix_count(len(allowed), k0) > MAX_MIXES:
         k0 -= 1
     for k in range(1, k0 + 1):
-        for mix in itertools.combinations_with_replacement(allowed, k):
-            if sum(m.classes[c].min_mem_mb for c in mix) > grp.mem_mb:
-                continue
-            kinds = [m.classes[c].kind for c in mix]
-            shares = [m.classes[c].share for c in mix]
-            f = m.truth.factors(kinds, shares, grp.model) if k > 1 else [1.0]
-            j = lp.col()
-            lp.put(cap, j, 1.0)
-            rate: dict[int, float] = defaultdict(float)
-            for c, fi in zip(mix, f, strict=True):
-                rate[c] += fi / times[c]
-            for c, r in rate.items():
-                lp.put(cls_rows[c], j, -r / scale[c])
+        _add_mixes(lp, m, grp, allowed, times, k, cap, cls_rows, scale)
     partners = [(m.classes[c].kind, m.classes[c].share) for c in allowed]
     for k in range(k0 + 1, grp.streams + 1):
         theta = lp.col()
@@ -259,6 +247,55 @@ def _add_gpu_group(lp: _Lp, m: _Model, grp: _GpuGroup, cls_rows: list[int], scal
             lp.put(row, x, times[c] / ceil)
             lp.put(cls_rows[c], x, -1.0 / scale[c])
     return "exact mixes" if k0 == grp.streams else f"exact mixes up to {k0} co-runners"
+
+
+def _add_mixes(
+    lp: _Lp,
+    m: _Model,
+    grp: _GpuGroup,
+    allowed: list[int],
+    times: dict[int, float],
+    k: int,
+    cap: int,
+    cls_rows: list[int],
+    scale: np.ndarray,
+) -> None:
+    """A column per mix of ``k`` of the ``allowed`` classes that fits the group's memory: one
+    unit of the group's time in it, and the work per second it does in each of its classes.
+    Vectorised over the mixes; the columns and entries are those a loop over
+    ``combinations_with_replacement`` would add, in its order, with the same values."""
+    a = np.array(allowed)
+    pos = np.array(list(itertools.combinations_with_replacement(range(len(allowed)), k)), dtype=np.intp)
+    pos = pos.reshape(-1, k)
+    mem = np.array([m.classes[c].min_mem_mb for c in allowed])[pos]
+    total = mem[:, 0].copy()
+    for j in range(1, k):  # summed in the mix's order, as the loop did
+        total += mem[:, j]
+    pos = pos[~(total > grp.mem_mb)]
+    if not len(pos):
+        return
+    kinds = [m.classes[c].kind for c in allowed]
+    shares = [m.classes[c].share for c in allowed]
+    rate = m.truth.mix_factors(kinds, shares, pos, grp.model) / np.array([times[c] for c in allowed])[pos]
+    # Equal classes sit side by side in a mix: each run of them is one entry, its rates summed.
+    new_run = np.ones(pos.shape, dtype=bool)
+    new_run[:, 1:] = pos[:, 1:] != pos[:, :-1]
+    acc = rate.copy()
+    for j in range(1, k):
+        acc[:, j] = np.where(new_run[:, j], rate[:, j], acc[:, j - 1] + rate[:, j])
+    run_end = np.ones(pos.shape, dtype=bool)
+    run_end[:, :-1] = new_run[:, 1:]
+    cols = np.arange(lp.cols, lp.cols + len(pos))
+    lp.cols += len(pos)
+    rows = np.array(cls_rows)[a][pos]
+    # Per column: the group's time row first, then its classes' rows in the mix's order.
+    keep = np.concatenate([np.ones((len(pos), 1), dtype=bool), run_end], axis=1)
+    r = np.concatenate([np.full((len(pos), 1), cap), rows], axis=1)[keep]
+    v = np.concatenate([np.ones((len(pos), 1)), -acc / scale[a][pos]], axis=1)[keep]
+    c = np.repeat(cols, keep.sum(axis=1))
+    lp.ri.extend(r.tolist())
+    lp.ci.extend(c.tolist())
+    lp.data.extend(v.tolist())
 
 
 class FluidLp:

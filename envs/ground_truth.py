@@ -170,6 +170,49 @@ class GroundTruth:
             out.append(1.0 / (max(1.0, load) * over))
         return out
 
+    def mix_factors(
+        self, kinds: Sequence[KindSpec], shares: Sequence[float], mixes: np.ndarray, model: GpuModel
+    ) -> np.ndarray:
+        """:meth:`factors` of many mixes at once, equal to it bit for bit (each sum is taken in
+        the same order): the capacity bound lists up to 20,000 mixes per GPU group.
+
+        :param kinds: the candidate runners' kinds; ``shares``: their GPU shares.
+        :param mixes: (mixes, k) indices into ``kinds``, one row per mix of ``k`` co-runners.
+        :param model: the GPU's model.
+        :returns: (mixes, k) progress-rate factors.
+        """
+        n, k = mixes.shape
+        if k <= 1:
+            return np.ones((n, k))
+        if self.pairs is not None:
+            dev = self.csv_device(model)
+            term = np.empty((len(kinds), len(kinds)))
+            for a, ka in enumerate(kinds):
+                for b, kb in enumerate(kinds):
+                    norm = self.pairs.get((dev, ka.name, kb.name), 1.0 / 1.2)
+                    norm = norm if norm > 0 else 1.0 / (1.2 * 2)
+                    term[a, b] = 1.0 / norm - 1.0
+            slow = np.zeros((n, k))
+            for j in range(k):  # co-runner by co-runner, as _csv_factors adds them
+                t = term[mixes, mixes[:, j : j + 1]]
+                t[:, j] = 0.0
+                slow += t
+            return 1.0 / (1.0 + slow)
+        dem_of = np.array(
+            [[d * s for d in self._truth(kd).demand] for kd, s in zip(kinds, shares, strict=True)]
+        )
+        dem = dem_of[mixes]  # (mixes, k, resources)
+        tot = dem[:, 0, :].copy()
+        for j in range(1, k):
+            tot += dem[:, j, :]
+        load = dem[:, :, 0] * tot[:, None, 0]
+        sd = dem[:, :, 0].copy()
+        for r in range(1, dem.shape[2]):
+            load += dem[:, :, r] * tot[:, None, r]
+            sd += dem[:, :, r]
+        load = np.divide(load, sd, out=np.ones_like(load), where=sd > 0)
+        return 1.0 / (np.maximum(1.0, load) * (1.0 + CO_RUN_OVERHEAD * (k - 1)))
+
     def factor_ceiling(
         self,
         kind: KindSpec,
