@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from hypothesis import settings
 
+from experiments import fit_cache
 from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.hardware import gpu_model
 from rlsched.policies.case_features import FEATURES
@@ -198,10 +199,17 @@ def node_fixture() -> Callable[..., NodeSpec]:
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Caches (the scenario bounds) go to a fresh folder: tests neither read a user's cache nor
-    write into it, and every run starts cold."""
-    os.environ["RLSCHED_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+def _private_cache(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> None:
+    """Caches (the scenario bounds, fitted interference models) go to a fresh folder: tests
+    neither read a user's cache nor write into it, and every run starts cold. The xdist workers
+    of one run share it, and the tests' own processes fit through it as ``rlsched evaluate``'s
+    workers do (:mod:`experiments.fit_cache`): a stored model is the one a fit would give, bit
+    for bit, and the same surveys recur across tests (an active survey's four fits, ~16 s)."""
+    root = tmp_path_factory.getbasetemp()
+    cache = (root if worker_id == "master" else root.parent) / "cache"
+    cache.mkdir(exist_ok=True)
+    os.environ["RLSCHED_CACHE_DIR"] = str(cache)
+    fit_cache.install()
 
 
 def toy_recogniser(folder: Path) -> Path:

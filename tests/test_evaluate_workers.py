@@ -37,9 +37,10 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-#: (command, signal): evaluate spawns its workers, train --stage 2 forks them. ldwp+iawp on
-#: large#3000 takes ~20 s a run and a stage-2 episode on the saturated built-ins several seconds:
-#: the workers are mid-run when the signal comes.
+#: (command, signal): both spawn their workers. ldwp+iawp on large#3000 takes ~20 s a run and a
+#: stage-2 episode on the saturated built-ins several seconds: the workers are past their imports
+#: (~2-3 s) and mid-run when the signal comes, or, on a slow machine, about to start one (which,
+#: without the watch, they would run to its end and past the deadline below).
 KILLS = [
     (["evaluate", "--scenarios", "large#3000", "--seeds", "4", "--schedulers", "ldwp+iawp"], signal.SIGTERM),
     (["train", "--stage", "2", "--iterations", "4"], signal.SIGKILL),
@@ -62,7 +63,7 @@ def test_workers_exit_when_the_command_is_killed(
             assert proc.poll() is None and time.monotonic() < deadline, "the workers did not start"
             workers = children(proc.pid)
             time.sleep(0.2)
-        time.sleep(8)  # into their first runs
+        time.sleep(4)  # into their first runs
         workers = sorted(set(workers) | set(children(proc.pid)))
         proc.send_signal(sig)
         proc.wait(timeout=30)

@@ -90,8 +90,8 @@ def active_colocation(
     :param rounds: fit-then-measure rounds after the coverage round.
     :raises ValueError: for a fraction outside (0, 1].
     """
+    from rlsched.interference import fit_store
     from rlsched.interference.measurements import ColocationData
-    from rlsched.interference.predictor import fit_interference
 
     devices, kinds = instrument.devices(), [k.name for k in instrument.kinds()]
     n = budget(len(devices), len(kinds), fraction)
@@ -107,7 +107,7 @@ def active_colocation(
         if left <= 0:
             break
         candidates = [t for t in everything if t not in measured]
-        model = fit_interference(data, method, seed)
+        model = fit_store.fit(data, method, seed)  # a store, where installed, keeps each round's fit
         mean, spread = model.predict_spread(*(list(c) for c in zip(*candidates, strict=True)))
         chosen = pick(candidates, slowdown_spread(mean, spread), math.ceil(left / (rounds - r)), rng)
         data = ColocationData.concat([data, instrument.measure(chosen, seed * 64 + r + 1)])
