@@ -96,7 +96,7 @@ def test_bad_settings_name_the_field(field: str, value: object, message: str) ->
 def test_train_stage_2_writes_a_placer_that_simulate_uses(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     out = tmp_path / "placer"
     argv = ["train", "--stage", "2", "--scenario", "interference-saturated#120", "--iterations", "1"]
-    assert main([*argv, "--jobs", "1", "--out", str(out)]) == 0
+    assert main([*argv, "--jobs", "1", "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert "validation seeds [10001, 10002, 10003]" in summary["seed_sets"]["validation"]
     history = json.loads((out / "history.json").read_text())
@@ -137,13 +137,19 @@ rate_per_min = 600
 """
 
 
-def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path) -> None:
+def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     scenario = tmp_path / "tiny.toml"
     scenario.write_text(TINY)
     out = tmp_path / "both"
     argv = ["train", "--stage", "both", "--scenario", str(scenario), "--steps", "300", "--iterations", "1"]
     assert main([*argv, "--jobs", "1", "--out", str(out)]) == 0
-    assert (out / "stage1" / "best" / "meta.json").is_file()
+    # What a researcher reads at the end: which network and which parameters best/ holds.
+    said = capsys.readouterr().out
+    ldwp = json.loads((out / "stage1" / "best" / "meta.json").read_text())
+    assert f"LDWP: best/ is the network at step {ldwp['dqn_steps']:,} of 300," in said, said
+    placer = json.loads((out / "stage2" / "best" / "meta.json").read_text())
+    assert f"iawp-rl: best/ holds the parameters of iteration {placer['iteration']}\n" in said, said
+    assert said.count("figures from validation seeds") == 2 and "{" not in said, said
     meta = json.loads((out / "stage2" / "best" / "meta.json").read_text())
     assert meta["config"]["selector"] == "ldwp"
     assert meta["config"]["selector_model"] == str(out / "stage1" / "best")

@@ -48,6 +48,7 @@ class TrainArgs:
     :param n_steps: decisions per return (n-step targets, discounted by elapsed time)
     :param double_q: double DQN targets
     :param learning_rate: DQN learning rate
+    :param json: print the summary's headline figures as one JSON object instead of lines
     """
 
     stage: str = flag("1", choices=("1", "2", "both"))
@@ -78,6 +79,7 @@ class TrainArgs:
     n_steps: int = flag(default(TrainConfig, "n_steps"), parse=values.COUNT)
     double_q: bool = flag(default(TrainConfig, "double_q"), negatable=True)
     learning_rate: float = flag(default(TrainConfig, "learning_rate"), parse=values.positive_float)
+    json: bool = False
 
 
 #: Options that only one stage reads (a silent no-op misleads, so they are named when ignored).
@@ -117,6 +119,7 @@ def run(args: TrainArgs, argv: Sequence[str]) -> int:
 def _train_stage1(args: TrainArgs, out: Path) -> int:
     from experiments import inputs
     from experiments.train import train
+    from experiments.train_summary import stage1_lines
 
     if args.n_steps > 1 and not args.half_life_s:
         raise InputError(
@@ -145,8 +148,11 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     if args.resume is not None:
         inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
     summary = train(cfg, out, resume=args.resume)
-    keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
-    print(json.dumps({k: summary[k] for k in keys}))
+    if args.json:
+        keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
+        print(json.dumps({k: summary[k] for k in keys}))
+    else:
+        print("\n".join(stage1_lines(summary, out, cfg.objective)))
     return EXIT_OK
 
 
@@ -181,12 +187,16 @@ def _train_stage2(
     placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
     from experiments import inputs
     from experiments.train_placer import train_placer
+    from experiments.train_summary import stage2_lines
 
     _check_stage2(args, selector)
     if init is not None:
         inputs.placer_model(init, "--resume")
     summary = train_placer(_stage2_config(args, selector, selector_model), out, init=init)
-    print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
+    if args.json:
+        print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
+    else:
+        print("\n".join(stage2_lines(summary, Path(out))))
     return EXIT_OK
 
 

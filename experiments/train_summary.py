@@ -1,0 +1,73 @@
+"""What ``rlsched train`` prints when it ends: the figures a researcher reads off a training run
+(which network ``best/`` is, and how it and the cloned start compare with the reference on the
+validation seeds), a few lines instead of the summary's JSON (``--json`` prints that)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from experiments.train_evaluation import score
+
+
+def _ratio(ev: dict[str, Any], key: str) -> str:
+    return f"{ev[key]:.3f}x" if key in ev else "-"
+
+
+def _best(history: list[dict[str, Any]], objective: str) -> dict[str, Any]:
+    """The evaluation ``best/`` holds: the first with the highest score, as training kept it."""
+    top = max(score(ev, objective) for ev in history)
+    return next(ev for ev in history if score(ev, objective) == top)
+
+
+def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str]:
+    """The end of a stage-1 run.
+
+    :param summary: what :func:`experiments.train.train` returned (``summary.json``).
+    :param out: its output folder.
+    :param objective: what ``best/`` was chosen on.
+    """
+    history = summary["best"]
+    best, start, last = _best(history, objective), summary["before_dqn"], summary["after_dqn"]
+    cases = len(start.get("scenarios", {})) or 1
+    ref = summary["reference"]["selector"]
+    ref = "each case's best heuristic selector" if ref == "per scenario" else f"`{ref}`"
+    rows = [("cloned (step 0)", start), (f"best/ (step {best['step']:,.0f})", best)]
+    rows.append((f"last/ (step {last['step']:,.0f})", last))
+    lines = [
+        f"LDWP: best/ is the network at step {best['step']:,.0f} of {last['step']:,.0f}, chosen on "
+        f"{objective} over {cases} case{'s' if cases > 1 else ''}",
+        f"  figures from {summary['seed_sets']['evaluations']}",
+        f"  against {ref} on the same cases and seeds:      throughput   mean latency   p95 latency",
+    ]
+    lines += [
+        f"  {name:<49} {_ratio(ev, 'relative_throughput'):>10}   {_ratio(ev, 'relative_latency'):>12}"
+        f"   {_ratio(ev, 'relative_p95'):>11}"
+        for name, ev in rows
+    ]
+    if summary.get("bc_accuracy") is not None:
+        agreed = 100 * summary["bc_accuracy"]
+        lines.append(f"  behaviour cloning agreed with the teacher on {agreed:.1f} % of decisions")
+    lines.append(_wrote(out))
+    return lines
+
+
+def stage2_lines(summary: dict[str, Any], out: Path) -> list[str]:
+    """The end of a stage-2 run.
+
+    :param summary: what :func:`experiments.train_placer.train_placer` returned.
+    :param out: its output folder.
+    """
+    best = summary["best"]
+    return [
+        f"iawp-rl: best/ holds the parameters of iteration {summary['best_iteration']}",
+        f"  figures from {summary['seed_sets']['validation']}",
+        f"  validation throughput {best['ratio_to_start']:.3f}x the parameters it started from "
+        f"(geometric mean over cases; {summary['episodes']} episodes, {summary['wall_s']:.0f} s)",
+        _wrote(out),
+    ]
+
+
+def _wrote(out: Path) -> str:
+    names = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir() if not p.name.startswith("."))
+    return f"wrote {out}: {', '.join(names)} (--json prints the summary's figures as JSON)"
