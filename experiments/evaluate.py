@@ -209,6 +209,7 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
         "failed": failed,
         "above_bound": over,
         "figures_failed": undrawn,
+        "kept_runs": len(kept),
         "wall_s": round(meta.wall_s, 1),
     }
 

@@ -276,7 +276,7 @@ def evaluate_two_tiny_killing(tmp_path: Path, schedulers: str, pool: int) -> tup
     watcher.start()
     try:
         args = ["evaluate", "--scenarios", scen, "--schedulers", schedulers, "--seeds", "1", "--jobs", "2"]
-        rc = main([*args, "--out", str(out)])
+        rc = main([*args, "--out", str(out), "--json"])
     finally:
         stop.set()
         watcher.join()

@@ -37,7 +37,9 @@ def test_resume_runs_only_what_the_folder_lacks_and_reports_as_a_full_run(tmp_pa
     first = _rows(out)
     capsys.readouterr()
     assert _evaluate(tiny, out, "mct+speedup,mct-mem+speedup", "--resume") == 0
-    assert "resuming: 2 of 4 runs kept" in capsys.readouterr().err
+    said = capsys.readouterr()
+    assert "resuming: 2 of 4 runs kept" in said.err
+    assert ", 2 of them kept from the folder's earlier runs; none failed" in said.out, said.out
     both = _rows(out)
     assert len(both) == 4 and (out / "report.md").read_text().count("resumed: 2 runs kept") == 1
     for key, row in first.items():  # kept, not run again: even the run's own wall time is the same

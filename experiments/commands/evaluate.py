@@ -6,6 +6,7 @@ import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -45,6 +46,7 @@ class EvaluateArgs:
         or with fewer schedulers, seeds or scenarios) that match this one's settings, code and
         models, and run only the rest; without it, a folder holding an evaluation is refused
     :param out: output folder (report.md, report.html, results.*, img/)
+    :param json: print the summary as one JSON object instead of lines
     """
 
     suite: str | None = flag(None, choices=SUITE_NAMES)
@@ -65,6 +67,7 @@ class EvaluateArgs:
     rebalance: bool = False
     resume: bool = False
     out: str = flag(path=True)
+    json: bool = False
 
 
 def run(args: EvaluateArgs, argv: Sequence[str]) -> int:
@@ -73,8 +76,35 @@ def run(args: EvaluateArgs, argv: Sequence[str]) -> int:
 
     # build_config and evaluate's own validate() read every input before the first run.
     cfg = build_config(args, argv)
-    print(json.dumps(evaluate(cfg, args.out, progress=True)))
+    summary = evaluate(cfg, args.out, progress=True)
+    print(json.dumps(summary) if args.json else "\n".join(summary_lines(summary)))
     return EXIT_OK
+
+
+def summary_lines(summary: dict[str, Any]) -> list[str]:
+    """What a finished evaluation says on a terminal (``--json``: the same as one object).
+
+    :param summary: what :func:`experiments.evaluate.evaluate` returned.
+    """
+    kept = (
+        f", {summary['kept_runs']} of them kept from the folder's earlier runs"
+        if summary["kept_runs"]
+        else ""
+    )
+    notes = [
+        f"{summary['failed']} failed (their rows say why)" if summary["failed"] else "none failed",
+        f"{summary['above_bound']} above the capacity bound (a bug: please report it)"
+        if summary["above_bound"]
+        else "none above the capacity bound",
+    ]
+    if summary["figures_failed"]:
+        n = summary["figures_failed"]
+        notes.append(f"the figures of {n} scenario{'s' if n > 1 else ''} not drawn (the report names them)")
+    out = summary["out"]
+    return [
+        f"evaluate: {summary['runs']} runs in {summary['wall_s']:.1f} s{kept}; {', '.join(notes)}",
+        f"report: {out}/report.html (and report.md; every row in results.json and results.csv)",
+    ]
 
 
 def _split(text: str | None) -> list[str]:
