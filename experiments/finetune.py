@@ -14,7 +14,7 @@ from typing import Any
 
 from experiments.configs import FinetuneConfig
 from experiments.train import TrainConfig, train
-from experiments.train_evaluation import evaluate, evaluate_selector
+from experiments.train_evaluation import best_evaluation, evaluate, evaluate_selector
 from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scorer_io import scorer_from_checkpoint
@@ -57,12 +57,13 @@ def finetune(
     # A new run from the source's weights: --steps counts fine-tuning steps, not the source's.
     summary = train(cfg, out, start_weights=source)
     history = summary["best"]
-    best = max(history, key=lambda h: h["throughput_per_min"] - 1e-3 * h["latency_p95_s"])
+    best = best_evaluation(history)  # the network best/ holds
     report = {
         "source": str(source),
         "source_scenario": meta.get("scenario"),
         "target_scenario": scenario,
         "target_nodes": len(sc.cluster.nodes),
+        "seeds": list(cfg.eval_seeds),
         "zero_shot": zero_shot,
         "mct": mct,
         "fine_tuned_last": summary["after_dqn"],

@@ -130,6 +130,17 @@ def score(ev: dict[str, Any], objective: str = "throughput") -> float:
     return ev["throughput_per_min"] - 1e-3 * ev["latency_p95_s"]
 
 
+def best_evaluation(history: list[dict[str, Any]], objective: str = "throughput") -> dict[str, Any]:
+    """The evaluation whose network ``best/`` holds: the first with the highest :func:`score`, as
+    training keeps it (a later one replaces it only when strictly better).
+
+    :param history: the run's evaluations, in order (``history.json``).
+    :param objective: what ``best/`` was chosen on.
+    """
+    top = max(score(ev, objective) for ev in history)
+    return next(ev for ev in history if score(ev, objective) == top)
+
+
 def pick_teacher(scenario: Scenario, cfg: TrainConfig, seeds: list[int]) -> str:
     """The selector that teaches (or is the reference) on ``scenario``: ``cfg.pretrain``, or with
     ``"best"`` the selector of :data:`TEACHERS` with the highest mean throughput on ``seeds``

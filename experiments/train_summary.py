@@ -4,20 +4,15 @@ validation seeds), a few lines instead of the summary's JSON (``--json`` prints 
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
-from experiments.train_evaluation import score
+from experiments.train_evaluation import best_evaluation
 
 
 def _ratio(ev: dict[str, Any], key: str) -> str:
     return f"{ev[key]:.3f}x" if key in ev else "-"
-
-
-def _best(history: list[dict[str, Any]], objective: str) -> dict[str, Any]:
-    """The evaluation ``best/`` holds: the first with the highest score, as training kept it."""
-    top = max(score(ev, objective) for ev in history)
-    return next(ev for ev in history if score(ev, objective) == top)
 
 
 def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str]:
@@ -28,7 +23,7 @@ def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str
     :param objective: what ``best/`` was chosen on.
     """
     history = summary["best"]
-    best, start, last = _best(history, objective), summary["before_dqn"], summary["after_dqn"]
+    best, start, last = best_evaluation(history, objective), summary["before_dqn"], summary["after_dqn"]
     cases = len(start.get("scenarios", {})) or 1
     ref = summary["reference"]["selector"]
     ref = "each case's best heuristic selector" if ref == "per scenario" else f"`{ref}`"
@@ -71,3 +66,59 @@ def stage2_lines(summary: dict[str, Any], out: Path) -> list[str]:
 def _wrote(out: Path) -> str:
     names = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir() if not p.name.startswith("."))
     return f"wrote {out}: {', '.join(names)} (--json prints the summary's figures as JSON)"
+
+
+def finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
+    """The end of ``rlsched finetune`` in the simulator: the network zero-shot, ``mct`` and the
+    fine-tuned ``best/`` on the target's validation seeds.
+
+    :param report: what :func:`experiments.finetune.finetune` returned (``transfer.json``).
+    :param out: its output folder.
+    """
+    best = report["fine_tuned_best"]
+    rows = [
+        ("mct", report["mct"]),
+        (f"{report['source']} zero-shot", report["zero_shot"]),
+        (f"fine-tuned best/ (step {best['step']:,.0f})", best),
+    ]
+    width = max(len(name) for name, _ in rows)
+    lines = [
+        f"finetune: {report['target_scenario']} ({report['target_nodes']} nodes), validation seeds "
+        f"{', '.join(map(str, report['seeds']))} for each",
+        f"  {'':<{width}}  tasks/min  mean latency s  p95 latency s",
+    ]
+    lines += [
+        f"  {name:<{width}}  {ev['throughput_per_min']:>9.2f}  {ev.get('latency_mean_s', math.nan):>14.2f}"
+        f"  {ev['latency_p95_s']:>13.2f}"
+        for name, ev in rows
+    ]
+    return [*lines, _wrote(out)]
+
+
+def live_finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
+    """The end of ``rlsched finetune --live``: the selectors on the live cluster's held-out
+    workloads, and the interference model's error on held-out live co-runs.
+
+    :param report: what :func:`experiments.finetune_live.finetune_live` returned.
+    :param out: its output folder.
+    """
+    rows = [
+        ("mct", report["mct"]),
+        ("zero-shot", report["zero_shot"]),
+        ("fine-tuned last/", report["fine_tuned"]),
+    ]
+    ix = report["interference"]
+    lines = [
+        f"finetune --live: {len(report['live_cluster'])} live nodes, held-out workloads",
+        "                     tasks/s   p95 latency s   tasks lost",
+    ]
+    lines += [
+        f"  {name:<17} {ev['throughput_per_s']:>9.2f}   {ev['latency_p95_s']:>13.3f}   {ev['tasks_lost']:>10}"
+        for name, ev in rows
+    ]
+    lines.append(
+        f"  interference model on {ix['held_out_rows']} held-out live co-runs: mean abs. error "
+        f"{ix['sim_pretrained']['mae']:.3f} (simulator-trained) -> "
+        f"{ix['sim_pretrained_then_live_update']['mae']:.3f} (updated on live rows)"
+    )
+    return [*lines, _wrote(out)]

@@ -63,9 +63,12 @@ def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.C
     args += ["--cluster", str(cluster)]
     rc = main(["finetune", *args, "--out", str(out)])
     assert rc == 0, capsys.readouterr().err
-    line = json.loads(capsys.readouterr().out)
-    assert line["fine_tuned"]["tasks_lost"] == 0 and line["zero_shot"]["throughput_per_s"] > 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == "finetune --live: 2 live nodes, held-out workloads", said
+    tuned = next(x.split() for x in said if x.lstrip().startswith("fine-tuned last/"))
+    assert tuned[-1] == "0", said  # tasks lost
     report = json.loads((out / "transfer.json").read_text())
+    assert report["fine_tuned"]["tasks_lost"] == 0 and report["zero_shot"]["throughput_per_s"] > 0
     ix = report["interference"]
     assert ix["live_rows"] > 0 and 0 <= ix["sim_pretrained_then_live_update"]["mae"] < 1
     _, meta = load_checkpoint(out / "last", READABLE_FEATURE_VERSIONS)  # checksummed, loadable

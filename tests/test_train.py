@@ -198,6 +198,7 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from experiments.finetune import finetune
+    from experiments.train_summary import finetune_lines
 
     src = tmp_path / "src"
     train(
@@ -226,6 +227,12 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
         assert report[key]["throughput_per_min"] > 0
     assert json.loads((tmp_path / "ft" / "transfer.json").read_text())["target_nodes"] == 7
+    # The figures called best are those of the network best/ holds, chosen by training's own rule.
+    best = json.loads((tmp_path / "ft" / "best" / "meta.json").read_text())
+    assert report["fine_tuned_best"]["step"] == best["dqn_steps"]
+    lines = finetune_lines(report, tmp_path / "ft")
+    assert lines[0] == f"finetune: {bigger} (7 nodes), validation seeds 10001, 10002, 10003 for each", lines
+    assert lines[-2].lstrip().startswith(f"fine-tuned best/ (step {best['dqn_steps']:,})"), lines
     # Progress from the first second: the evaluations before training say what they do.
     err = capsys.readouterr().err
     assert err.index("finetune: zero-shot evaluation of") < err.index("finetune: mct ")

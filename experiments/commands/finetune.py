@@ -6,6 +6,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -31,6 +32,7 @@ class FinetuneArgs:
     :param tasks: live: tasks per training episode
     :param eval_tasks: live: tasks per evaluation run
     :param cluster: live: cluster file (TOML; default: the embedded cluster)
+    :param json: print the headline figures as one JSON object instead of lines
     """
 
     source: str = flag(name="--from", path=True)
@@ -49,12 +51,14 @@ class FinetuneArgs:
     tasks: int = flag(default(LiveFinetuneConfig, "tasks_per_episode"), parse=values.COUNT)
     eval_tasks: int = flag(default(LiveFinetuneConfig, "eval_tasks"), parse=values.COUNT)
     cluster: str | None = flag(None, path=True)
+    json: bool = False
 
 
 def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
     from experiments import inputs
     from experiments.finetune import finetune
+    from experiments.train_summary import finetune_lines
 
     if args.live:
         if args.scenario is not None:
@@ -71,14 +75,18 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     inputs.scenario(args.scenario, args.rate)
     steps = default(FinetuneConfig, "steps") if args.steps is None else args.steps
     r = finetune(args.source, args.scenario, args.out, steps, args.seed, args.rate)
-    keys = ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")
-    print(json.dumps({k: r[k] for k in keys}))
+    if args.json:
+        keys = ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")
+        print(json.dumps({k: r[k] for k in keys}))
+    else:
+        print("\n".join(finetune_lines(r, Path(args.out))))
     return EXIT_OK
 
 
 def _live(args: FinetuneArgs) -> int:
     from experiments import inputs
     from experiments.finetune_live import finetune_live
+    from experiments.train_summary import live_finetune_lines
 
     inputs.ldwp_model(args.source, "--from")
     cluster = inputs.live_cluster(args.cluster)
@@ -95,6 +103,9 @@ def _live(args: FinetuneArgs) -> int:
     )
     r = finetune_live(args.source, args.out, cfg, cluster)
     ix = r["interference"]
+    if not args.json:
+        print("\n".join(live_finetune_lines(r, Path(args.out))))
+        return EXIT_OK
     print(
         json.dumps(
             {
