@@ -22,6 +22,7 @@ from experiments.simulate import simulate
 from rlsched.errors import InputError
 from rlsched.scenarios.loader import load_scenario
 from rlsched.seeds import TEST
+from tests.conftest import interrupt_rlsched
 
 #: Tasks a test runs of each case (the cases themselves hold hundreds).
 FEW_TASKS = 25
@@ -200,6 +201,26 @@ def test_cli_generates_and_lists_a_set(tmp_path: Path, capsys: pytest.CaptureFix
     # A second run into the same folder would mix two sets: refused.
     assert main(argv) == 2
     assert "--out: value: expected a new or empty folder" in capsys.readouterr().err
+
+
+def test_an_interrupted_generation_leaves_no_half_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C half-way: the folder is as it was (a half set would be refused by the next run, or
+    evaluated as if it were whole); a set killed outright is refused saying it is unfinished."""
+    out = tmp_path / "set"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")  # not the generator's: it stays
+    argv = ["scenarios", "generate", "--count", "40", "--seed", "0", "--out", str(out)]
+    rc, err = interrupt_rlsched(argv, lambda: any(out.glob("alibaba-pods-*.toml")), 0.5)
+    assert rc == 130, err
+    assert sorted(p.name for p in out.rglob("*")) == ["notes.txt"]
+    assert main([*argv[:3], "1", *argv[4:]]) == 0  # the same folder takes the set
+    (out / INDEX_NAME).unlink()  # as a kill -9 before the index would leave it
+    capsys.readouterr()
+    assert main([*argv[:3], "1", *argv[4:]]) == 2
+    err = capsys.readouterr().err
+    assert "it holds scenario files but no cases.json: an unfinished set?" in err, err
 
 
 def test_a_commands_own_flag_is_refused_with_its_action(tmp_path: Path) -> None:

@@ -98,9 +98,18 @@ def check_out(out: Path) -> None:
     :param out: ``--out``.
     :raises InputError: naming ``--out``.
     """
-    if (out / INDEX_NAME).exists() or any(out.glob("*.toml")):
+    if (out / INDEX_NAME).exists():
         raise InputError(
             "--out", "value", "a new or empty folder", str(out), hint="it already holds a set; choose another"
+        )
+    if any(out.glob("*.toml")):  # a generation killed mid-set (kill -9, a crash) leaves its cases
+        raise InputError(
+            "--out",
+            "value",
+            "a new or empty folder",
+            str(out),
+            hint=f"it holds scenario files but no {INDEX_NAME}: an unfinished set? "
+            "remove them, or choose another",
         )
 
 
@@ -125,31 +134,55 @@ def generate_set(
     cases_plan = plan(count, seed, family)
     out.mkdir(parents=True, exist_ok=True)
     check_out(out)
-    cases = []
-    for case_seed, fam in cases_plan:
-        case = write_case(out, fam, case_seed)
-        cases.append(case)
-        if on_case is not None:
-            on_case(case)
-    write_index(out, cases, GENERATOR_VERSION, command)
+    cases: list[Case] = []
+    written: list[Path] = []
+    try:
+        for case_seed, fam in cases_plan:
+            case = write_case(out, fam, case_seed, written)
+            cases.append(case)
+            if on_case is not None:
+                on_case(case)
+        written.append((out / INDEX_NAME).with_suffix(".json.tmp"))
+        write_index(out, cases, GENERATOR_VERSION, command)
+    except BaseException:  # Ctrl-C or an error: no half set that the next run would refuse
+        _remove(written, out)
+        raise
     return read_index(out)
 
 
-def write_case(out: Path, family: Family, seed: int) -> Case:
+def _remove(written: list[Path], out: Path) -> None:
+    """Remove the files a generation wrote into ``out``, and the folders it left empty."""
+    for path in reversed(written):
+        path.unlink(missing_ok=True)
+        for parent in path.parents:
+            if parent == out or not parent.is_relative_to(out):
+                break
+            try:
+                parent.rmdir()  # only when empty: another case's data stays until its turn
+            except OSError:
+                break
+
+
+def write_case(out: Path, family: Family, seed: int, written: list[Path] | None = None) -> Case:
     """Draw one case of ``family``, write its data and scenario files into ``out`` at a target
     load, and return its index entry.
 
     :param out: the set's folder.
     :param family: the family.
     :param seed: the case seed.
+    :param written: each file is appended here before it is written (to remove them if the set
+        is not finished).
     """
+    written = [] if written is None else written
     draft = family.make(case_rng(seed, 0), seed)
     for rel, text in draft.data.items():
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
+        written.append(path)
         path.write_text(text, encoding="utf-8")
     target = round(float(case_rng(seed, 1).uniform(*LOAD_RANGE)), 3)
     file = out / f"{draft.scenario.name}.toml"
+    written.append(file)
 
     def write(sc: Scenario) -> Scenario:
         file.write_text(portable(dump_scenario(sc)), encoding="utf-8")
