@@ -20,7 +20,6 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from experiments import report_plots as plots
 from experiments.case_folders import case_info, expand_folders
 from experiments.configs import EvalConfig
 from experiments.evaluate_resume import RUNS, RunLog, fingerprint, held_runs
@@ -308,6 +307,8 @@ def _curve_blocks(cfg: EvalConfig, out: Path) -> list[Block]:
             runs[f"model's run ({parent.name})"] = str(parent)
     if not runs:
         return []
+    from experiments import report_plots as plots  # matplotlib and scipy.stats: 1.1 s to import
+
     series = {}
     for name, d in runs.items():
         hist = json.loads(Path(d, "history.json").read_text())

@@ -166,12 +166,14 @@ def ldwp_model(path: str | None, flag: str = "--model") -> None:
     :param flag: the flag that named it.
     :raises InputError: naming the checkpoint's file and what is wrong with it.
     """
-    from models.checkpoint import CheckpointError
-    from rlsched.policies.ldwp import PRETRAINED
-    from rlsched.scorer_io import scorer_from_checkpoint
+    from models import PRETRAINED_LDWP
+    from models.checkpoint import CheckpointError, read_verified_meta
 
     try:
-        scorer_from_checkpoint(PRETRAINED if path is None else path)
+        read_verified_meta(PRETRAINED_LDWP if path is None else path)  # a bad path: before torch
+        from rlsched.scorer_io import scorer_from_checkpoint
+
+        scorer_from_checkpoint(PRETRAINED_LDWP if path is None else path)
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, flag) from None
 
@@ -204,10 +206,12 @@ def placer_model(path: str, flag: str = "--placer-model") -> None:
     :param flag: the flag that named it.
     :raises InputError: naming the checkpoint's file and what is wrong with it.
     """
-    from models.checkpoint import CheckpointError
-    from rlsched.policies.iawp_rl import load_params
+    from models.checkpoint import CheckpointError, read_verified_meta
 
     try:
+        read_verified_meta(path)  # a bad path: before the placer's modules load
+        from rlsched.policies.iawp_rl import load_params
+
         load_params(path)
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, flag) from None

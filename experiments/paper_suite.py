@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from experiments import report_plots as plots
 from experiments.evaluation import parse_entry
 from experiments.report_stats import ARRIVAL_BOUND, Summary, summarise
 from experiments.report_writer import Block
@@ -43,6 +42,8 @@ def _gain(ours: list[dict], other: list[dict], key: str) -> float:
 
 def paper_blocks(rows: list[dict], out: Path) -> list[Block]:
     """Figures and tables of the paper's comparison; nothing when no ``paper@RATE`` rows ran."""
+    from experiments import report_plots as plots  # matplotlib: imported when a figure is drawn
+
     by_rate = _by_rate(rows)
     if not by_rate:
         return []

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from experiments import report_plots as plots
 from experiments.configs import EvalConfig
 from experiments.evaluation import CaseResult
 from experiments.report_stats import Summary, summarise, summarise_key
@@ -103,6 +102,8 @@ def _scenario_figures(
 ) -> None:
     """Draw ``sc``'s figures, appending each one's (path under ``out``, caption) to ``figs`` as it
     is written."""
+    from experiments import report_plots as plots  # matplotlib: imported when a figure is drawn
+
     ok = {s: [r for r in rs if r["status"] == "ok"] for s, rs in runs.items()}
     ok = {s: rs for s, rs in ok.items() if rs}
     if not ok:
@@ -161,7 +162,7 @@ def _churn_figure(
     sc: str, runs: list[CaseResult], cfg: EvalConfig, out: Path, slug: str
 ) -> tuple[str, str] | None:
     """Throughput over time around nodes joining and leaving (the paper's cluster change)."""
-
+    from experiments import report_plots as plots
     from experiments.cluster_change import change_times, windowed_throughput
     from experiments.evaluation import load_entry
 

@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments import report_plots as plots
 from experiments.case_folders import CaseInfo, split_suffix
 from experiments.report_writer import Block, _fmt
 from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
@@ -339,6 +338,8 @@ def generalisation_blocks(ratios: Sequence[CaseRatio], seeds: Sequence[int], out
     """
     if not ratios:
         return []
+    from experiments import report_plots as plots  # matplotlib: imported when a figure is drawn
+
     groups = by_learned(ratios)
     thr = {p: throughput_summary(rs) for p, rs in groups.items()}
     lat = {p: latency_summary(rs) for p, rs in groups.items()}

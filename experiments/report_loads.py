@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from experiments import report_plots as plots
 from experiments.load_curves import KEEP_UP, curves, latency_floor
 from experiments.report_stats import INTERVALS
 from experiments.report_writer import Block, _fmt
@@ -37,6 +36,8 @@ HOW_TO_READ = (
 
 def load_blocks(rows: list[dict], load_of: str, out: Path) -> list[Block]:
     """Figures and tables of latency against offered load, one scenario at a time."""
+    from experiments import report_plots as plots  # matplotlib: imported when a figure is drawn
+
     ref = "the LP capacity bound" if load_of == "bound" else f"{load_of}'s saturated throughput"
     blocks = [
         Block("h2", "Latency against offered load"),
