@@ -25,6 +25,7 @@ from tqdm import tqdm
 from envs.gym_env import ClusterSchedulingEnv
 from experiments.cloning import behaviour_clone, collect_teacher
 from experiments.configs import TrainConfig
+from experiments.train_entries import scenario_entries, validation_entries
 from experiments.train_evaluation import (
     TEACHER_TRIALS,
     evaluate_all,
@@ -74,39 +75,6 @@ def validation_scenarios(cfg: TrainConfig) -> list[Scenario]:
     if cfg.validation_scenario is None:
         return training_scenarios(cfg)
     return [load_entry(e, cfg.rate_per_min) for e in validation_entries(cfg)]
-
-
-def scenario_entries(cfg: TrainConfig) -> list[str]:
-    """The entries of ``cfg.scenario``, as written (the keys of per-scenario figures).
-
-    :raises ValueError: naming ``scenario`` when it lists none.
-    """
-    return _entries(cfg.scenario, "scenario", "training")
-
-
-def validation_entries(cfg: TrainConfig) -> list[str]:
-    """The entries of the validation scenarios, as written (the keys of evaluation figures)."""
-    if cfg.validation_scenario is None:
-        return scenario_entries(cfg)
-    return _entries(cfg.validation_scenario, "validation_scenario", "validation")
-
-
-def _entries(text: str, field: str, use: str) -> list[str]:
-    """The entries of ``text``, each folder of cases replaced by its scenario files. A folder of
-    generated cases (``rlsched scenarios generate``) must hold only cases ``use`` may see: training
-    seeds for training, validation seeds for validation, and no test-only family either way."""
-    from experiments.case_folders import expand_folders, split_suffix
-    from experiments.scenario_gen.index import INDEX_NAME, check_use, read_index
-
-    entries = [e.strip() for e in text.split(",") if e.strip()]
-    if not entries:
-        raise ValueError(f"{field}: expected one or more scenario entries, got {text!r}")
-    flag = "--" + field.replace("_", "-")
-    for e in entries:
-        folder = Path(split_suffix(e)[0]).expanduser()
-        if (folder / INDEX_NAME).is_file():
-            check_use(read_index(folder), use, flag)
-    return expand_folders(entries, flag)
 
 
 def _choosing(scenarios: list[Scenario], cfg: TrainConfig, what: str) -> Iterable[Scenario]:

@@ -324,27 +324,6 @@ def test_bad_input_one_line_exit_2_before_work(tmp_path: Path, args: list[str], 
     assert not (out / "runs.jsonl").exists()
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["--scenarios", "paper", "--schedulers", "mct,bogus+x"],
-        ["--scenarios", "paper", "--schedulers", "mct", "--loads", "0"],
-        ["--scenarios", "paper", "--schedulers", "ldwp", "--model", "/nonexistent"],
-    ],
-)
-def test_a_refusal_comes_before_the_reports_heavy_imports(tmp_path: Path, args: list[str]) -> None:
-    """A researcher's typo costs a third of a second: the report's figures and intervals
-    (matplotlib, scipy.stats) are imported when they are drawn, not by a command refusing its
-    input (2.0 s, 1.2 of them those imports, before)."""
-    code = (
-        "import sys\nfrom experiments.cli import main\n"
-        f"rc = main(['evaluate', *{args!r}, '--out', {str(tmp_path / 'out')!r}])\n"
-        "print(rc, *(m in sys.modules for m in ('matplotlib', 'scipy.stats', 'torch')))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.stdout.split() == ["2", "False", "False", "False"], (r.stdout, r.stderr)
-
-
 def test_model_of_another_feature_version_is_refused(tmp_path: Path, other_version_model: Path) -> None:
     out = tmp_path / "out"
     r = rlsched(

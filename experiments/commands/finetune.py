@@ -57,8 +57,6 @@ class FinetuneArgs:
 def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
     from experiments import inputs
-    from experiments.finetune import finetune
-    from experiments.train_summary import finetune_lines
 
     if args.live:
         if args.scenario is not None:
@@ -71,9 +69,12 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
         return _live(args)
     if args.scenario is None:
         raise InputError("--scenario", "value", "a target scenario, built-in name or file (or --live)")
+    inputs.scenario(args.scenario, args.rate)  # before the network: loading it imports torch
     inputs.ldwp_model(args.source, "--from")
-    inputs.scenario(args.scenario, args.rate)
     steps = default(FinetuneConfig, "steps") if args.steps is None else args.steps
+    from experiments.finetune import finetune  # torch and stable-baselines3: once the inputs are read
+    from experiments.train_summary import finetune_lines
+
     r = finetune(args.source, args.scenario, args.out, steps, args.seed, args.rate)
     if args.json:
         keys = ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")

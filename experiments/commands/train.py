@@ -118,8 +118,6 @@ def run(args: TrainArgs, argv: Sequence[str]) -> int:
 
 def _train_stage1(args: TrainArgs, out: Path) -> int:
     from experiments import inputs
-    from experiments.train import train
-    from experiments.train_summary import stage1_lines
 
     if args.n_steps > 1 and not args.half_life_s:
         raise InputError(
@@ -136,7 +134,7 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     )
     # Every input is read now: hours of training must not end on a typo. Folders of generated
     # cases are checked against the seed and family rules first.
-    from experiments.train import scenario_entries, validation_entries
+    from experiments.train_entries import scenario_entries, validation_entries
 
     scenario_entries(cfg)
     validation_entries(cfg)
@@ -147,6 +145,9 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
         inputs.selector(cfg.pretrain, "--pretrain")
     if args.resume is not None:
         inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
+    from experiments.train import train  # torch and stable-baselines3: once the inputs are read
+    from experiments.train_summary import stage1_lines
+
     summary = train(cfg, out, resume=args.resume)
     if args.json:
         keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
@@ -186,12 +187,13 @@ def _train_stage2(
     """Train the placer ``iawp-rl`` behind ``selector``, from the parameters in ``init`` (a
     placer checkpoint; ``None`` = ``iawp-pass``'s rule)."""
     from experiments import inputs
-    from experiments.train_placer import train_placer
-    from experiments.train_summary import stage2_lines
 
     _check_stage2(args, selector)
     if init is not None:
         inputs.placer_model(init, "--resume")
+    from experiments.train_placer import train_placer
+    from experiments.train_summary import stage2_lines
+
     summary = train_placer(_stage2_config(args, selector, selector_model), out, init=init)
     if args.json:
         print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
