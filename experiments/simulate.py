@@ -8,13 +8,14 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
 
 from envs.simulator import Simulator
 from rlsched.metrics import RunMetrics
-from rlsched.policies.registry import SHIPPED, PolicyOptions, parse_scheduler
+from rlsched.policies.registry import SHIPPED, PolicyOptions, describe_auto, parse_scheduler
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
@@ -37,18 +38,52 @@ def simulate(
     :param rebalance: move not-started tasks off nodes that stay overloaded or to idle GPU
         nodes, as the service does.
     """
+    return simulate_run(scenario, scheduler, seed, progress, options, rebalance).metrics
+
+
+@dataclass(frozen=True)
+class SimRun:
+    """One run's metrics, and what ``auto`` saw and chose in it (``None`` for another scheduler:
+    :func:`rlsched.policies.auto.describe`)."""
+
+    metrics: RunMetrics
+    auto: dict[str, Any] | None
+
+
+def simulate_run(
+    scenario: Scenario,
+    scheduler: str,
+    seed: int | None = None,
+    progress: bool = False,
+    options: PolicyOptions = SHIPPED,
+    rebalance: bool = False,
+) -> SimRun:
+    """:func:`simulate`, keeping what ``auto`` chose (the parameters are the same)."""
     seed = scenario.seed if seed is None else seed
     sched = parse_scheduler(scheduler, options)
     scenario = scenario_for_seed(scenario, seed)
     tasks = generate_tasks(scenario, seed)
     sim = Simulator(scenario, tasks, sched.placer, seed=seed, rebalance=rebalance)
     if not progress:
-        return sim.run(sched)
+        return SimRun(sim.run(sched), describe_auto(sched))
     desc = f"{scenario.name} {scheduler}"
     # Rebalancing decides a moved task again: the decision count may pass the task count.
     total, unit = (None, "decision") if rebalance else (len(tasks), "task")
     with tqdm(total=total, desc=desc, unit=unit, leave=False, disable=None) as bar:
-        return sim.run(sched, on_decision=bar.update)
+        return SimRun(sim.run(sched, on_decision=bar.update), describe_auto(sched))
+
+
+def auto_lines(auto: dict[str, Any]) -> list[tuple[str, str]]:
+    """``auto``'s decisions as (name, value) rows of ``rlsched simulate``'s table."""
+    choice, second = auto["choice"], auto["second"]
+    if choice is None:  # fewer tasks than its window: the default ran throughout
+        return [("auto_chose", f"{auto['default']} (its default: the run ended within its window)")]
+    far = "; far from every training case" if choice.get("far") else ""
+    rows = [("auto_chose", f"{choice['pair']} (after {auto['window']} tasks on {auto['default']}{far})")]
+    if second is not None:
+        kept = second["pair"] == second["running"]
+        rows.append(("auto_second", f"kept {second['pair']}" if kept else f"switched to {second['pair']}"))
+    return rows
 
 
 @dataclass

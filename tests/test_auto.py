@@ -137,6 +137,28 @@ def test_evaluate_says_which_pair_auto_ran(tmp_path: Path) -> None:
     assert {r["scheduler"]: r["chose"] for r in rows} == {"auto": "round-robin+first-free", "mct+speedup": ""}
 
 
+def test_simulate_says_which_pair_auto_ran(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pairs = ("mct+speedup", "round-robin+first-free")
+    _recogniser(pairs, [[0.5, 1.0], [0.5, 1.0]], window=20).save(tmp_path / "rec")
+    args = [
+        "simulate",
+        "--scenario",
+        "paper",
+        "--scheduler",
+        "auto",
+        "--recogniser",
+        str(tmp_path / "rec"),
+    ]
+    assert main(args) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].split(None, 1) == ["auto_chose", "round-robin+first-free (after 20 tasks on mct+speedup)"]
+    assert main([*args, "--json"]) == 0
+    auto = json.loads(capsys.readouterr().out)["auto"]
+    assert auto["running"] == auto["choice"]["pair"] == "round-robin+first-free" and auto["window"] == 20
+    assert main([*args[:4], "mct+speedup", "--json"]) == 0
+    assert "auto" not in json.loads(capsys.readouterr().out)  # only an auto run says it
+
+
 def test_auto_keeps_its_default_when_told_and_calibrates_its_interference_placers(tmp_path: Path) -> None:
     pairs = ("mct+iawp", "mct+iawp-pass", "mct+speedup")
     _recogniser(pairs, [[1.0, 0.9, 0.9]] * 2, window=20).save(tmp_path / "rec")

@@ -47,7 +47,7 @@ def run(args: SimulateArgs, argv: Sequence[str]) -> int:
     """Run it; print the metrics (tasks/min in the table, both units in ``--json``)."""
     from experiments import inputs
     from experiments.fit_cache import install
-    from experiments.simulate import simulate
+    from experiments.simulate import auto_lines, simulate_run
 
     install()  # an interference model fitted by an earlier command is read, not fitted again
     # Every input is read and checked here; the run below raises only bugs (exit 1).
@@ -55,15 +55,24 @@ def run(args: SimulateArgs, argv: Sequence[str]) -> int:
     spec = inputs.scheduler(args.scheduler, "--scheduler")
     options = inputs.policy_options([spec], args.model, args.placer_model, args.recogniser)
     progress = not args.json and sys.stderr.isatty()
-    m = simulate(scenario, spec, args.seed, progress=progress, options=options, rebalance=args.rebalance)
+    run = simulate_run(scenario, spec, args.seed, progress, options, args.rebalance)
+    m = run.metrics
     seed = scenario.seed if args.seed is None else args.seed
     out = {"scenario": scenario.name, "scheduler": args.scheduler, "seed": seed, **m.to_dict()}
     if args.json:
-        print(json.dumps({**out, "throughput_per_min": m.throughput * 60.0}))
+        extra = {"auto": run.auto} if run.auto is not None else {}
+        print(json.dumps({**out, "throughput_per_min": m.throughput * 60.0, **extra}))
     else:
         # Tasks per minute, as demo and evaluate report it (--json keeps `throughput` in tasks/s).
         out = {k if k != "throughput" else "throughput_per_min": v for k, v in out.items()}
         out["throughput_per_min"] = m.throughput * 60.0
+        if run.auto is not None:  # which pair ran is what a reader of an `auto` run asks first
+            out = {
+                "scenario": out.pop("scenario"),
+                "scheduler": out.pop("scheduler"),
+                **dict(auto_lines(run.auto)),
+                **out,
+            }
         w = max(len(k) for k in out)
         for k, v in out.items():
             print(f"{k:<{w}}  {v:.4g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
