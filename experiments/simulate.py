@@ -20,25 +20,9 @@ from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
 
-def simulate(
-    scenario: Scenario,
-    scheduler: str,
-    seed: int | None = None,
-    progress: bool = False,
-    options: PolicyOptions = SHIPPED,
-    rebalance: bool = False,
-) -> RunMetrics:
-    """Run one scenario to completion.
-
-    :param scenario: the scenario.
-    :param scheduler: ``SELECTOR[+PLACER]``.
-    :param seed: tasks and drift seed (``None`` = the scenario's).
-    :param progress: show a progress bar of decisions on stderr.
-    :param options: checkpoints of learned policies (``ldwp``, ``iawp-rl``).
-    :param rebalance: move not-started tasks off nodes that stay overloaded or to idle GPU
-        nodes, as the service does.
-    """
-    return simulate_run(scenario, scheduler, seed, progress, options, rebalance).metrics
+def simulate(scenario: Scenario, scheduler: str, seed: int | None = None, **options: Any) -> RunMetrics:
+    """Run one scenario to completion: :func:`simulate_run`'s metrics (the same parameters)."""
+    return simulate_run(scenario, scheduler, seed, **options).metrics
 
 
 @dataclass(frozen=True)
@@ -58,7 +42,16 @@ def simulate_run(
     options: PolicyOptions = SHIPPED,
     rebalance: bool = False,
 ) -> SimRun:
-    """:func:`simulate`, keeping what ``auto`` chose (the parameters are the same)."""
+    """Run one scenario to completion; its metrics and what ``auto`` chose.
+
+    :param scenario: the scenario.
+    :param scheduler: ``SELECTOR[+PLACER]``.
+    :param seed: tasks and drift seed (``None`` = the scenario's).
+    :param progress: show a progress bar of decisions on stderr.
+    :param options: checkpoints of learned policies (``ldwp``, ``iawp-rl``).
+    :param rebalance: move not-started tasks off nodes that stay overloaded or to idle GPU
+        nodes, as the service does.
+    """
     seed = scenario.seed if seed is None else seed
     sched = parse_scheduler(scheduler, options)
     scenario = scenario_for_seed(scenario, seed)
