@@ -237,7 +237,7 @@ def test_an_os_error_is_bad_input_only_on_a_path_the_user_named(
     def refused(*_: object, **__: object) -> None:
         raise PermissionError(13, "Permission denied", "/var/lib/rlsched-nobody-named-this")
 
-    monkeypatch.setattr("experiments.simulate.simulate", refused)
+    monkeypatch.setattr("experiments.simulate.simulate_run", refused)
     assert main(["simulate", "--scenario", str(small), "--scheduler", "mct"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("rlsched: internal error: PermissionError") and "--debug" in err
