@@ -197,9 +197,18 @@ def test_fit_recogniser_chooses_candidates_and_k_by_their_rules(
     g = grid_folder(tmp_path / "train", train, [5000, 5001], best)
     v = grid_folder(tmp_path / "val", ["transfer-32#100"], [10001], {"transfer-32#100": "mct+speedup"})
     out = tmp_path / "rec"
-    code = main(
-        ["fit-recogniser", "--grid", str(g), "--validation-grid", str(v), "--out", str(out), "--window", "20"]
-    )
+    argv = [
+        "fit-recogniser",
+        "--grid",
+        str(g),
+        "--validation-grid",
+        str(v),
+        "--out",
+        str(out),
+        "--window",
+        "20",
+    ]
+    code = main([*argv, "--json"])
     assert code == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     # mct+speedup is within 0.99x of the best on 3 cases: a candidate; mlsm+speedup on 1 only.
@@ -223,6 +232,14 @@ def test_grids_repeated_are_read_together_as_one_grid_of_all_their_seeds(
     second = grid_folder(tmp_path / "second", train, [5001], best)
     common = ["--window", "20", "--k", "4"]
     assert main(["fit-recogniser", "--grid", str(both), "--out", str(tmp_path / "a"), *common]) == 0
+    said = capsys.readouterr().out.splitlines()  # what was fitted, and how to use it
+    assert said[0].startswith(f"fit-recogniser: wrote {tmp_path / 'a'} in ") and said[0].endswith(
+        "k=4, margin 0.0, a window of 20 tasks on ldwp+iawp, 8 training runs"
+    ), said
+    assert said[1] == "  candidates: ldwp+iawp, mct+speedup", said
+    assert said[-1].startswith(
+        f"use it with: rlsched simulate --scheduler auto --recogniser {tmp_path / 'a'} "
+    )
     split = ["--grid", str(first), "--grid", str(second)]
     assert main(["fit-recogniser", *split, "--out", str(tmp_path / "b"), *common]) == 0
     a, b = (json.loads((tmp_path / d / "recogniser.json").read_text()) for d in "ab")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -66,6 +67,7 @@ class FitRecogniserArgs:
         and leave-one-family-out scores; the trials are printed and kept in meta.json
     :param out: output folder (recogniser.json, meta.json, validation.json); use it with
         `--recogniser OUT` or the service's `recogniser_model`
+    :param json: print the summary as one JSON object instead of lines
     """
 
     grid: list[str] = flag([], repeat=True, path=True)  # noqa: RUF009 (flag() copies it)
@@ -81,6 +83,7 @@ class FitRecogniserArgs:
     start_from: str | None = flag(None, name="--from", path=True, metavar="DIR")
     far_fallback: bool = False
     out: str = flag(path=True)
+    json: bool = False
 
 
 #: Flags that shape a fit from grids, which --from keeps as the recogniser has them.
@@ -271,8 +274,36 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         "far_distance": None if model.far_pair is None else round(model.far_distance, 4),
         "seconds": round(time.perf_counter() - t0, 1),
     }
-    print(json.dumps(summary))
+    print(json.dumps(summary) if args.json else "\n".join(summary_lines(summary, model.default)))
     return EXIT_OK
+
+
+def summary_lines(summary: dict[str, Any], default: str) -> list[str]:
+    """What a finished fit says on a terminal: what was fitted, and how to use it.
+
+    :param summary: the fit's summary (``--json`` prints it as it is).
+    :param default: the pair ``auto`` runs during its window.
+    """
+    out = summary["out"]
+    lines = [
+        f"fit-recogniser: wrote {out} in {summary['seconds']:.1f} s: k={summary['k']}, margin "
+        f"{summary['margin']}, a window of {summary['window']} tasks on {default}, "
+        f"{summary['training_runs']:,} training runs",
+        f"  candidates: {', '.join(summary['candidates'])}",
+        f"  features: {', '.join(summary['features'])}",
+    ]
+    if summary["latency_tie"]:
+        lines.append("  where throughputs tie, the candidate with the lower mean latency")
+    if summary["far_pair"] is not None:
+        lines.append(
+            f"  beyond distance {summary['far_distance']} of every training row: {summary['far_pair']}"
+        )
+    quoted = shlex.quote(out)
+    lines.append(
+        f"use it with: rlsched simulate --scheduler auto --recogniser {quoted} (or evaluate's "
+        f"--recogniser; the service's recogniser_model = {json.dumps(out)})"
+    )
+    return lines
 
 
 COMMAND = Command(
