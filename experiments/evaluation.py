@@ -119,13 +119,18 @@ def load_entry(
     ``NAME~LOAD[#TASKS]`` runs the scenario's tasks arriving at ``LOAD`` times its capacity bound
     on its own seed (``rlsched scenarios``' load column), e.g. ``interference-saturated~0.9``.
 
+    A file or built-in of that very name is read as it is, suffix or not: ``a@b.toml`` is a file.
+
     :param arrival_scale: then make its arrivals this many times faster (:func:`scale_arrivals`).
     :raises InputError: for a bad entry (naming ``flag``) or scenario (naming its file).
     """
     import dataclasses
+    from pathlib import Path
 
-    from rlsched.scenarios.loader import load_scenario
+    from rlsched.scenarios.loader import list_scenarios, load_scenario
 
+    if entry in list_scenarios() or Path(entry).expanduser().is_file():
+        return scale_arrivals(load_scenario(entry, rate_per_min=rate), arrival_scale)
     name, r, tasks = parse_entry(entry, rate, flag)
     name, tilde, load_text = name.partition("~")
     sc = load_scenario(name, rate_per_min=None if tilde else r)

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from experiments.configs import FinetuneConfig
+from experiments.evaluation import load_entry
 from experiments.train import TrainConfig, train
 from experiments.train_evaluation import best_evaluation, evaluate, evaluate_selector
 from rlsched.policies.selectors import MctSelector
-from rlsched.scenarios.loader import load_scenario
 from rlsched.scorer_io import scorer_from_checkpoint
 
 
@@ -31,7 +31,7 @@ def finetune(
     """Zero-shot evaluation, fine-tuning and a report (``transfer.json`` in ``out``).
 
     :param source: checkpoint directory of the trained network.
-    :param scenario: the target scenario (built-in name or path).
+    :param scenario: the target scenario (built-in name, path, or ``NAME[@RATE][#TASKS]``).
     :param out: output directory (as for ``rlsched train``, plus ``transfer.json``).
     :param steps: DQN steps on the target.
     :param seed: training seed.
@@ -46,7 +46,7 @@ def finetune(
         pretrain=None,
         net_arch=tuple(meta["net_arch"]),
     )
-    sc = load_scenario(scenario, rate_per_min=rate_per_min)
+    sc = load_entry(scenario, rate_per_min, "--scenario")
     seeds = f"validation seeds {cfg.eval_seeds[0]}-{cfg.eval_seeds[-1]}"
     # Both evaluations run whole episodes before training starts (about 100 s on 2 cores): say so.
     _say(f"finetune: zero-shot evaluation of {source} on {sc.name} ({seeds})...")

@@ -40,22 +40,23 @@ def split_list(text: str | None) -> list[str]:
 
 
 def scenario(value: str, rate: float | None, flag: str = "--scenario", processes: int = 1) -> Scenario:
-    """The scenario ``value`` names (a built-in name or a TOML file), checked to fit in memory.
+    """The scenario ``value`` names (a built-in name or a TOML file, or an entry
+    ``NAME[@RATE|~LOAD][#TASKS]`` as ``evaluate`` and ``train`` take), checked to fit in memory.
 
     :param value: the flag's value.
-    :param rate: ``--rate`` (``None``: the scenario's own).
+    :param rate: ``--rate`` (``None``: the scenario's own); an entry's ``@RATE`` wins over it.
     :param flag: the flag, for messages about the value itself.
     :param processes: runs held in memory at once (``--jobs``).
-    :raises InputError: a bad file or override
+    :raises InputError: a bad file, entry or override
         (:class:`~rlsched.config_reader.ConfigError`), or a run that would not fit in memory
         (:class:`~rlsched.footprint.RunTooLarge`).
     """
+    from experiments.evaluation import load_entry
     from rlsched.footprint import check_fits
-    from rlsched.scenarios.loader import load_scenario
 
     if not value.strip():
         raise InputError(flag, "value", "a built-in scenario name or a scenario file", value)
-    sc = load_scenario(value, rate_per_min=rate)
+    sc = load_entry(value, rate, flag)
     check_fits(sc, processes)
     return sc
 

@@ -84,6 +84,21 @@ def test_simulate_table_is_the_default(small: Path) -> None:
     assert "throughput_per_min" in r.stdout and "throughput " not in r.stdout
 
 
+def test_simulate_takes_the_entries_evaluate_takes(small: Path, tmp_path: Path) -> None:
+    """``NAME[@RATE][#TASKS]`` on a file, as ``evaluate --scenarios`` reads it; a file whose own
+    name holds ``@`` is still that file."""
+    r = rlsched("simulate", "--scenario", f"{small}@60#30", "--scheduler", "mct", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tasks_total"] == 30
+    at = tmp_path / "a@b.toml"
+    at.write_text(SMALL)
+    r = rlsched("simulate", "--scenario", str(at), "--scheduler", "mct", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tasks_total"] == 120
+    r = rlsched("simulate", "--scenario", f"{small}#0")
+    assert r.returncode == 2 and "--scenario" in r.stderr and "task count after '#'" in r.stderr
+
+
 def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(SMALL.replace('gpu_model = "T4"', 'gpu_model = "X100"'))

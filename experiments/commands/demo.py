@@ -36,7 +36,7 @@ DEMO_SCHEDULERS = (
 class DemoArgs:
     """Options of ``rlsched demo``.
 
-    :param scenario: simulated scenario
+    :param scenario: simulated scenario (built-in name or file, with an optional @RATE or ~LOAD and #TASKS)
     :param strict: exit 3 when any task was unschedulable
     :param rate: arrival rate, tasks per minute
     :param seeds: number of seeds

@@ -21,7 +21,8 @@ class FinetuneArgs:
     """Options of ``rlsched finetune``.
 
     :param source: checkpoint directory of the trained network
-    :param scenario: target scenario (built-in name or path); not with --live
+    :param scenario: target scenario (built-in name or path, with an optional @RATE or ~LOAD and #TASKS);
+        not with --live
     :param rate: arrival rate override, tasks/min
     :param steps: DQN steps on the target
     :param seed: training seed

@@ -18,7 +18,7 @@ from experiments.commands.unschedulable import report_unschedulable
 class SimulateArgs:
     """Options of ``rlsched simulate``.
 
-    :param scenario: built-in name or path of a TOML file
+    :param scenario: built-in name or path of a TOML file, with an optional @RATE or ~LOAD and #TASKS
     :param scheduler: SELECTOR[+PLACER], e.g. mct+mlsm; a bare selector uses 'speedup'
     :param seed: seed for tasks and drift (default: the scenario's)
     :param rate: arrival rate override, tasks/min
