@@ -87,3 +87,20 @@ def format_scores(scores: dict[str, Any]) -> str:
     return "\n".join(
         f"{k:<{w}}  {v:.4f}" if isinstance(v, float) else f"{k:<{w}}  {v}" for k, v in scores.items()
     )
+
+
+def fit_lines(summary: dict[str, Any]) -> list[str]:
+    """What ``interference fit`` prints: what it fitted, its error on its own rows, where it went
+    and the commands that use it.
+
+    :param summary: :func:`fit`'s result.
+    """
+    out = summary["out"]
+    devices = ", ".join(summary["devices"])
+    return [
+        f"fitted {summary['method']} on {summary['rows']:,} rows ({summary['kinds']} kinds; "
+        f"devices {devices}) in {summary['fit_s']:.1f} s",
+        f"mean absolute error on its own rows: {summary['train_mae']:.4f} (on other rows: "
+        f"rlsched interference evaluate --model {out} --data CSV)",
+        f'saved to {out}; the service uses it with interference_model = "{out}" in its config',
+    ]

@@ -58,6 +58,7 @@ def fitted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         "3",
         "--out",
         str(tmp / "model"),
+        "--json",
     )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
@@ -74,6 +75,16 @@ def test_fit_then_evaluate_json(fitted: tuple[Path, Path]) -> None:
     assert set(scores) == {"mae", "rmse", "n", "feasible_accuracy"}
     assert scores["n"] == len(table()) // 2
     assert 0 < scores["mae"] < 0.2 and scores["rmse"] >= scores["mae"] and scores["feasible_accuracy"] > 0.8
+
+
+def test_fit_prints_lines_by_default(fitted: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    model, csv = fitted
+    out = model.parent / "again"
+    assert main(["interference", "fit", "--data", str(csv), "--method", "mean", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"fitted mean on {len(table()) // 2} rows ({len(KINDS)} kinds; devices v100)")
+    assert f"rlsched interference evaluate --model {out} --data CSV" in text
+    assert f'interference_model = "{out}"' in text and "{" not in text
 
 
 def test_evaluate_prints_a_table_by_default(

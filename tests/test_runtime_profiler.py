@@ -154,7 +154,7 @@ def test_cli_profile_writes_both_files(tmp_path: Path, capsys: pytest.CaptureFix
     out = tmp_path / "prof"
     argv = ["profile", "--backend", "numpy", "--apps", "video_synopsis", "--fraction", "0.25"]
     argv += ["--out", str(out)]
-    assert main(argv) == 0
+    assert main([*argv, "--json"]) == 0
     line = json.loads(capsys.readouterr().out)
     assert Path(line["colocation"]) == out / "colocation.csv"
     assert Path(line["solo"]) == out / "solo.csv"
@@ -163,6 +163,12 @@ def test_cli_profile_writes_both_files(tmp_path: Path, capsys: pytest.CaptureFix
     assert set(data.device) == {"K80", "P4", "T4", "V100M16"}  # the default live cluster
     assert line["solo_rows"] == 4 * 3  # gmm, frame_diff, tube_extraction on four models
     assert line["seconds"] > 0
+    # Without --json: lines a person reads, naming the files and the command that fits on them.
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert f"measured {len(read_colocation_csv(out / 'colocation.csv'))} kernel pairs and 12 kernels" in text
+    assert f"co-location: {out / 'colocation.csv'}" in text and f"solo: {out / 'solo.csv'}" in text
+    assert f"rlsched interference fit --data {out / 'colocation.csv'} --out DIR" in text
 
 
 def test_cli_profile_names_a_bad_app(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -20,12 +20,14 @@ class FitArgs:
     :param method: model
     :param seed: seeds the fit
     :param out: checkpoint directory to write
+    :param json: print one JSON object instead of lines
     """
 
     data: list[str] = flag(repeat=True, path=True)  # noqa: RUF009 (a required flag: no default)
     method: str = flag("ncf", choices=("ncf", "svd", "mean"))
     seed: int = flag(0, parse=values.SEED)
     out: str = flag(path=True)
+    json: bool = False
 
 
 @dataclass(kw_only=True)
@@ -46,7 +48,8 @@ def fit(args: FitArgs, argv: Sequence[str]) -> int:
     """Fit and save; print what was fitted. (The readers of ``--data`` name the file and field.)"""
     from experiments import interference_cli as ix
 
-    print(json.dumps(ix.fit(args.data, args.method, args.seed, args.out)))
+    summary = ix.fit(args.data, args.method, args.seed, args.out)
+    print(json.dumps(summary) if args.json else "\n".join(ix.fit_lines(summary)))
     return EXIT_OK
 
 

@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -25,6 +26,7 @@ class ProfileArgs:
     :param seed: seed choosing the measured triples
     :param cluster: live cluster file (TOML; default: the embedded cluster)
     :param out: output directory (colocation.csv, solo.csv)
+    :param json: print one JSON object instead of lines
     """
 
     backend: str | None = flag(None, choices=("numpy", "cupy"))
@@ -33,6 +35,7 @@ class ProfileArgs:
     seed: int = flag(0, parse=values.SEED)
     cluster: str | None = flag(None, path=True)
     out: str = flag(path=True)
+    json: bool = False
 
 
 def run(args: ProfileArgs, argv: Sequence[str]) -> int:
@@ -57,8 +60,21 @@ def run(args: ProfileArgs, argv: Sequence[str]) -> int:
             "rows": prof.measured_pairs,
             "solo_rows": len(prof.solo_table()),
         }
-    print(json.dumps({**out, "seconds": round(time.perf_counter() - t0, 2)}))
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    print(json.dumps(out) if args.json else "\n".join(_lines(out)))
     return EXIT_OK
+
+
+def _lines(out: dict[str, Any]) -> list[str]:
+    """What was measured, where it went, and the command that fits a model on it."""
+    return [
+        f"measured {out['rows']:,} kernel pairs and {out['solo_rows']:,} kernels alone on "
+        f"{len(out['devices'])} GPU models ({', '.join(out['devices'])}; {out['backend']}) "
+        f"in {out['seconds']:.1f} s",
+        f"co-location: {out['colocation']}",
+        f"solo: {out['solo']}",
+        f"fit a model on it: rlsched interference fit --data {out['colocation']} --out DIR",
+    ]
 
 
 COMMAND = Command(
