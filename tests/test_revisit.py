@@ -157,6 +157,13 @@ def test_fit_revisit_runs_the_switches_fits_and_chooses_k_on_validation(
             "--validation-grid", str(grid), "--targets", "round-robin+first-free", "--at", "40",
             "--out", str(out)]  # fmt: skip
     assert main(args) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("fitted auto's second decision at arrival 40 from 2 training runs")
+    assert f"rlsched simulate --scheduler auto --recogniser {out}" in text
+    # --json, on the runs just written (read back, not run again)
+    again = [a for a in args if a != str(out)][:-1]
+    again += ["--train-rows", str(out / "train-runs.jsonl"), "--out", str(tmp_path / "again"), "--json"]
+    assert main(again) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["training_runs"] == 2 and summary["at"] == 40
     model = load_revisit(out)

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -45,6 +45,7 @@ class FitRevisitArgs:
     :param jobs: worker processes for the runs
     :param out: output folder: the recogniser, revisit.json, meta.json, the runs, validation.json;
         use it with `--recogniser OUT` or the service's `recogniser_model`
+    :param json: print one JSON object instead of lines
     """
 
     recogniser: str | None = flag(None, path=True)
@@ -61,6 +62,7 @@ class FitRevisitArgs:
     margin: float = flag(0.0, parse=values.nonneg_float)
     jobs: int = flag(1, parse=values.COUNT)
     out: str = flag(path=True)
+    json: bool = False
 
 
 def _seeds(text: str, name: str, use: str) -> list[int]:
@@ -215,8 +217,20 @@ def run(args: FitRevisitArgs, argv: Sequence[str]) -> int:
         "seconds": round(time.perf_counter() - t0, 1),
         "command": " ".join(["rlsched", *argv]),
     }
-    print(json.dumps(summary))
+    print(json.dumps(summary) if args.json else "\n".join(_lines(summary)))
     return EXIT_OK
+
+
+def _lines(summary: dict[str, Any]) -> list[str]:
+    """What was fitted, where it went, and how to use it."""
+    out = summary["out"]
+    return [
+        f"fitted auto's second decision at arrival {summary['at']} from {summary['training_runs']} "
+        f"training runs in {summary['seconds']:.0f} s: k={summary['k']}, margin={summary['margin']:g}, "
+        f"may switch to {', '.join(summary['targets'])}",
+        f"wrote {out}; use it with: rlsched simulate --scheduler auto --recogniser {out} "
+        f"(the service: recogniser_model = \"{out}\")",
+    ]
 
 
 COMMAND = Command(
