@@ -229,7 +229,7 @@ def _lines(summary: dict[str, Any]) -> list[str]:
         f"training runs in {summary['seconds']:.0f} s: k={summary['k']}, margin={summary['margin']:g}, "
         f"may switch to {', '.join(summary['targets'])}",
         f"wrote {out}; use it with: rlsched simulate --scheduler auto --recogniser {out} "
-        f"(the service: recogniser_model = \"{out}\")",
+        f'(the service: recogniser_model = "{out}")',
     ]
 
 
