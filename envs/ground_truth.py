@@ -157,24 +157,17 @@ class GroundTruth:
         return hit
 
     def _factors(self, kinds: Sequence[KindSpec], shares: Sequence[float], model: GpuModel) -> list[float]:
-        k = len(kinds)
-        if self.pairs is not None:
-            return self._csv_factors(kinds, model)
-        dem = [tuple(d * s for d in self._truth(kd).demand) for kd, s in zip(kinds, shares, strict=True)]
-        tot = [sum(col) for col in zip(*dem, strict=True)]
-        over = 1.0 + CO_RUN_OVERHEAD * (k - 1)
-        out = []
-        for d in dem:
-            sd = sum(d)
-            load = sum(di * ti for di, ti in zip(d, tot, strict=True)) / sd if sd > 0 else 1.0
-            out.append(1.0 / (max(1.0, load) * over))
-        return out
+        # One formula for the simulator and the capacity bound: a single mix of mix_factors.
+        return self.mix_factors(kinds, shares, np.arange(len(kinds))[None, :], model)[0].tolist()
 
     def mix_factors(
         self, kinds: Sequence[KindSpec], shares: Sequence[float], mixes: np.ndarray, model: GpuModel
     ) -> np.ndarray:
-        """:meth:`factors` of many mixes at once, equal to it bit for bit (each sum is taken in
-        the same order): the capacity bound lists up to 20,000 mixes per GPU group.
+        """:meth:`factors` of many mixes at once (the simulator's :meth:`factors` is one row of
+        this): the capacity bound lists up to 20,000 mixes per GPU group. With a co-location
+        table, each co-runner adds ``1 / norm - 1`` to a runner's slowdown; with the contention
+        model, a runner slows by its demand-weighted load on the GPU's resources and a fixed
+        overhead per co-runner.
 
         :param kinds: the candidate runners' kinds; ``shares``: their GPU shares.
         :param mixes: (mixes, k) indices into ``kinds``, one row per mix of ``k`` co-runners.
@@ -189,11 +182,9 @@ class GroundTruth:
             term = np.empty((len(kinds), len(kinds)))
             for a, ka in enumerate(kinds):
                 for b, kb in enumerate(kinds):
-                    norm = self.pairs.get((dev, ka.name, kb.name), 1.0 / 1.2)
-                    norm = norm if norm > 0 else 1.0 / (1.2 * 2)
-                    term[a, b] = 1.0 / norm - 1.0
+                    term[a, b] = self._pair_slowdown(dev, ka, kb)
             slow = np.zeros((n, k))
-            for j in range(k):  # co-runner by co-runner, as _csv_factors adds them
+            for j in range(k):  # co-runner by co-runner (tests/test_capacity_mixes.py keeps the order)
                 t = term[mixes, mixes[:, j : j + 1]]
                 t[:, j] = 0.0
                 slow += t
@@ -212,6 +203,14 @@ class GroundTruth:
             sd += dem[:, :, r]
         load = np.divide(load, sd, out=np.ones_like(load), where=sd > 0)
         return 1.0 / (np.maximum(1.0, load) * (1.0 + CO_RUN_OVERHEAD * (k - 1)))
+
+    def _pair_slowdown(self, dev: str, kind: KindSpec, partner: KindSpec) -> float:
+        """What one co-runner adds to a runner's slowdown on a measured device, ``1 / norm - 1``:
+        an unmeasured pair reads ``norm`` 1/1.2, a pair measured unable to share (0) half that."""
+        assert self.pairs is not None
+        norm = self.pairs.get((dev, kind.name, partner.name), 1.0 / 1.2)
+        norm = norm if norm > 0 else 1.0 / (1.2 * 2)
+        return 1.0 / norm - 1.0
 
     def factor_ceiling(
         self,
@@ -237,11 +236,7 @@ class GroundTruth:
             return 1.0
         if self.pairs is not None:
             dev = self.csv_device(model)
-            terms = []
-            for pk, _ in partners:
-                norm = self.pairs.get((dev, kind.name, pk.name), 1.0 / 1.2)
-                norm = norm if norm > 0 else 1.0 / (1.2 * 2)
-                terms.append(1.0 / norm - 1.0)
+            terms = [self._pair_slowdown(dev, kind, pk) for pk, _ in partners]
             return 1.0 / max(1e-9, 1.0 + (k - 1) * min(terms))
         d = [x * share for x in self._truth(kind).demand]
         sd = sum(d)
@@ -290,18 +285,3 @@ class GroundTruth:
         assert self.solo_tput is not None
         tput = self.solo_tput.get((self.csv_device(model), sub.kind.name))
         return nominal if not tput else nominal * self._ref_tput / tput
-
-    def _csv_factors(self, kinds: Sequence[KindSpec], model: GpuModel) -> list[float]:
-        assert self.pairs is not None
-        dev = self.csv_device(model)
-        k = len(kinds)
-        out = []
-        for i, ki in enumerate(kinds):
-            slow = 0.0
-            for j, kj in enumerate(kinds):
-                if i != j:
-                    norm = self.pairs.get((dev, ki.name, kj.name), 1.0 / 1.2)
-                    norm = norm if norm > 0 else 1.0 / (1.2 * 2)
-                    slow += 1.0 / norm - 1.0
-            out.append(1.0 / (1.0 + slow) if k > 1 else 1.0)
-        return out

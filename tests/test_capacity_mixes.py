@@ -12,8 +12,11 @@ import numpy as np
 import pytest
 
 from envs.capacity import _add_mixes, _GpuGroup, _Lp, _Model
+from envs.ground_truth import CO_RUN_OVERHEAD, GroundTruth
+from rlsched.hardware import GpuModel
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.taskgen import generate_tasks
+from rlsched.tasks import KindSpec
 
 #: A contention-model case and a measured co-location case (the two ways factors are computed),
 #: with several streams per GPU, so mixes repeat classes.
@@ -29,6 +32,35 @@ def _model(name: str) -> _Model:
 K = 3
 
 
+def _loop_factors(
+    truth: GroundTruth, kinds: list[KindSpec], shares: list[float], model: GpuModel
+) -> list[float]:
+    """The interference formula one mix at a time, in plain Python: the reference that
+    :meth:`GroundTruth.mix_factors` (the simulator's and the bound's one copy) must equal."""
+    k = len(kinds)
+    if truth.pairs is not None:
+        dev = truth.csv_device(model)
+        out = []
+        for i, ki in enumerate(kinds):
+            slow = 0.0
+            for j, kj in enumerate(kinds):
+                if i != j:
+                    norm = truth.pairs.get((dev, ki.name, kj.name), 1.0 / 1.2)
+                    norm = norm if norm > 0 else 1.0 / (1.2 * 2)
+                    slow += 1.0 / norm - 1.0
+            out.append(1.0 / (1.0 + slow))
+        return out
+    dem = [tuple(d * s for d in truth._truth(kd).demand) for kd, s in zip(kinds, shares, strict=True)]
+    tot = [sum(col) for col in zip(*dem, strict=True)]
+    over = 1.0 + CO_RUN_OVERHEAD * (k - 1)
+    out = []
+    for d in dem:
+        sd = sum(d)
+        load = sum(di * ti for di, ti in zip(d, tot, strict=True)) / sd if sd > 0 else 1.0
+        out.append(1.0 / (max(1.0, load) * over))
+    return out
+
+
 def _loop_columns(lp: _Lp, m: _Model, grp: _GpuGroup, cls_rows: list[int], scale: np.ndarray) -> None:
     """The listed-mix columns as the bound built them before: one mix at a time."""
     times = {c: m.gpu_time(c, grp) for c in range(len(m.classes))}
@@ -40,7 +72,7 @@ def _loop_columns(lp: _Lp, m: _Model, grp: _GpuGroup, cls_rows: list[int], scale
                 continue
             kinds = [m.classes[c].kind for c in mix]
             shares = [m.classes[c].share for c in mix]
-            f = m.truth.factors(kinds, shares, grp.model) if k > 1 else [1.0]
+            f = _loop_factors(m.truth, kinds, shares, grp.model) if k > 1 else [1.0]
             j = lp.col()
             lp.put(cap, j, 1.0)
             rate: dict[int, float] = defaultdict(float)
@@ -59,10 +91,12 @@ def test_mix_factors_are_the_factors_of_each_mix(name: str) -> None:
         for k in range(2, K + 1):
             mixes = np.array(list(itertools.combinations_with_replacement(range(len(kinds)), k)))
             got = m.truth.mix_factors(kinds, shares, mixes, grp.model)
-            want = [
-                m.truth.factors([kinds[i] for i in mix], [shares[i] for i in mix], grp.model) for mix in mixes
-            ]
+            one = [[kinds[i] for i in mix] for mix in mixes], [[shares[i] for i in mix] for mix in mixes]
+            want = [_loop_factors(m.truth, kd, sh, grp.model) for kd, sh in zip(*one, strict=True)]
             assert np.array_equal(got, np.array(want)), (name, grp.model.name, k)
+            # The simulator's factors (cached, one mix at a time) are the same numbers.
+            sim = [m.truth.factors(kd, sh, grp.model) for kd, sh in zip(*one, strict=True)]
+            assert sim == want, (name, grp.model.name, k)
 
 
 @pytest.mark.parametrize("name", CASES)
