@@ -223,6 +223,23 @@ def test_an_interrupted_generation_leaves_no_half_set(
     assert "it holds scenario files but no cases.json: an unfinished set?" in err, err
 
 
+def test_a_folder_whose_data_folder_holds_files_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Cases write their pod lists and arrivals under ``data/``: a user's file there would be
+    overwritten, or removed with an interrupted set. Refused, and left as it was."""
+    mine = tmp_path / "set" / "data" / "pods-0.csv"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("mine")
+    argv = ["scenarios", "generate", "--count", "1", "--seed", "0", "--out", str(tmp_path / "set")]
+    assert main(argv) == 2
+    assert "its data/ folder holds files, where a set's cases write theirs" in capsys.readouterr().err
+    assert mine.read_text() == "mine" and sorted(p.name for p in (tmp_path / "set").rglob("*")) == [
+        "data",
+        "pods-0.csv",
+    ]
+
+
 def test_a_commands_own_flag_is_refused_with_its_action(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as e:
         main(

@@ -37,6 +37,9 @@ from rlsched.workloads import COLO_PREFIX
 from . import fleet, trace_data
 from . import workload as wk
 
+#: The folder of a set, relative to it, where cases write the data files they name.
+DATA_DIR = "data"
+
 #: Nominal arrival rate a family writes (tasks/min); the load step rescales it.
 BASE_RATE_PER_MIN = 60.0
 
@@ -221,7 +224,7 @@ def alibaba_pods(rng: np.random.Generator, seed: int) -> Draft:
     pick = rng.random()
     if pick < 0.5:
         multi, spec = float(rng.uniform(*MULTI_GPU_SHARE)), float(rng.uniform(*GPU_SPEC_SHARE))
-        pods = f"data/pods-{seed}.csv"
+        pods = f"{DATA_DIR}/pods-{seed}.csv"
         data[pods] = trace_data.derived_pod_list(rng, tasks * ALI_WINDOWS, multi, spec)
         what = f"derived pod list ({multi:.0%} multi-GPU, {spec:.0%} with gpu_spec)"
     else:
@@ -300,7 +303,7 @@ def arrivals(rng: np.random.Generator, seed: int) -> Draft:
     if rng.random() < 0.5:
         arrival = wk.bursty(rng, BASE_RATE_PER_MIN, _span(tasks))
     else:
-        path = f"data/arrivals-{seed}.csv"
+        path = f"{DATA_DIR}/arrivals-{seed}.csv"
         data[path] = trace_data.resampled_arrivals(rng, ARR_TASKS[1])
         # The file's mean gap is 1 s: time_scale 60 / rate makes it about the nominal rate.
         arrival = ArrivalSpec(process="trace", trace_path=path, time_scale=60.0 / BASE_RATE_PER_MIN)

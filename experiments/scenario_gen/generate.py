@@ -23,7 +23,7 @@ from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.writer import dump_scenario
 from rlsched.seeds import TEST, TRAINING, VALIDATION, seed_set
 
-from .families import FAMILIES, Family
+from .families import DATA_DIR, FAMILIES, Family
 from .index import INDEX_NAME, REGIMES, Case, CaseIndex, read_index, write_index
 from .load import LOAD_RANGE, set_load
 from .size import sized
@@ -93,7 +93,9 @@ def case_rng(seed: int, stream: int) -> np.random.Generator:
 
 
 def check_out(out: Path) -> None:
-    """Refuse a folder that already holds a set (its index or scenario files would mix with the new).
+    """Refuse a folder that already holds a set (its index or scenario files would mix with the
+    new), or files where the cases write their data (they would be overwritten, or removed with
+    an interrupted set).
 
     :param out: ``--out``.
     :raises InputError: naming ``--out``.
@@ -110,6 +112,15 @@ def check_out(out: Path) -> None:
             str(out),
             hint=f"it holds scenario files but no {INDEX_NAME}: an unfinished set? "
             "remove them, or choose another",
+        )
+    data = out / DATA_DIR
+    if data.is_dir() and any(data.iterdir()):  # cases write their data there: nothing overwritten
+        raise InputError(
+            "--out",
+            "value",
+            "a new or empty folder",
+            str(out),
+            hint=f"its {DATA_DIR}/ folder holds files, where a set's cases write theirs; choose another",
         )
 
 
