@@ -7,3 +7,5 @@ from pathlib import Path
 PRETRAINED_LDWP = Path(__file__).resolve().parent / "pretrained" / "ldwp"
 #: Where the shipped case recogniser of the ``auto`` scheduler lives (plain JSON, no torch).
 PRETRAINED_RECOGNISER = Path(__file__).resolve().parent / "pretrained" / "recogniser"
+#: Where the shipped parameters of the learned placer ``iawp-rl`` live (``rlsched train --stage 2``).
+PRETRAINED_IAWP_RL = Path(__file__).resolve().parent / "pretrained" / "iawp-rl"

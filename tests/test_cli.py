@@ -99,6 +99,26 @@ def test_simulate_takes_the_entries_evaluate_takes(small: Path, tmp_path: Path) 
     assert r.returncode == 2 and "--scenario" in r.stderr and "task count after '#'" in r.stderr
 
 
+def test_version_names_the_package_and_the_shipped_models() -> None:
+    """``rlsched --version``: what a bug report quotes, the installed version and each shipped
+    model's sha256 (as its meta.json lists it), read without torch."""
+    import importlib.metadata
+
+    from models import PRETRAINED_IAWP_RL, PRETRAINED_LDWP, PRETRAINED_RECOGNISER
+
+    r = rlsched("--version")
+    assert r.returncode == 0, r.stderr
+    first, models = r.stdout.splitlines()
+    assert first.startswith(f"rlsched {importlib.metadata.version('rlsched')} (Python ")
+    for name, folder in (
+        ("ldwp", PRETRAINED_LDWP),
+        ("iawp-rl", PRETRAINED_IAWP_RL),
+        ("recogniser", PRETRAINED_RECOGNISER),
+    ):
+        digest = next(iter(json.loads((folder / "meta.json").read_text())["files"].values()))
+        assert f"{name} {digest[:12]}" in models
+
+
 def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text(SMALL.replace('gpu_model = "T4"', 'gpu_model = "X100"'))

@@ -7,6 +7,7 @@ restart every accepted task completes exactly once (the SQLite queue is read dir
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import sqlite3
@@ -57,6 +58,10 @@ def test_tasks_run_and_tenants_see_only_their_own(server: Server) -> None:
     metrics = httpx.get(f"{u}/metrics").text
     assert 'rlsched_tasks_completed_total{tenant="video"} 12.0' in metrics
     assert httpx.get(f"{u}/v1/cluster", headers=headers("batch")).json()["nodes"]
+    # Which build answers: /healthz (no token) and /metrics name the installed version.
+    installed = importlib.metadata.version("rlsched")
+    assert httpx.get(f"{u}/healthz").json() == {"status": "ok", "version": installed}
+    assert f'rlsched_build_info{{version="{installed}"}} 1.0' in metrics
 
 
 def test_idempotency_cancel_and_bad_input(server: Server) -> None:

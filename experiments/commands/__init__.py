@@ -30,6 +30,7 @@ from experiments.commands import (
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import BACKEND, EXIT_MEANING, EXIT_UNAVAILABLE, exit_help
 from experiments.commands.flags import add_flags, flag_name, to_args
+from experiments.commands.version import VersionAction
 
 #: Every command, in the order ``rlsched --help`` lists them.
 COMMANDS: tuple[Command, ...] = (
@@ -72,6 +73,9 @@ def parser() -> argparse.ArgumentParser:
         prog="rlsched",
         description="Learning scheduler for heterogeneous GPU clusters.",
         epilog=exit_help(strict=True, unavailable=EXIT_MEANING[EXIT_UNAVAILABLE]),
+    )
+    p.add_argument(
+        "--version", action=VersionAction, help="show the version and the shipped models, and exit"
     )
     sub = p.add_subparsers(dest="command", required=True)
     for cmd in COMMANDS:

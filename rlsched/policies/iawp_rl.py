@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from models import PRETRAINED_IAWP_RL
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.policies.iawp import IawpPlacer
 from rlsched.policies.placers import core_free, cpu_seconds, ever_fits, fitting_gpus
@@ -56,7 +57,7 @@ PARAM_NAMES: tuple[str, ...] = (
 #: is faster, hold while the gain is below 0.4.
 INITIAL = np.array([-1.0, -1.0, 0.0, 0.0, -1.0, 0.0, 0.4, -1.0, 0.0, 0.0])
 #: Where the shipped parameters live (trained by ``rlsched train --stage 2``).
-PRETRAINED = Path(__file__).resolve().parents[2] / "models" / "pretrained" / "iawp-rl"
+PRETRAINED = PRETRAINED_IAWP_RL
 
 
 def load_params(directory: str | Path) -> np.ndarray:

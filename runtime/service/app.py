@@ -44,6 +44,7 @@ from rlsched.errors import InputError
 from rlsched.hardware import gpu_model
 from rlsched.policies.registry import describe_auto
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
+from rlsched.version import package_version
 from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
@@ -373,7 +374,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+        return {"status": "ok", "version": package_version()}
 
     @app.get("/readyz")
     def readyz() -> JSONResponse:

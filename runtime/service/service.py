@@ -25,6 +25,7 @@ from rlsched.errors import InputError
 from rlsched.overload import TICK_S
 from rlsched.policies.registry import AUTO
 from rlsched.scheduler import TwoStageScheduler
+from rlsched.version import package_version
 from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
@@ -67,6 +68,8 @@ class ServiceMetrics:
             registry=r,
         )
         self.nodes = Gauge("rlsched_nodes", "nodes by state (alive, draining, gone)", ["state"], registry=r)
+        build = Gauge("rlsched_build_info", "the rlsched version serving (1)", ["version"], registry=r)
+        build.labels(package_version()).set(1)
         self.decision = Histogram(
             "rlsched_decision_seconds",
             "stage-1 decision latency",
