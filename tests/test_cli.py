@@ -242,7 +242,14 @@ def test_demo_runs_another_scenario_at_its_own_rate(small: Path) -> None:
     """Only the default ``paper`` demo is pinned to 60 tasks/min; a given scenario keeps its rate."""
     r = rlsched("demo", "--scenario", str(small), "--seeds", "1", "--schedulers", "mct")
     assert r.returncode == 0, r.stderr
-    assert "## small at 30 tasks/min" in r.stdout
+    assert "## small at 30 tasks/min" in r.stdout and "over 1 seed;" in r.stdout
+    # `paper` with a task count is still the demo's paper, at its rate; with its own rate, at that.
+    for entry, head in (
+        ("paper#20", "## paper at 60 tasks/min: 20 tasks"),
+        ("paper@20#20", "## paper at 20"),
+    ):
+        r = rlsched("demo", "--scenario", entry, "--seeds", "1", "--schedulers", "mct")
+        assert r.returncode == 0 and head in r.stdout, (entry, r.stdout, r.stderr)
 
 
 @pytest.mark.parametrize("name", ["paper", "dynamic", "interference", "interference-gavel", "alibaba"])

@@ -79,6 +79,7 @@ def demo_schedulers() -> list[str]:
 def run(args: DemoArgs, argv: Sequence[str]) -> int:
     """The simulated demo (a table with each scheduler's share of the bound), or the live one."""
     from experiments import inputs
+    from experiments.case_folders import split_suffix
     from experiments.fit_cache import install
     from experiments.simulate import compare, format_table, throughput_bounds
 
@@ -86,7 +87,8 @@ def run(args: DemoArgs, argv: Sequence[str]) -> int:
         return _live(args)
     install()  # a second demo reads the placers' fitted interference models
     rate = args.rate
-    if rate is None and args.scenario == DEMO_SCENARIO:
+    name, suffix = split_suffix(args.scenario)
+    if rate is None and name == DEMO_SCENARIO and not suffix.startswith(("@", "~")):
         rate = DEMO.paper_rate_per_min  # the paper's busiest rate; other scenarios keep their own
     scenario = inputs.scenario(args.scenario, rate)
     specs = inputs.schedulers(args.schedulers, demo_schedulers(), "--schedulers")
@@ -102,7 +104,8 @@ def run(args: DemoArgs, argv: Sequence[str]) -> int:
     print()
     print(format_table(cmp, bounds=throughput_bounds(scenario, seeds)))
     print()
-    print(f"(mean ± std over {len(seeds)} seeds; {time.perf_counter() - t0:.1f} s wall)")
+    over = "1 seed" if len(seeds) == 1 else f"{len(seeds)} seeds"
+    print(f"(mean ± std over {over}; {time.perf_counter() - t0:.1f} s wall)")
     print(_load_line(scenario))
     first = next(iter(cmp.runs.values()))  # every scheduler sees the same tasks per seed
     return report_unschedulable(scenario, dict(zip(seeds, first, strict=True)), args.strict)
