@@ -64,6 +64,44 @@ def test_tasks_run_and_tenants_see_only_their_own(server: Server) -> None:
     assert f'rlsched_build_info{{version="{installed}"}} 1.0' in metrics
 
 
+def test_finished_tasks_past_the_retention_leave_the_queue_file(tmp_path: Path) -> None:
+    """``finished_retention_s``: a finished task older than it is removed (404 afterwards) with
+    its audit rows, counted in ``/metrics`` and the log; newer ones stay. Their finish times are
+    moved an hour back in the file rather than waiting out the 60 s minimum."""
+    port = free_port()
+    s = Server(service_config(tmp_path, port, top="finished_retention_s = 60"), port)
+    s.start()
+    try:
+        r = httpx.post(
+            f"{s.url}/v1/tasks",
+            json=[{"app": "matmul", "chunk": k} for k in range(4)],
+            headers=headers("batch"),
+        )
+        ids = [t["id"] for t in r.json()]
+        wait_done(s, "batch", ids)
+        db = sqlite3.connect(tmp_path / "queue.db")
+        db.execute("UPDATE tasks SET finished_at = finished_at - 3600 WHERE id IN (?, ?)", ids[:2])
+        db.commit()
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{s.url}/v1/tasks/{ids[1]}", headers=headers("batch")).status_code != 404:
+            assert time.monotonic() < deadline, "not removed within 20 s"
+            time.sleep(0.2)
+        assert httpx.get(f"{s.url}/v1/tasks/{ids[0]}", headers=headers("batch")).status_code == 404
+        assert [
+            httpx.get(f"{s.url}/v1/tasks/{i}", headers=headers("batch")).json()["state"] for i in ids[2:]
+        ] == [
+            "done",
+            "done",
+        ]
+        assert db.execute("SELECT COUNT(*) FROM attempts WHERE task_id IN (?, ?)", ids[:2]).fetchone()[0] == 0
+        assert exactly_once_violations(db) == []
+        db.close()
+        assert "rlsched_tasks_pruned_total 2.0" in httpx.get(f"{s.url}/metrics").text
+    finally:
+        s.stop()
+    assert "removed 2 finished tasks older than 60 s (finished_retention_s)" in s.log.read_text()
+
+
 def test_idempotency_cancel_and_bad_input(server: Server) -> None:
     u = server.url
     first = httpx.post(

@@ -43,3 +43,18 @@ def test_a_ray_key_with_the_local_backend_is_an_error_naming_it(tmp_path: Path, 
     with pytest.raises(ConfigError) as e:
         load_service_config(path)
     assert e.value.field == key and "ray" in str(e.value)
+
+
+@pytest.mark.parametrize(("value", "ok"), [("0", 0.0), ("60", 60.0), ("30", None), ("-1", None)])
+def test_finished_retention_is_0_or_at_least_a_minute(tmp_path: Path, value: str, ok: float | None) -> None:
+    """A retention shorter than a minute would remove a result before a polling client reads it."""
+    path = tmp_path / "service.toml"
+    path.write_text(
+        f'finished_retention_s = {value}\n[[tenants]]\nname = "a"\ntoken_sha256 = "{hash_token("t")}"\n'
+    )
+    if ok is not None:
+        assert load_service_config(path).finished_retention_s == ok
+        return
+    with pytest.raises(ConfigError) as e:
+        load_service_config(path)
+    assert e.value.field == "finished_retention_s"

@@ -1,9 +1,11 @@
-"""The durable queue's file: a queue written by an older service still opens."""
+"""The durable queue's file: a queue written by an older service still opens; counts follow every
+transition; finished tasks past the retention are pruned with their audit."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 from runtime.service.store import NewTask, TaskStore
@@ -87,3 +89,48 @@ def test_queued_counts_and_heads_follow_every_transition_and_survive_a_reopen(tm
     reopened = TaskStore(path)
     assert reopened.queued() == _sql_queued(path) and sum(reopened.queued().values()) > 0
     reopened.close()
+
+
+def test_prune_removes_old_finished_tasks_with_their_audit_and_nothing_else(tmp_path: Path) -> None:
+    """Finished tasks (done, failed, cancelled) past the cut go, oldest first and ``limit`` at a
+    time, each with its attempts and reports; queued and running tasks, and finished ones newer
+    than the cut, stay; the audit of what stays is whole, and ids are not reused."""
+    from runtime.service.store import exactly_once_violations
+
+    path = tmp_path / "q.db"
+    store = TaskStore(path)
+    rows = [r for r, _ in store.submit("a", [NewTask("matmul", chunk=k) for k in range(8)])]
+    ids = [r.id for r in rows]
+    for i in ids[:5]:  # 0-2 done, 3 failed, 4 running; 5 cancelled; 6-7 queued
+        attempt = store.start(i, "n0")
+        assert attempt is not None
+        if i != ids[4]:
+            assert store.finish(i, attempt, None if i < ids[3] else "boom")
+    assert store.cancel("a", ids[5]) is not None
+    con = sqlite3.connect(path)
+    # Finished an hour ago, oldest first: 5, 3, 0, 2 (not the order of their ids); 1 just now.
+    for age, i in ((4000, ids[5]), (3900, ids[3]), (3800, ids[0]), (3700, ids[2])):
+        con.execute("UPDATE tasks SET finished_at = finished_at - ? WHERE id = ?", (age, i))
+    con.commit()
+    try:
+        cut = time.time() - 600
+        assert store.prune(cut, limit=2) == 2
+        left = {r[0] for r in con.execute("SELECT id FROM tasks")}
+        assert left == set(ids) - {ids[5], ids[3]}  # the two oldest
+        assert store.prune(cut) == 2 and store.prune(cut) == 0
+        left = {r[0] for r in con.execute("SELECT id FROM tasks")}
+        assert left == {ids[1], ids[4], ids[6], ids[7]}
+        gone = [ids[0], ids[2], ids[3], ids[5]]
+        for table in ("attempts", "reports"):
+            assert (
+                con.execute(f"SELECT COUNT(*) FROM {table} WHERE task_id IN (?, ?, ?, ?)", gone).fetchone()[0]
+                == 0
+            )
+        assert con.execute("SELECT COUNT(*) FROM reports WHERE task_id = ?", (ids[1],)).fetchone()[0] == 1
+        assert exactly_once_violations(con) == []
+        assert store.queued() == {"a": 2}
+        ((new, _),) = store.submit("a", [NewTask("matmul", chunk=99)])
+        assert new.id > max(ids)  # AUTOINCREMENT: a pruned id never names another task
+    finally:
+        con.close()
+        store.close()

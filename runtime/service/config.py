@@ -72,6 +72,7 @@ _TOP = (
     "ray_gpu_model",
     "request_timeout_s",
     "rebalance",
+    "finished_retention_s",
     "selector_model",
     "placer_model",
     "interference_model",
@@ -159,6 +160,8 @@ class ServiceConfig:
     :param recogniser_model: the case recogniser of ``scheduler = "auto"`` (``None``: shipped).
     :param state_dir: folder of the online-learned state's checkpoints.
     :param checkpoint_interval_s: seconds between checkpoints of the learned state.
+    :param finished_retention_s: seconds a finished task (done, failed, cancelled) stays in the
+        queue file, with its result and audit rows, before it is removed (0: kept for ever).
     :param calibration_budget_s: seconds one survey of the cluster's GPU models may take.
     :param calibration_apps: apps whose GPU kinds the survey measures.
     :param log_level: the service log's level (``debug``, ``info``, ``warning``, ``error``): at
@@ -195,6 +198,7 @@ class ServiceConfig:
     recogniser_model: str | None = None
     state_dir: str = "rlsched-state"
     checkpoint_interval_s: float = 60.0
+    finished_retention_s: float = 7 * 86400.0
     calibration_budget_s: float = 120.0
     calibration_apps: tuple[str, ...] = CALIBRATION_APPS
     active_profiling: bool = False
@@ -264,6 +268,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         calibration_budget_s=r.number(
             doc, "", "calibration_budget_s", _d("calibration_budget_s"), gt=0, le=86400
         ),
+        finished_retention_s=_retention(r, doc),
         calibration_apps=_apps(r, doc),
         log_level=r.choice(doc, "", "log_level", LOG_LEVELS, _d("log_level")),
         active_profiling=r.boolean(doc, "", "active_profiling", _d("active_profiling")),
@@ -295,6 +300,17 @@ def _d(key: str) -> Any:
 def _path(r: ConfigReader, doc: dict[str, Any], key: str, folder: Path) -> str | None:
     v = r.string(doc, "", key, None, non_empty=True, expected="a path (relative to this file)")
     return None if v is None else str(folder / v)
+
+
+#: The shortest retention (a client polling for its result must find it).
+MIN_RETENTION_S = 60.0
+
+
+def _retention(r: ConfigReader, doc: dict[str, Any]) -> float:
+    v = r.number(doc, "", "finished_retention_s", _d("finished_retention_s"), ge=0, le=100 * 365 * 86400)
+    if 0 < v < MIN_RETENTION_S:
+        raise r.error("finished_retention_s", f"0 (keep for ever) or at least {MIN_RETENTION_S:g} seconds", v)
+    return v
 
 
 def _apps(r: ConfigReader, doc: dict[str, Any]) -> tuple[str, ...]:

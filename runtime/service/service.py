@@ -36,6 +36,7 @@ from runtime.service.learning import Learning
 from runtime.service.models import ModelVersion, build_scheduler
 from runtime.service.nodes import NodeAdmin
 from runtime.service.promotion import Promotion
+from runtime.service.retention import Retention
 from runtime.service.store import STATES, TaskStore
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,9 @@ log = logging.getLogger(__name__)
 DISCOVER_EVERY = 8
 #: Ticks between two checkpoints of the queue's WAL (:meth:`TaskStore.checkpoint_wal`).
 CHECKPOINT_WAL_EVERY = 4
+#: Ticks between two removals of finished tasks past the retention (every 2 s: with nothing due
+#: a call is one small transaction).
+PRUNE_EVERY = 8
 
 
 class ServiceMetrics:
@@ -59,6 +63,11 @@ class ServiceMetrics:
             "rlsched_tasks_moved",
             "tasks moved off an overloaded node before they started",
             ["tenant"],
+            registry=r,
+        )
+        self.pruned = Counter(
+            "rlsched_tasks_pruned",
+            "finished tasks removed from the queue file after finished_retention_s",
             registry=r,
         )
         self.requeued = Counter(
@@ -205,6 +214,7 @@ class Service:
                 self.store.close()
             raise
         self.metrics = ServiceMetrics()
+        self.retention = Retention(self.store, config.finished_retention_s, self.metrics.pruned.inc)
         self.ready = threading.Event()
         self._stopping = threading.Event()
         self.recovered = 0
@@ -304,6 +314,8 @@ class Service:
                     self.nodes.discover(self.config.ray_gpu_model)
                 if n % CHECKPOINT_WAL_EVERY == 0:
                     self.store.checkpoint_wal()
+                if n % PRUNE_EVERY == 1:  # the first tick too: a file kept long starts at once
+                    self.retention.tick()
             except Exception:  # the loop must outlive one bad tick, or feedback stops for good
                 log.exception("rlsched serve: feedback tick failed")
 

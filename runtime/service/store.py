@@ -21,7 +21,9 @@ A write that SQLite refuses (the disk or the file's page cap full, the file read
 error) raises :class:`StorageError` after its transaction rolled back: nothing is half-written.
 The store remembers it (:attr:`TaskStore.degraded`) until a write succeeds again.
 
-States: ``queued`` → ``running`` → ``done`` | ``failed``; ``queued`` → ``cancelled``.
+States: ``queued`` → ``running`` → ``done`` | ``failed``; ``queued`` → ``cancelled``. A finished
+task is kept until the service prunes it (:meth:`TaskStore.prune`, after the config's
+``finished_retention_s``), with its attempts and reports.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ CREATE TABLE IF NOT EXISTS tasks (
     UNIQUE (tenant, idem_key)
 );
 CREATE INDEX IF NOT EXISTS tasks_queue ON tasks (state, tenant, priority DESC, id);
+CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (finished_at) WHERE finished_at IS NOT NULL;
 CREATE TABLE IF NOT EXISTS attempts (
     task_id INTEGER NOT NULL,
     attempt INTEGER NOT NULL,
@@ -83,6 +86,10 @@ CREATE TABLE IF NOT EXISTS reports (
 CREATE INDEX IF NOT EXISTS reports_task ON reports (task_id);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 """
+#: Finished tasks one pruning transaction removes at most (the queue's lock is held meanwhile).
+PRUNE_BATCH = 200
+#: States whose tasks are finished (``finished_at`` set) and may be pruned.
+FINISHED = ("done", "failed", "cancelled")
 #: Outcomes an attempt report carries (``abandoned``: the process holding it died).
 OUTCOMES = ("done", "failed", "lost", "moved", "abandoned")
 #: SQLite's largest page cap: what ``store-full`` sets back when space returns.
@@ -458,6 +465,31 @@ class TaskStore:
             return len(rows)
 
         return self._report(task_id, attempt, outcome, update)
+
+    def prune(self, before: float, limit: int = PRUNE_BATCH) -> int:
+        """Remove up to ``limit`` finished tasks (``done``, ``failed``, ``cancelled``) that
+        finished before ``before`` (epoch seconds), oldest first, with their attempts and
+        reports, in one transaction; how many. Ids are never reused (``AUTOINCREMENT``), and the
+        audit of the tasks kept is whole: a task goes with every row about it.
+
+        Not flushed on its own (a crash before the next durable commit only brings the rows back,
+        to be removed again).
+
+        :raises StorageError: nothing was removed.
+        """
+        with self._write(durable=False):
+            self._db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
+            self._db.execute("DELETE FROM pruned")
+            # `+state`: walk the finished_at index, oldest first; through the state index SQLite
+            # sorted every finished task for each batch (30 ms a batch at 200,000 tasks).
+            self._db.execute(
+                "INSERT INTO pruned SELECT id FROM tasks WHERE finished_at < ? AND +state IN (?, ?, ?) "
+                "ORDER BY finished_at LIMIT ?",
+                (before, *FINISHED, limit),
+            )
+            for table, key in (("reports", "task_id"), ("attempts", "task_id"), ("tasks", "id")):
+                self._db.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT id FROM pruned)")
+            return int(self._db.execute("SELECT COUNT(*) FROM pruned").fetchone()[0])
 
     def recover(self) -> int:
         """After a restart: tasks that were running run again (their attempts are logged as
