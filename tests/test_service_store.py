@@ -134,3 +134,26 @@ def test_prune_removes_old_finished_tasks_with_their_audit_and_nothing_else(tmp_
     finally:
         con.close()
         store.close()
+
+
+def test_retention_waits_while_the_file_refuses_writes(tmp_path: Path) -> None:
+    """While the store is degraded (full or read-only), pruning does not run: a commit of its own
+    would clear the degraded state that ``readyz`` shows before the service's probe found the
+    file writable. Once healthy, the task past the retention goes, and the counter hears of it."""
+    from runtime.service.retention import Retention
+    from runtime.service.store import StorageError
+
+    path = tmp_path / "q.db"
+    store = TaskStore(path)
+    try:
+        ((row, _),) = store.submit("a", [NewTask("matmul")])
+        assert store.cancel("a", row.id) is not None
+        counted: list[int] = []
+        retention = Retention(store, 60.0, counted.append, clock=lambda: time.time() + 3600)
+        store.degraded = StorageError("full", "database or disk is full")
+        assert retention.tick() == 0 and store.degraded is not None and store.get("a", row.id) is not None
+        store.degraded = None
+        assert retention.tick() == 1 and counted == [1] and store.get("a", row.id) is None
+        assert Retention(store, 0.0, counted.append).tick() == 0  # 0: kept for ever
+    finally:
+        store.close()

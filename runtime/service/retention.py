@@ -50,7 +50,9 @@ class Retention:
 
     def tick(self) -> int:
         """Remove what is past the retention, for at most :data:`PRUNE_SECONDS`; how many."""
-        if self.retention_s <= 0:
+        # While the file refuses writes, the service's probe decides when it takes them again
+        # (a commit here would clear the store's degraded state on its own say).
+        if self.retention_s <= 0 or self.store.degraded is not None:
             return 0
         before = self.clock() - self.retention_s
         removed, t0 = 0, time.monotonic()

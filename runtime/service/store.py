@@ -477,6 +477,10 @@ class TaskStore:
 
         :raises StorageError: nothing was removed.
         """
+        with self._lock:  # nothing due (most calls): no write transaction at all
+            due = self._db.execute("SELECT 1 FROM tasks WHERE finished_at < ? LIMIT 1", (before,)).fetchone()
+        if due is None:
+            return 0
         with self._write(durable=False):
             self._db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id INTEGER PRIMARY KEY)")
             self._db.execute("DELETE FROM pruned")
