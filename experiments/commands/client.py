@@ -103,7 +103,10 @@ def _with_client(url: str, token_env: str, act: Callable[[Client], None]) -> int
     except ServiceError as e:
         raise Unavailable(url, f"the service answered {e}") from None
     except httpx.HTTPError as e:  # the service is not there, or the connection broke
-        raise Unavailable(url, f"cannot reach the service ({type(e).__name__}: {e})") from None
+        why = f"cannot reach the service ({type(e).__name__}: {e})"
+        if "CERTIFICATE_VERIFY_FAILED" in str(e):
+            why += "; set SSL_CERT_FILE to the PEM file of the CA that signed its certificate"
+        raise Unavailable(url, why) from None
     except TimeoutError as e:  # submit --wait --timeout: the tasks did not finish in time
         raise Unavailable(url, str(e)) from None
     return EXIT_OK

@@ -36,6 +36,9 @@ class ServeArgs:
         recovery, shutdown)
     :param interference_model: interference model: a folder of 'interference fit' or a co-location
         CSV of 'profile' (default: the config's, else surveyed on the cluster at start)
+    :param tls_certfile: PEM certificate to serve HTTPS with (default: the config's; none: plain
+        HTTP)
+    :param tls_keyfile: its PEM private key (default: the config's)
     :param check: check the config as a start would (every model loaded, the learned state read)
         and exit 0 without serving; it opens neither the port nor the queue, so it can run beside
         the service it would replace
@@ -53,6 +56,8 @@ class ServeArgs:
     recogniser_model: str | None = flag(None, path=True)
     log_level: str | None = flag(None, choices=("debug", "info", "warning", "error"))
     interference_model: str | None = flag(None, path=True)
+    tls_certfile: str | None = flag(None, path=True)
+    tls_keyfile: str | None = flag(None, path=True)
     check: bool = False
 
 
@@ -86,9 +91,11 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
         print(f"rlsched serve: {args.config}: ready to serve ({check_loads(cfg)})")
         return 0
 
+    scheme = "https" if cfg.tls_certfile else "http"
+
     def announce() -> None:  # only once it listens: a service that could not start says only why
         print(
-            f"rlsched serve: {cfg.scheduler} on http://{cfg.host}:{cfg.port} "
+            f"rlsched serve: {cfg.scheduler} on {scheme}://{cfg.host}:{cfg.port} "
             f"({cfg.backend} cluster, queue {cfg.db})",
             file=sys.stderr,
         )

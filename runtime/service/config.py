@@ -71,6 +71,8 @@ _TOP = (
     "ray_address",
     "ray_gpu_model",
     "request_timeout_s",
+    "tls_certfile",
+    "tls_keyfile",
     "rebalance",
     "finished_retention_s",
     "selector_model",
@@ -149,6 +151,9 @@ class ServiceConfig:
         ``None`` starts a local Ray whose one node may hold several agents.
     :param ray_gpu_model: catalog model of the GPUs of a Ray node that joins without an
         ``accelerator_type:MODEL`` resource naming a catalog model.
+    :param tls_certfile: PEM certificate (chain) to serve HTTPS with; with ``tls_keyfile``, or
+        neither (plain HTTP: keep it on 127.0.0.1, or behind a TLS proxy).
+    :param tls_keyfile: the certificate's PEM private key.
     :param request_timeout_s: seconds within which a request must have been read and answered
         (408 for a body that is not sent in time, 503 for an answer that is not ready).
     :param rebalance: move not-yet-started tasks off nodes that stay overloaded, and to idle GPU
@@ -190,6 +195,8 @@ class ServiceConfig:
     backend: str = "local"
     ray_address: str | None = None
     ray_gpu_model: str = "T4"
+    tls_certfile: str | None = None
+    tls_keyfile: str | None = None
     request_timeout_s: float = 30.0
     rebalance: bool = True
     selector_model: str | None = None
@@ -282,6 +289,8 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         ray_address=address,
         ray_gpu_model=model,
         request_timeout_s=timeout,
+        tls_certfile=_path(r, doc, "tls_certfile", folder),
+        tls_keyfile=_path(r, doc, "tls_keyfile", folder),
         rebalance=r.boolean(doc, "", "rebalance", _d("rebalance")),
         host=r.string(doc, "", "host", _d("host")),
         port=port,

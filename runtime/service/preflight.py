@@ -87,6 +87,30 @@ def check_service_config(cfg: ServiceConfig) -> None:
 
         load_live_cluster(cfg.cluster)
     check_state_dir(cfg.state_dir, where)
+    check_tls(cfg.tls_certfile, cfg.tls_keyfile, where)
+
+
+def check_tls(certfile: str | None, keyfile: str | None, where: str) -> None:
+    """Both TLS files or neither, and the pair loads as a server's certificate and key.
+
+    :raises InputError: naming the key at fault and what :mod:`ssl` said.
+    """
+    import ssl
+
+    if (certfile is None) != (keyfile is None):
+        missing = "tls_keyfile" if keyfile is None else "tls_certfile"
+        raise InputError(where, missing, "tls_certfile and tls_keyfile together (or neither)")
+    if certfile is None or keyfile is None:
+        return
+    for key, path in (("tls_certfile", certfile), ("tls_keyfile", keyfile)):
+        if not Path(path).is_file():
+            raise InputError(where, key, "an existing PEM file", path)
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
+    except (ssl.SSLError, OSError) as e:
+        raise InputError(
+            where, "tls_certfile", "a PEM certificate that loads with tls_keyfile", certfile, hint=str(e)
+        ) from None
 
 
 def _checkpoint_files(folder: str, flag: str) -> dict[str, object]:

@@ -71,6 +71,18 @@ def share_heap_arenas() -> bool:
     return bool(libc.mallopt(_M_ARENA_MAX, ARENAS))
 
 
+def is_loopback(host: str) -> bool:
+    """``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
 def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> None:
     """Run the service in this process until interrupted (uvicorn on ``config.host:port``).
 
@@ -93,6 +105,12 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
     except BaseException:
         store.close()
         raise
+    if config.tls_certfile is None and not is_loopback(config.host):
+        log.warning(
+            "rlsched serve: listening on %s without TLS: bearer tokens and tasks cross the network in "
+            "clear text; set tls_certfile and tls_keyfile, or put a TLS proxy in front",
+            config.host,
+        )
     service = Service(config, store=store)
     service.start()
     if announce is not None:
@@ -102,7 +120,11 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
     # Raised here instead, it ends the run through the finally below, and the process exits 0.
     previous = signal.signal(signal.SIGTERM, _terminated)
     try:
-        server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning"))
+        app = create_app(service)
+        cfg = uvicorn.Config(
+            app, log_level="warning", ssl_certfile=config.tls_certfile, ssl_keyfile=config.tls_keyfile
+        )
+        server = uvicorn.Server(cfg)
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
