@@ -115,6 +115,6 @@ def test_flags_parse_into_the_options_with_their_spelling() -> None:
     _, i = parse(["interference", "fit", "--data", "a.csv", "--data", "b.csv", "--out", "m"])
     assert i.data == ["a.csv", "b.csv"] and i.method == "ncf"
     _, s = parse(["status", "17", "--json"])
-    assert (s.id, s.json, s.url) == (17, True, "http://127.0.0.1:8470")
+    assert (s.id, s.json, s.url) == (17, True, None)  # None: $RLSCHED_URL, else the default
     with pytest.raises(SystemExit):
         parse(["train", "--out", "o", "--steps", "-1"])

@@ -296,6 +296,15 @@ def test_client_and_cli_commands(server: Server) -> None:
     assert " 0.0/s" not in r.stdout.splitlines()[0], r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")
     assert r.returncode == 2 and "NO_SUCH_VARIABLE" in r.stderr
+    # $RLSCHED_URL stands for --url, and --url wins over it.
+    bare = [sys.executable, "-m", "experiments.cli", "status", str(ids[0]), "--json"]
+    dead = f"http://127.0.0.1:{free_port()}"
+    for url, extra, rc in ((server.url, [], 0), (dead, ["--url", server.url], 0), (dead, [], 4)):
+        r = subprocess.run(
+            [*bare, *extra], env={**env, "RLSCHED_URL": url}, capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode == rc, (url, extra, r.stderr)
+    assert r.stderr.startswith(f"rlsched: unavailable: {dead}: cannot reach the service"), r.stderr
 
 
 def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -23,12 +24,12 @@ if TYPE_CHECKING:
 class ClientArgs:
     """Options every client command has.
 
-    :param url: service URL
+    :param url: service URL (default: $RLSCHED_URL, else http://127.0.0.1:8470)
     :param token_env: environment variable holding the bearer token (not a flag, so it stays out
         of the process list)
     """
 
-    url: str = "http://127.0.0.1:8470"
+    url: str | None = None
     token_env: str = "RLSCHED_TOKEN"
 
 
@@ -84,8 +85,14 @@ class TokenArgs:
     """Options of ``rlsched token`` (none)."""
 
 
-def _with_client(url: str, token_env: str, act: Callable[[Client], None]) -> int:
-    """Run ``act`` against the service; its refusal or absence is exit 4."""
+#: The service a client command talks to without ``--url`` or ``$RLSCHED_URL``.
+DEFAULT_URL = "http://127.0.0.1:8470"
+
+
+def _with_client(given: str | None, token_env: str, act: Callable[[Client], None]) -> int:
+    """Run ``act`` against the service (``--url``, else ``$RLSCHED_URL``, else the default); its
+    refusal or absence is exit 4."""
+    url = given or os.environ.get("RLSCHED_URL") or DEFAULT_URL
     from runtime.service.extra import CLIENT_MODULES, require_serve_extra
 
     require_serve_extra("the rlsched client commands", CLIENT_MODULES)
