@@ -177,6 +177,8 @@ def test_check_loads_what_a_start_would_and_serves_nothing(tmp_path: Path) -> No
     assert r.returncode == 0, r.stderr
     assert "ready to serve (scheduler auto; recogniser shipped" in r.stdout, r.stdout
     assert "1 tenant" in r.stdout, r.stdout
+    port = config.read_text().split("\n")[0].split(" = ")[1]  # where and how it would listen, and keep
+    assert f"; http://127.0.0.1:{port}; " in r.stdout and "finished tasks kept 7 days)" in r.stdout, r.stdout
     assert not (tmp_path / "queue.db").exists()
     (tmp_path / "rlsched-state").mkdir()
     (tmp_path / "rlsched-state" / "current.json").write_text("{not json")

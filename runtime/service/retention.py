@@ -76,12 +76,12 @@ class Retention:
             log.info(
                 "rlsched serve: removed %d finished tasks older than %s (finished_retention_s)",
                 self._unlogged,
-                _span(self.retention_s),
+                span_text(self.retention_s),
             )
             self._unlogged, self._logged_at = 0, now
 
 
-def _span(seconds: float) -> str:
+def span_text(seconds: float) -> str:
     """``604800`` -> ``7 days``, ``7200`` -> ``2 h``, ``90`` -> ``90 s``."""
     if seconds >= 86400:
         return f"{seconds / 86400:.3g} days"

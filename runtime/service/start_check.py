@@ -8,6 +8,7 @@ from runtime.cluster.config_io import load_live_cluster
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import LearnedState
 from runtime.service.models import build_scheduler, load_interference
+from runtime.service.retention import span_text
 
 
 def check_loads(cfg: ServiceConfig) -> str:
@@ -36,7 +37,10 @@ def check_loads(cfg: ServiceConfig) -> str:
     models = ", ".join(f"{v.role} {v.source} {v.sha256[:12]}" for v in versions) or "no trained model"
     state = f"learned state v{learned.version}" if learned is not None else "no learned state yet"
     tenants = f"{len(cfg.tenants)} tenant{'s' if len(cfg.tenants) != 1 else ''}"
+    scheme = "https" if cfg.tls_certfile else "http"
+    kept = "for ever" if cfg.finished_retention_s <= 0 else span_text(cfg.finished_retention_s)
     return (
         f"scheduler {cfg.scheduler}; {models}; {state}; {tenants}; "
-        f"{len(spec.nodes)} nodes, {gpus} GPUs; queue {cfg.db}"
+        f"{len(spec.nodes)} nodes, {gpus} GPUs; {scheme}://{cfg.host}:{cfg.port}; "
+        f"queue {cfg.db}, finished tasks kept {kept}"
     )
