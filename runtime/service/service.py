@@ -46,7 +46,7 @@ DISCOVER_EVERY = 8
 #: Ticks between two checkpoints of the queue's WAL (:meth:`TaskStore.checkpoint_wal`).
 CHECKPOINT_WAL_EVERY = 4
 #: Ticks between two removals of finished tasks past the retention (every 2 s: with nothing due
-#: a call is one small transaction).
+#: a call is one indexed read, a few microseconds).
 PRUNE_EVERY = 8
 
 
