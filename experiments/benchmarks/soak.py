@@ -2,7 +2,7 @@
 sampling what drifts when something leaks.
 
     python -m experiments.benchmarks.soak [--minutes 10] [--load 0.8] [--sample-s 60]
-        [--plot docs/figures/soak.png] [--json OUT]
+        [--plot docs/figures/soak.png] [--json OUT] [--retention-s S]
 
 First the service's capacity is measured: a backlog of the load's task mix, and the rate at
 which it completes. Then a client offers ``--load`` times that rate, open loop, for ``--minutes``,
@@ -59,9 +59,9 @@ def host_ticks() -> tuple[int, int]:
     return sum(f[:8]), f[7] if len(f) > 7 else 0
 
 
-def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> float:
+def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> tuple[float, set[int]]:
     """Tasks per second the service completes with a backlog of the load's mix (the middle half
-    of the backlog's completions, so start-up and the tail do not count)."""
+    of the backlog's completions, so start-up and the tail do not count), and the backlog's ids."""
     load = Load(s.url, TOKEN, batch=100, interval_s=0.0, prefix="capacity").start()
     while len(load.accepted) < tasks:
         time.sleep(0.05)
@@ -71,7 +71,53 @@ def measure_capacity(s: ServiceProcess, db: Path, tasks: int = 400) -> float:
     done = sorted(t for (t,) in con.execute("SELECT finished_at FROM tasks WHERE state = 'done'"))
     con.close()
     middle = done[len(done) // 4 : 3 * len(done) // 4]
-    return (len(middle) - 1) / (middle[-1] - middle[0])
+    return (len(middle) - 1) / (middle[-1] - middle[0]), set(load.accepted)
+
+
+def absent(db: Path, ids: set[int]) -> set[int]:
+    """Those of ``ids`` no longer in the queue file (with a retention: pruned, if nothing is lost)."""
+    con = sqlite3.connect(db)
+    try:
+        return ids - {i for (i,) in con.execute("SELECT id FROM tasks")}
+    finally:
+        con.close()
+
+
+def wait_finished_or_pruned(db: Path, ids: set[int], timeout_s: float = 300.0) -> None:
+    """:func:`wait_drained` for a service that prunes: a task gone from the file counts as
+    finished here, and is accounted for against the service's pruned count afterwards."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            wait_drained(db, ids - absent(db, ids), timeout_s=5.0)
+            return
+        except TimeoutError:
+            if time.monotonic() > deadline:
+                raise
+
+
+def settled_pruning(s: ServiceProcess, db: Path, ids: set[int]) -> tuple[set[int], int]:
+    """The tasks of ``ids`` gone from the file and the service's pruned count, once two readings
+    2.5 s apart (longer than the service's 2-s pruning period) agree: no pruning in flight. With a
+    retention, tasks that finished within it are pruned over the next minutes, so this may wait
+    that long."""
+    last: tuple[int, int] | None = None
+    while True:
+        said, gone = pruned_total(s), absent(db, ids)
+        if last == (said, len(gone)):
+            return gone, said
+        last = (said, len(gone))
+        time.sleep(2.5)
+
+
+def pruned_total(s: ServiceProcess) -> int:
+    """``rlsched_tasks_pruned_total`` of the running service."""
+    import httpx
+
+    for line in httpx.get(f"{s.url}/metrics", timeout=10).text.splitlines():
+        if line.startswith("rlsched_tasks_pruned_total "):
+            return int(float(line.split()[1]))
+    return 0
 
 
 def sample(
@@ -192,14 +238,22 @@ def plot(rows: list[dict[str, float]], out: Path, title: str) -> None:
     plt.close(fig)
 
 
-def soak(minutes: float, share: float, sample_s: float, folder: Path) -> dict[str, Any]:
-    """Run the soak in ``folder``; the figures, the samples and the verdict."""
+def soak(
+    minutes: float, share: float, sample_s: float, folder: Path, retention_s: float = 0.0
+) -> dict[str, Any]:
+    """Run the soak in ``folder``; the figures, the samples and the verdict.
+
+    :param retention_s: the service's ``finished_retention_s`` (0: every task kept, and audited
+        one by one). With a retention, the tasks gone from the file must be exactly as many as
+        the service says it pruned, and the audit covers the rest.
+    """
     port = free_port()
-    s = ServiceProcess(write_config(folder, port, {"soak": TOKEN}, top="queue_bound = 1000000\n"), port)
+    top = f"queue_bound = 1000000\nfinished_retention_s = {retention_s:g}\n"
+    s = ServiceProcess(write_config(folder, port, {"soak": TOKEN}, top=top), port)
     s.start()
     db = folder / "queue.db"
     try:
-        capacity = measure_capacity(s, db)
+        capacity, backlog = measure_capacity(s, db)
         rate = share * capacity
         load = Load(s.url, TOKEN, batch=BATCH, interval_s=BATCH / rate, prefix="soak").start()
         rows, t0 = [], time.time()
@@ -211,8 +265,16 @@ def soak(minutes: float, share: float, sample_s: float, folder: Path) -> dict[st
             since, mark = now, cpu_mark(s.pid)
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         load.stop()
-        wait_drained(db, load.accepted)
-        outcome = audit(db, load.accepted)
+        wait_finished_or_pruned(db, load.accepted)
+        gone, said = settled_pruning(s, db, load.accepted | backlog)
+        outcome = {
+            **audit(db, load.accepted - gone),
+            "accepted": len(load.accepted),
+            "pruned": len(gone & load.accepted),
+            # Every task gone from the file is one the service says it pruned: none was lost.
+            "unaccounted": abs(len(gone) - said),
+        }
+        outcome["completed"] += outcome["pruned"]  # pruned tasks had finished (done or failed)
     finally:
         s.stop()
     return {
@@ -231,9 +293,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample-s", type=float, default=60.0)
     p.add_argument("--plot", default="docs/figures/soak.png")
     p.add_argument("--json", help="write the figures here too")
+    p.add_argument(
+        "--retention-s",
+        type=float,
+        default=0.0,
+        help="the service's finished_retention_s (0: keep every task)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlsched-soak-") as tmp:
-        r = soak(args.minutes, args.load, args.sample_s, Path(tmp))
+        r = soak(args.minutes, args.load, args.sample_s, Path(tmp), args.retention_s)
     cmd = " ".join(["python -m experiments.benchmarks.soak", *(argv if argv is not None else sys.argv[1:])])
     machine = f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}"
     print(f"# {cmd}\n# {machine}\n")
@@ -253,19 +321,20 @@ def main(argv: list[str] | None = None) -> int:
             f"{x['task_p50_s']:.2f} | {x['task_p99_s']:.2f} | {x['service_cpu']:.2f} | "
             f"{x['steal_pct']:.1f} |"
         )
+    ok = r["pass"] and not r["lost"] and not r["duplicated"] and not r["unaccounted"]
     print(
-        f"\naccepted {r['accepted']}, completed {r['completed']}, lost {r['lost']}, "
-        f"duplicated {r['duplicated']}; "
+        f"\naccepted {r['accepted']}, completed {r['completed']} (pruned after finishing {r['pruned']}, "
+        f"unaccounted {r['unaccounted']}), lost {r['lost']}, duplicated {r['duplicated']}; "
         f"RSS drift {r['rss_drift']:+.1%} (widest swing from warm-up {r['rss_swing']:.1%}), "
         f"fd drift {r['fd_drift']:+.1%}, worst p99 / median p99 "
-        f"{r['p99_worst_over_median']:.2f}: {'PASS' if r['pass'] and not r['lost'] else 'FAIL'}"
+        f"{r['p99_worst_over_median']:.2f}: {'PASS' if ok else 'FAIL'}"
     )
     title = f"rlsched serve soak: {args.load:g}x of {r['capacity_tasks_per_s']:.1f} tasks/s, {machine}"
     plot(r["samples"], Path(args.plot), title)
     print(f"plot: {args.plot}")
     if args.json:
         Path(args.json).write_text(json.dumps(r, indent=2))
-    return 0 if r["pass"] and not r["lost"] and not r["duplicated"] else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
