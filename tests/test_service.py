@@ -97,6 +97,11 @@ def test_finished_tasks_past_the_retention_leave_the_queue_file(tmp_path: Path) 
         assert exactly_once_violations(db) == []
         db.close()
         assert "rlsched_tasks_pruned_total 2.0" in httpx.get(f"{s.url}/metrics").text
+        # /v1/cluster still counts them done (rlsched top's rate reads it), and so after a restart.
+        assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["done"] == 4
+        s.stop()
+        s.start()
+        assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["done"] == 4
     finally:
         s.stop()
     assert "removed 2 finished tasks older than 60 s (finished_retention_s)" in s.log.read_text()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 
 from runtime.service.store import NewTask, TaskStore
@@ -40,10 +41,18 @@ def _sql_queued(path: Path) -> dict[str, int]:
     return dict(rows)
 
 
+def _sql_counts(path: Path) -> dict[tuple[str, str], int]:
+    db = sqlite3.connect(path)
+    rows = db.execute("SELECT tenant, state, COUNT(*) FROM tasks GROUP BY tenant, state").fetchall()
+    db.close()
+    return {(t, st): n for t, st, n in rows}
+
+
 def test_queued_counts_and_heads_follow_every_transition_and_survive_a_reopen(tmp_path: Path) -> None:
-    """Admission and dispatch read queued counts kept in memory (no query per request): after
-    any mix of submit, start, cancel, finish, requeue, a refused write and recover, they equal
-    what the database holds, and a reopened store counts the same."""
+    """Admission, dispatch, /metrics and /v1/cluster read counts kept in memory (no query per
+    request): after any mix of submit, start, cancel, finish, requeue, prune, a refused write and
+    recover, they equal what the database holds, the pruned ones are counted apart (in the file,
+    so that a reopened store counts the same), and a reopened store counts the same."""
     import random
 
     from runtime.service.store import StorageError
@@ -52,6 +61,7 @@ def test_queued_counts_and_heads_follow_every_transition_and_survive_a_reopen(tm
     store = TaskStore(path)
     rng = random.Random(0)
     running: list[tuple[int, int]] = []
+    pruned: Counter[tuple[str, str]] = Counter()
     for step in range(400):
         op = rng.random()
         tenant = rng.choice(["a", "b", "c"])
@@ -70,24 +80,34 @@ def test_queued_counts_and_heads_follow_every_transition_and_survive_a_reopen(tm
                 store.cancel(tenant, rng.choice(ids))
         elif op < 0.85 and running:
             store.finish(*running.pop(rng.randrange(len(running))), None, "{}")
-        elif op < 0.95 and running:
+        elif op < 0.92 and running:
             store.requeue(*running.pop(rng.randrange(len(running))))
+        elif op < 0.95:  # every finished task, as a retention past them would
+            finished = {k: n for k, n in _sql_counts(path).items() if k[1] in ("done", "failed", "cancelled")}
+            while store.prune(time.time() + 1):
+                pass
+            pruned.update(finished)
         elif running:  # a write that fails after the count changed in it: rolled back, uncounted
             task_id, attempt = running[0]
             try:
                 with store._write():
-                    store._delta["a"] += 1000
+                    store._delta["a", "queued"] += 1000
                     store._db.execute("INSERT INTO tasks (id) VALUES (?)", (task_id,))  # duplicate id
             except StorageError:
                 pass
         assert store.queued() == _sql_queued(path), step
+        assert store.counts() == _sql_counts(path), step
+        assert store.counts(pruned=True) == dict(Counter(_sql_counts(path)) + pruned), step
         heads = store.queued_heads(2)
         assert set(heads) == set(_sql_queued(path)), step
     store.recover()
-    assert store.queued() == _sql_queued(path)
+    assert store.queued() == _sql_queued(path) and store.counts() == _sql_counts(path)
+    assert sum(pruned.values()) > 0
     store.close()
     reopened = TaskStore(path)
     assert reopened.queued() == _sql_queued(path) and sum(reopened.queued().values()) > 0
+    assert reopened.counts() == _sql_counts(path)
+    assert reopened.counts(pruned=True) == dict(Counter(_sql_counts(path)) + pruned)
     reopened.close()
 
 

@@ -428,7 +428,7 @@ class Service:
                 }
                 for i, n in enumerate(c.spec.nodes)
             ]
-        counts = self.store.counts()
+        counts = self.store.counts(pruned=True)  # done, failed, cancelled: every task, pruned or not
         return {
             "scheduler": self.scheduler.name,
             "backend": c.backend_name,

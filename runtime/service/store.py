@@ -194,16 +194,18 @@ class TaskStore:
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(tasks)")}
         if "result" not in columns:  # a queue written before results were recorded
             self._db.execute("ALTER TABLE tasks ADD COLUMN result TEXT")
-        # Queued tasks per tenant, kept here: admission asks on every request, and counting a
-        # 100,000-task queue in SQL took half of the accept path's time under load (py-spy,
-        # BENCHMARKS "Scheduling service load"). Only this process writes the file (its lock),
-        # and a transaction's changes are applied only once it committed.
-        self._queued: Counter[str] = Counter(
-            dict(
-                self._db.execute("SELECT tenant, COUNT(*) FROM tasks WHERE state = 'queued' GROUP BY tenant")
-            )
-        )
-        self._delta: Counter[str] = Counter()
+        # Tasks per (tenant, state), kept here: admission asks for the queued ones on every
+        # request, and counting a 100,000-task queue in SQL took half of the accept path's time
+        # under load (py-spy, BENCHMARKS "Scheduling service load"); /metrics and /v1/cluster ask
+        # for all of them, which took 76 ms at a million tasks, under the queue's lock. Counted
+        # once here, then only this process writes the file (its lock), and a transaction's
+        # changes are applied only once it committed.
+        rows = self._db.execute("SELECT tenant, state, COUNT(*) FROM tasks GROUP BY tenant, state")
+        self._counts: Counter[tuple[str, str]] = Counter({(t, st): n for t, st, n in rows})
+        self._delta: Counter[tuple[str, str]] = Counter()
+        # Finished tasks pruned from the file, by (tenant, state): kept in the file's meta table.
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_PRUNED_KEY,)).fetchone()
+        self._pruned: Counter[tuple[str, str]] = _pruned_counts(row[0] if row else None)
 
     def close(self) -> None:
         with self._lock:
@@ -250,7 +252,7 @@ class TaskStore:
         except BaseException:
             self._rollback()
             raise
-        self._queued.update(self._delta)  # committed: the counts follow
+        self._counts.update(self._delta)  # committed: the counts follow
         self.degraded = None
 
     def _rollback(self) -> None:
@@ -327,7 +329,7 @@ class TaskStore:
                     t.idem_key, "queued", 0, 0, None, None, now, None, None,
                 )  # fmt: skip
                 out.append((row, True))
-                self._delta[tenant] += 1
+                self._delta[tenant, "queued"] += 1
         return out
 
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
@@ -359,28 +361,31 @@ class TaskStore:
                 "AND state = 'queued'",
                 (time.time(), task_id, tenant),
             )
-            self._delta[tenant] -= cur.rowcount
+            self._delta[tenant, "queued"] -= cur.rowcount
+            self._delta[tenant, "cancelled"] += cur.rowcount
         return self.get(tenant, task_id)
 
-    def counts(self) -> dict[tuple[str, str], int]:
-        """(tenant, state) -> tasks."""
+    def counts(self, pruned: bool = False) -> dict[tuple[str, str], int]:
+        """(tenant, state) -> tasks in the file (counted as transactions commit: no query).
+
+        :param pruned: add the finished tasks pruned from the file (so that ``done``, ``failed``
+            and ``cancelled`` count every task since the file was created).
+        """
         with self._lock:
-            rows = self._db.execute(
-                "SELECT tenant, state, COUNT(*) FROM tasks GROUP BY tenant, state"
-            ).fetchall()
-        return {(t, s): n for t, s, n in rows}
+            out = self._counts + self._pruned if pruned else +self._counts
+        return dict(out)
 
     def queued(self) -> dict[str, int]:
         """tenant -> queued tasks (counted as transactions commit: no query)."""
         with self._lock:
-            return {t: n for t, n in self._queued.items() if n > 0}
+            return {t: n for (t, st), n in self._counts.items() if st == "queued" and n > 0}
 
     def queued_heads(self, per_tenant: int) -> dict[str, list[TaskRow]]:
         """The first ``per_tenant`` queued tasks of each tenant that has any, in dispatch order
         (higher priority first, then older): one index lookup per tenant, whatever the queue's
         length."""
         with self._lock:
-            tenants = [t for t, n in self._queued.items() if n > 0]
+            tenants = [t for (t, st), n in self._counts.items() if st == "queued" and n > 0]
             return {
                 t: self._rows(
                     f"SELECT {_COLUMNS} FROM tasks WHERE state = 'queued' AND tenant = ? "
@@ -411,7 +416,8 @@ class TaskStore:
             got = cur.fetchone()
             if got is None:
                 return None
-            self._delta[got[1]] -= 1
+            self._delta[got[1], "queued"] -= 1
+            self._delta[got[1], "running"] += 1
             self._db.execute(
                 "INSERT INTO attempts (task_id, attempt, node, started_at) VALUES (?, ?, ?, ?)",
                 (task_id, got[0], node, now),
@@ -439,11 +445,15 @@ class TaskStore:
         state = "done" if error is None else "failed"
 
         def update() -> int:
-            return self._db.execute(
+            rows = self._db.execute(
                 "UPDATE tasks SET state = ?, error = ?, finished_at = ?, completions = completions + 1, "
-                "result = ? WHERE id = ? AND state = 'running' AND attempt = ?",
+                "result = ? WHERE id = ? AND state = 'running' AND attempt = ? RETURNING tenant",
                 (state, error, time.time(), result, task_id, attempt),
-            ).rowcount
+            ).fetchall()
+            for (tenant,) in rows:
+                self._delta[tenant, "running"] -= 1
+                self._delta[tenant, state] += 1
+            return len(rows)
 
         return self._report(task_id, attempt, state, update)
 
@@ -461,7 +471,8 @@ class TaskStore:
                 (task_id, attempt),
             ).fetchall()
             for (tenant,) in rows:
-                self._delta[tenant] += 1
+                self._delta[tenant, "running"] -= 1
+                self._delta[tenant, "queued"] += 1
             return len(rows)
 
         return self._report(task_id, attempt, outcome, update)
@@ -491,9 +502,21 @@ class TaskStore:
                 "ORDER BY finished_at LIMIT ?",
                 (before, *FINISHED, limit),
             )
+            gone = self._db.execute(
+                "SELECT tenant, state, COUNT(*) FROM tasks WHERE id IN (SELECT id FROM pruned) "
+                "GROUP BY tenant, state"
+            ).fetchall()
             for table, key in (("reports", "task_id"), ("attempts", "task_id"), ("tasks", "id")):
                 self._db.execute(f"DELETE FROM {table} WHERE {key} IN (SELECT id FROM pruned)")
-            return int(self._db.execute("SELECT COUNT(*) FROM pruned").fetchone()[0])
+            pruned = self._pruned.copy()
+            for tenant, state, n in gone:
+                self._delta[tenant, state] -= n
+                pruned[tenant, state] += n
+            self._db.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_PRUNED_KEY, _pruned_json(pruned))
+            )
+        self._pruned = pruned  # committed
+        return sum(n for _, _, n in gone)
 
     def recover(self) -> int:
         """After a restart: tasks that were running run again (their attempts are logged as
@@ -508,8 +531,23 @@ class TaskStore:
             rows = self._db.execute(
                 "UPDATE tasks SET state = 'queued', node = NULL WHERE state = 'running' RETURNING tenant"
             ).fetchall()
-            self._delta.update(t for (t,) in rows)
+            for (tenant,) in rows:
+                self._delta[tenant, "running"] -= 1
+                self._delta[tenant, "queued"] += 1
             return len(rows)
+
+
+#: The meta table's key holding how many finished tasks were pruned, by tenant and state.
+_PRUNED_KEY = "pruned"
+
+
+def _pruned_json(counts: Counter[tuple[str, str]]) -> str:
+    return json.dumps([[t, st, n] for (t, st), n in sorted(counts.items()) if n])
+
+
+def _pruned_counts(text: str | None) -> Counter[tuple[str, str]]:
+    """:func:`_pruned_json` read back (nothing pruned yet: empty)."""
+    return Counter({(t, st): int(n) for t, st, n in json.loads(text)}) if text else Counter()
 
 
 def exactly_once_violations(db: sqlite3.Connection) -> list[str]:
