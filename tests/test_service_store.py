@@ -177,3 +177,31 @@ def test_retention_waits_while_the_file_refuses_writes(tmp_path: Path) -> None:
         assert Retention(store, 0.0, counted.append).tick() == 0  # 0: kept for ever
     finally:
         store.close()
+
+
+def test_listing_a_tenants_tasks_walks_an_index_in_id_order(tmp_path: Path) -> None:
+    """``GET /v1/tasks`` pages through a tenant's tasks by id: each page must be a range of an
+    index, not a sort of all the tenant's tasks (137 ms a page at a million, under the queue's
+    lock), with or without a state."""
+    path = tmp_path / "q.db"
+    store = TaskStore(path)
+    seen: list[str] = []
+    try:
+        store.submit("a", [NewTask("matmul", chunk=k) for k in range(3)])
+        store._db.set_trace_callback(seen.append)
+        assert [r.chunk for r in store.list_tasks("a", None, 0, 2)] == [0, 1]
+        assert [r.chunk for r in store.list_tasks("a", "queued", 1, 5)] == [1, 2]
+        store._db.set_trace_callback(None)
+    finally:
+        store.close()
+    con = sqlite3.connect(path)
+    selects = [q for q in seen if q.lstrip().upper().startswith("SELECT")]
+    assert len(selects) == 2, seen
+    for q, searched in zip(
+        selects, ("tenant=? AND rowid>?", "tenant=? AND state=? AND rowid>?"), strict=True
+    ):
+        plan = " ".join(str(r[3]) for r in con.execute(f"EXPLAIN QUERY PLAN {q}"))
+        # The state is searched, not filtered: a rare state (failed) among a million done tasks
+        # must not be a walk through all of them.
+        assert "INDEX tasks_tenant" in plan and searched in plan and "TEMP B-TREE" not in plan, (q, plan)
+    con.close()
