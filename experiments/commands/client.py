@@ -240,8 +240,8 @@ def _unreachable_frame(since: float, e: Exception, interval: float) -> str:
 
 def _frame(state: dict[str, Any], rate: float) -> str:
     lines = [
-        f"{state['scheduler']} on {state['backend']}: {state['queued']} queued, "
-        f"{state['running']} running, {state['done']} done, {rate:.1f}/s",
+        f"rlsched {state.get('version', '?')}: {state['scheduler']} on {state['backend']}: "
+        f"{state['queued']} queued, {state['running']} running, {state['done']} done, {rate:.1f}/s",
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
     for n in state["nodes"]:

@@ -430,6 +430,7 @@ class Service:
             ]
         counts = self.store.counts(pruned=True)  # done, failed, cancelled: every task, pruned or not
         return {
+            "version": package_version(),
             "scheduler": self.scheduler.name,
             "backend": c.backend_name,
             **self.learning.describe(),
