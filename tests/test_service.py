@@ -297,7 +297,8 @@ def test_client_and_cli_commands(server: Server) -> None:
         stop.set()
         feeder.join()
     assert r.returncode == 0 and "queued" in r.stdout and "V100M16" in r.stdout, r.stdout
-    assert r.stdout.startswith(f"rlsched {importlib.metadata.version('rlsched')}: mct+mlsm on "), r.stdout
+    version = importlib.metadata.version("rlsched")
+    assert r.stdout.startswith(f"rlsched {version} at {server.url}: mct+mlsm on "), r.stdout
     assert "speed  rate" in r.stdout and " nan" not in r.stdout, r.stdout
     assert " 0.0/s" not in r.stdout.splitlines()[0], r.stdout
     r = cli("status", str(ids[0]), "--token-env", "NO_SUCH_VARIABLE")

@@ -58,3 +58,40 @@ def test_finished_retention_is_0_or_at_least_a_minute(tmp_path: Path, value: str
     with pytest.raises(ConfigError) as e:
         load_service_config(path)
     assert e.value.field == "finished_retention_s"
+
+
+def _tenants(tmp_path: Path, *tokens: str) -> Path:
+    path = tmp_path / "service.toml"
+    path.write_text(
+        "".join(f'[[tenants]]\nname = "t{i}"\ntoken_sha256 = {v}\n' for i, v in enumerate(tokens))
+    )
+    return path
+
+
+def test_a_tenant_may_have_several_tokens_while_its_clients_move(tmp_path: Path) -> None:
+    new, old = hash_token("new"), hash_token("old")
+    cfg = load_service_config(_tenants(tmp_path, f'["{new}", "{old.upper()}"]', f'"{hash_token("b")}"'))
+    assert cfg.tenants[0].digests == (new, old)
+    assert [t.name if t else None for t in map(cfg.tenant_for, ("new", "old", "b", "x"))] == [
+        "t0",
+        "t0",
+        "t1",
+        None,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("tokens", "field"),
+    [
+        (("[]",), "tenants[0].token_sha256"),
+        (('["abc"]',), "tenants[0].token_sha256"),
+        ((f'["{hash_token("a")}", 3]',), "tenants[0].token_sha256"),
+        (("[" + ", ".join(f'"{hash_token(str(i))}"' for i in range(5)) + "]",), "tenants[0].token_sha256"),
+        ((f'["{hash_token("a")}", "{hash_token("a")}"]',), "tenants"),
+        ((f'["{hash_token("a")}", "{hash_token("b")}"]', f'"{hash_token("b")}"'), "tenants"),
+    ],
+)
+def test_a_bad_token_list_names_the_field(tmp_path: Path, tokens: tuple[str, ...], field: str) -> None:
+    with pytest.raises(ConfigError) as e:
+        load_service_config(_tenants(tmp_path, *tokens))
+    assert e.value.field == field

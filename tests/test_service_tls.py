@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from runtime.service.client import Client
 from runtime.service.server import is_loopback
 from tests.service_helpers import TOKENS, Server, free_port, headers, service_config
 
@@ -56,6 +57,14 @@ def test_the_service_serves_https_and_the_client_trusts_it_through_ssl_cert_file
         r = _cli("submit", "--url", s.url, "--app", "matmul", env=env)
         assert r.returncode == 4 and "CERTIFICATE_VERIFY_FAILED" in r.stderr, r.stderr
         assert "set SSL_CERT_FILE to the PEM file of the CA that signed its certificate" in r.stderr
+        env["SSL_CERT_FILE"] = str(cert)
+        top = _cli("top", "--once", "--interval", "0.1", "--url", s.url, env=env)
+        assert f" at {s.url}: " in top.stdout.splitlines()[0], top.stderr
+        monkeypatch.delenv("SSL_CERT_FILE")  # the Python client names its CA itself
+        with Client(s.url, TOKENS["batch"], ca_file=str(cert)) as c:
+            assert c.cluster()["version"]
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"), Client(s.url, "x") as c:
+            c.cluster()
     finally:
         s.stop()
     assert f"on https://127.0.0.1:{port}" in s.log.read_text() and "without TLS" not in s.log.read_text()

@@ -1,4 +1,5 @@
-"""The service's client commands: ``rlsched submit | status | cancel | top`` and ``rlsched token``."""
+"""The service's client commands: ``rlsched submit | status | cancel | top | reload`` and
+``rlsched token``."""
 
 from __future__ import annotations
 
@@ -81,6 +82,16 @@ class TopArgs(ClientArgs):
 
 
 @dataclass(kw_only=True)
+class ReloadArgs(ClientArgs):
+    """Options of ``rlsched reload``.
+
+    :param json: print the service's answer as JSON
+    """
+
+    json: bool = False
+
+
+@dataclass(kw_only=True)
 class TokenArgs:
     """Options of ``rlsched token`` (none)."""
 
@@ -160,6 +171,24 @@ def top(args: TopArgs, argv: Sequence[str]) -> int:
     return _with_client(args.url, args.token_env, lambda c: _top(c, args.once, args.interval))
 
 
+def reload(args: ReloadArgs, argv: Sequence[str]) -> int:
+    """Have the service re-read its config file (an admin tenant's token); say what changed."""
+
+    def act(c: Client) -> None:
+        out = c.reload()
+        print(json.dumps(out) if args.json else reload_text(out))
+
+    return _with_client(args.url, args.token_env, act)
+
+
+def reload_text(out: dict[str, Any]) -> str:
+    """The service's answer to a reload, a line per change."""
+    lines = [f"reloaded {out['config']}" + ("" if out["applied"] or out["needs_restart"] else ": no change")]
+    lines += [f"  applied          {a}" for a in out["applied"]]
+    lines += [f"  needs a restart  {p}" for p in out["needs_restart"]]
+    return "\n".join(lines)
+
+
 def task_table(rows: list[dict[str, Any]]) -> str:
     """Task records as a table (one line each) and, for several, a summary line; ``--json`` gives
     the full records (outputs included)."""
@@ -216,7 +245,7 @@ def _top(client: Client, once: bool, interval: float) -> None:
             done, now = state["done"], time.monotonic()
             rate = (done - last[1]) / (now - last[0]) if last else 0.0
             last = (now, done)
-            print(_frame(state, rate), flush=True)
+            print(_frame(state, rate, client.url), flush=True)
         if once:
             return
         time.sleep(interval)
@@ -238,9 +267,9 @@ def _unreachable_frame(since: float, e: Exception, interval: float) -> str:
     return f"service unreachable since {when} ({type(e).__name__}: {e}); trying again every {interval:g} s"
 
 
-def _frame(state: dict[str, Any], rate: float) -> str:
+def _frame(state: dict[str, Any], rate: float, url: str) -> str:
     lines = [
-        f"rlsched {state.get('version', '?')}: {state['scheduler']} on {state['backend']}: "
+        f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}: "
         f"{state['queued']} queued, {state['running']} running, {state['done']} done, {rate:.1f}/s",
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
@@ -272,6 +301,13 @@ COMMANDS = (
     Command("status", "a task's state on a running service", TaskArgs, status, _CLIENT_EXITS),
     Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, _CLIENT_EXITS),
     Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, _CLIENT_EXITS),
+    Command(
+        "reload",
+        "have a running service re-read its config file (tenants, tokens, limits) without a restart",
+        ReloadArgs,
+        reload,
+        _CLIENT_EXITS,
+    ),
     Command(
         "token",
         "print a new bearer token and the token_sha256 line a service config stores for it",

@@ -7,11 +7,15 @@ import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import exit_help
 from experiments.commands.flags import flag
 from rlsched.errors import InputError
+
+if TYPE_CHECKING:
+    from runtime.service.config import ServiceConfig
 
 
 @dataclass(kw_only=True)
@@ -67,16 +71,8 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
 
     require_serve_extra("rlsched serve")
     from experiments import inputs
-    from runtime.service.config import load_service_config
 
-    cfg = load_service_config(args.config)  # before the server's imports: a bad file fails fast
-    keys = {f.name for f in dataclasses.fields(cfg)}
-    over = {
-        f.name: getattr(args, f.name)
-        for f in dataclasses.fields(args)
-        if f.name in keys and f.name != "config" and getattr(args, f.name) is not None
-    }
-    cfg = dataclasses.replace(cfg, **over)
+    cfg = _config(args)  # before the server's imports: a bad file fails fast
     if args.ray_address is not None and cfg.backend != "ray":
         raise InputError("--ray-address", "value", "a flag of --backend ray only", args.ray_address)
     inputs.live_schedulers(
@@ -103,8 +99,23 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     from runtime.service.server import serve
 
     _service_log(cfg.log_level)
-    serve(cfg, announce)  # a queue another service holds: exit 2; a port in use: exit 4
+    # A queue another service holds: exit 2; a port in use: exit 4.
+    serve(cfg, announce, reread=lambda: _config(args))
     return 0
+
+
+def _config(args: ServeArgs) -> ServiceConfig:
+    """The config file with the flags given over it (at start, and again on a reload)."""
+    from runtime.service.config import load_service_config
+
+    cfg = load_service_config(args.config)
+    keys = {f.name for f in dataclasses.fields(cfg)}
+    over = {
+        f.name: getattr(args, f.name)
+        for f in dataclasses.fields(args)
+        if f.name in keys and f.name != "config" and getattr(args, f.name) is not None
+    }
+    return dataclasses.replace(cfg, **over)
 
 
 def _service_log(level: str) -> None:

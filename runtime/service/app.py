@@ -17,7 +17,9 @@
   ``POST /v1/admin/nodes/{name}/drain`` and ``.../resume``, ``PUT /v1/admin/scheduler``;
   ``GET /v1/admin/models`` (the incumbent's versions, the canary, the history),
   ``POST /v1/admin/models/candidate`` (a candidate selector runs as a canary),
-  ``POST /v1/admin/models/promote`` and ``.../rollback`` (409 when no canary runs).
+  ``POST /v1/admin/models/promote`` and ``.../rollback`` (409 when no canary runs);
+  ``POST /v1/admin/reload`` (the config file re-read: what it applied, which changed keys wait
+  for a restart; 409 when the file does not load, and nothing changed).
 
 Every request but the health probes, metrics and the schema carries ``Authorization: Bearer
 TOKEN``, checked before any byte of the body is read (:mod:`runtime.service.guard`). Bodies larger
@@ -31,6 +33,7 @@ key). When the queue's file refuses writes (full: 507; read-only or failing: 503
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
@@ -53,6 +56,7 @@ from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
 from runtime.service.promotion import PromotionError
+from runtime.service.reload import ReloadRefused
 from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask, StorageError
 
@@ -63,6 +67,7 @@ TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 MAX_BODY_BYTES = 1 << 20
 #: Seconds a client is told to wait after a 429.
 RETRY_AFTER_S = 1
+log = logging.getLogger(__name__)
 
 
 class TaskIn(BaseModel):
@@ -180,7 +185,7 @@ def current_tenant(request: Request, authorization: Annotated[str | None, Header
         return found
     service: Service = request.app.state.service
     token = bearer_token(authorization)
-    t = service.config.tenant_for(token) if token is not None else None
+    t = service.tenant_for(token) if token is not None else None
     if t is None:
         raise HTTPException(401, "authorization: a valid bearer token", {"WWW-Authenticate": "Bearer"})
     return t
@@ -237,7 +242,7 @@ def create_app(service: Service) -> FastAPI:
 
     # Outermost (added last): no body is read before the caller is known, none beyond the limit.
     app.add_middleware(
-        RequestGuard, tenant_for=service.config.tenant_for, max_body=MAX_BODY_BYTES, timeout_s=timeout
+        RequestGuard, tenant_for=service.tenant_for, max_body=MAX_BODY_BYTES, timeout_s=timeout
     )
     app.add_middleware(AccessLog)  # outside the guard: refused requests are logged too
 
@@ -367,6 +372,17 @@ def create_app(service: Service) -> FastAPI:
     @app.post("/v1/admin/models/rollback")
     def rollback(who: Admin) -> dict[str, Any]:
         return service.promotion.rollback(f"by {who.name}")
+
+    @app.post("/v1/admin/reload")
+    def reload(who: Admin) -> dict[str, Any]:
+        if service.reloader is None:
+            raise HTTPException(409, "service: not started from a config file (rlsched serve --config)")
+        try:
+            outcome = service.reloader.reload()
+        except ReloadRefused as e:
+            raise HTTPException(409, f"config: {e}") from None
+        log.info("%s (asked by tenant %s)", outcome.text(), who.name)
+        return outcome.as_dict()
 
     @app.exception_handler(PromotionError)
     async def promotion_error(request: Request, e: PromotionError) -> JSONResponse:

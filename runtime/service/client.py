@@ -13,6 +13,7 @@ Every method raises :class:`ServiceError` with the service's status and message 
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -75,12 +76,25 @@ class Client:
     :param url: the service's base URL.
     :param token: the tenant's bearer token.
     :param timeout_s: per-request timeout.
+    :param ca_file: PEM file of the CA that signed an HTTPS service's certificate (default: the
+        system's trust store, or ``$SSL_CERT_FILE``).
     """
 
-    def __init__(self, url: str, token: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, token: str, timeout_s: float = 30.0, ca_file: str | None = None) -> None:
+        verify: ssl.SSLContext | bool = True
+        if ca_file is not None:
+            verify = ssl.create_default_context(cafile=ca_file)
         self._http = httpx.Client(
-            base_url=url.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=timeout_s
+            base_url=url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+            verify=verify,
         )
+
+    @property
+    def url(self) -> str:
+        """The service's base URL (``https://`` when it is reached over TLS)."""
+        return str(self._http.base_url).rstrip("/")
 
     def __enter__(self) -> Client:
         return self
@@ -134,6 +148,11 @@ class Client:
     def cluster(self) -> dict[str, Any]:
         """Nodes, GPUs, streams, memory and queue depth."""
         out: dict[str, Any] = self._call("GET", "/v1/cluster")
+        return out
+
+    def reload(self) -> dict[str, Any]:
+        """Have the service re-read its config file (admin): ``applied`` and ``needs_restart``."""
+        out: dict[str, Any] = self._call("POST", "/v1/admin/reload")
         return out
 
     def wait(self, ids: Sequence[int], timeout_s: float = 600.0, poll_s: float = 0.2) -> list[dict[str, Any]]:

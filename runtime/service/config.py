@@ -33,7 +33,8 @@ canary_alpha = 0.05                   # level of the tests
 
 [[tenants]]
 name = "video"
-token_sha256 = "9f86d0..."  # sha256 hex of the bearer token (tokens are never stored)
+token_sha256 = "9f86d0..."  # sha256 hex of the bearer token (tokens are never stored); or a list
+                            # of up to 4 (any of them authenticates: a new token beside the old)
 weight = 2                  # share under contention
 max_queued = 10000
 max_running = 64
@@ -117,6 +118,8 @@ class Tenant:
 
     :param name: unique name.
     :param token_sha256: sha256 hex of its bearer token.
+    :param more_tokens_sha256: digests of more tokens that authenticate it (the config's
+        ``token_sha256`` as a list: a new token beside the old while its clients move).
     :param weight: its share of the cluster under contention, relative to the others'.
     :param max_queued: queued tasks it may have; beyond, submissions get 429.
     :param max_running: tasks it may have running at once.
@@ -132,6 +135,12 @@ class Tenant:
     max_running: int = 64
     gpu_share: float = 1.0
     admin: bool = False
+    more_tokens_sha256: tuple[str, ...] = ()
+
+    @property
+    def digests(self) -> tuple[str, ...]:
+        """Every token digest that authenticates it."""
+        return (self.token_sha256, *self.more_tokens_sha256)
 
 
 @dataclass(frozen=True)
@@ -223,8 +232,9 @@ class ServiceConfig:
         digest = hash_token(token)
         found = None
         for t in self.tenants:
-            if hmac.compare_digest(digest, t.token_sha256):
-                found = t
+            for d in t.digests:
+                if hmac.compare_digest(digest, d):
+                    found = t
         return found
 
 
@@ -243,8 +253,9 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     names = [t.name for t in tenants]
     if len(set(names)) != len(names):
         raise r.error("tenants", "unique tenant names", names)
-    if len({t.token_sha256 for t in tenants}) != len(tenants):
-        raise r.error("tenants", "a different token for every tenant")
+    digests = [d for t in tenants for d in t.digests]
+    if len(set(digests)) != len(digests):
+        raise r.error("tenants", "a different token for every tenant (and within a tenant's list)")
     folder = Path(path).resolve().parent
     port = r.integer(doc, "", "port", _d("port"), ge=0, le=65535)
     bound = r.integer(doc, "", "queue_bound", _d("queue_bound"), ge=1)
@@ -344,15 +355,33 @@ def _canary(r: ConfigReader, doc: dict[str, Any]) -> CanaryRule:
     return CanaryRule(share, least, promote, margin, alpha)
 
 
+#: Tokens one tenant may have at once (a new one beside the old while its clients move).
+MAX_TOKENS = 4
+
+
+def _digests(r: ConfigReader, t: dict[str, Any], where: str) -> tuple[str, ...]:
+    """``token_sha256``: one digest, or a list of 1 to :data:`MAX_TOKENS`."""
+    v = t.get("token_sha256")
+    values: list[Any] = v if isinstance(v, list) else [r.string(t, where, "token_sha256")]
+    expected = f"64 hex digits (sha256 of the token), or a list of 1 to {MAX_TOKENS} of them"
+    if isinstance(v, list) and not 1 <= len(values) <= MAX_TOKENS:
+        raise r.error(f"{where}.token_sha256", expected, v)
+    out = []
+    for x in values:
+        if not isinstance(x, str) or not _HEX64.match(x.lower()):
+            raise r.error(f"{where}.token_sha256", expected, x)
+        out.append(x.lower())
+    return tuple(out)
+
+
 def _tenant(r: ConfigReader, t: dict[str, Any], where: str) -> Tenant:
     r.keys(t, where, _TENANT)
     name = r.string(t, where, "name")
-    digest = r.string(t, where, "token_sha256").lower()
-    if not _HEX64.match(digest):
-        raise r.error(f"{where}.token_sha256", "64 hex digits (sha256 of the token)", digest)
+    digests = _digests(r, t, where)
     return Tenant(
         name,
-        digest,
+        digests[0],
+        more_tokens_sha256=digests[1:],
         weight=r.number(t, where, "weight", default(Tenant, "weight"), gt=0),
         max_queued=r.integer(t, where, "max_queued", default(Tenant, "max_queued"), ge=1),
         max_running=r.integer(t, where, "max_running", default(Tenant, "max_running"), ge=1),

@@ -106,6 +106,8 @@ class Dispatcher:
     ) -> None:
         self.store, self.cluster, self.scheduler = store, cluster, scheduler
         self.tenants = {t.name: t for t in tenants}
+        #: Tenants the config no longer names, as they were: their accepted tasks still run.
+        self.former: dict[str, Tenant] = {}
         self.on_event = on_event or (lambda kind, tenant, s: None)
         self.inflight: dict[int, _Flight] = {}
         self.vtime: dict[str, float] = {}
@@ -190,6 +192,32 @@ class Dispatcher:
             units = gpu + int(v.cores[open_].sum())
         return INFLIGHT_PER_UNIT * units, INFLIGHT_PER_UNIT * gpu
 
+    def set_tenants(self, tenants: tuple[Tenant, ...]) -> None:
+        """The tenants of a reloaded config; a removed one's accepted tasks still run under its
+        last limits."""
+        new = {t.name: t for t in tenants}
+        with self._lock:
+            for name, t in self.tenants.items():
+                if name not in new:
+                    self.former[name] = t
+            for name in new:
+                self.former.pop(name, None)
+            self.tenants = new
+
+    def tenant(self, name: str) -> Tenant:
+        """The tenant ``name``'s limits: configured, as they were before it was removed, or (a
+        tenant the config did not name when the service started) the defaults."""
+        with self._lock:
+            t = self.tenants.get(name) or self.former.get(name)
+            if t is None:
+                t = self.former[name] = Tenant(name, "")
+                log.warning(
+                    "rlsched serve: tenant %s is not in the config; its accepted tasks run at "
+                    "weight 1 with the default limits",
+                    name,
+                )
+        return t
+
     def limit(self, tenant: Tenant, gpu_slots: int) -> int:
         """Tasks ``tenant`` may have in flight: its ``max_running``, and its share of the GPUs."""
         if tenant.gpu_share >= 1.0:
@@ -202,13 +230,11 @@ class Dispatcher:
         with self._lock:
             if len(self.inflight) >= total:
                 return None
-            busy = {name: 0 for name in self.tenants}
+            busy: dict[str, int] = {}
             for f in self.inflight.values():
                 busy[f.row.tenant] = busy.get(f.row.tenant, 0) + 1
         heads = self.store.queued_heads(1)
-        ready = [
-            t for t in heads if t in self.tenants and busy.get(t, 0) < self.limit(self.tenants[t], gpu_slots)
-        ]
+        ready = [t for t in heads if busy.get(t, 0) < self.limit(self.tenant(t), gpu_slots)]
         if not ready:
             return None
         floor = min((self.vtime.get(t, 0.0) for t in ready if t in self.vtime), default=0.0)
@@ -228,7 +254,7 @@ class Dispatcher:
         attempt = self.store.start(row.id, self.cluster.spec.nodes[node].name)
         if attempt is None:  # cancelled between the read and the start
             return
-        t = self.tenants[row.tenant]
+        t = self.tenant(row.tenant)
         self.vtime[row.tenant] = self.vtime.get(row.tenant, 0.0) + 1.0 / t.weight
         with self._lock:
             self.inflight[row.id] = _Flight(row, attempt, time.perf_counter())

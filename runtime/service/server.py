@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from rlsched.errors import Unavailable
 from runtime.service.config import ServiceConfig
+from runtime.service.reload import Reloader
 from runtime.service.service import Service, store_owner
 from runtime.service.store import TaskStore
 
@@ -83,7 +84,11 @@ def is_loopback(host: str) -> bool:
         return False  # a name: it may resolve to anything
 
 
-def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> None:
+def serve(
+    config: ServiceConfig,
+    announce: Callable[[], None] | None = None,
+    reread: Callable[[], ServiceConfig] | None = None,
+) -> None:
     """Run the service in this process until interrupted (uvicorn on ``config.host:port``).
 
     In this order, so that a service that cannot run changes nothing: take the queue file's lock,
@@ -91,6 +96,8 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
 
     :param config: the service.
     :param announce: called once the service listens and its queue is recovered.
+    :param reread: loads the config again as the service was started with it (``SIGHUP`` and
+        ``POST /v1/admin/reload`` then apply what can change, :mod:`runtime.service.reload`).
     :raises DatabaseInUse: another service holds the queue file.
     :raises AddressInUse: the port is taken.
     """
@@ -112,6 +119,8 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
             config.host,
         )
     service = Service(config, store=store)
+    if reread is not None:
+        service.reloader = Reloader(service, reread)
     service.start()
     if announce is not None:
         announce()
@@ -119,6 +128,8 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
     # action that kills the process before the service stops (its last checkpoint unwritten).
     # Raised here instead, it ends the run through the finally below, and the process exits 0.
     previous = signal.signal(signal.SIGTERM, _terminated)
+    # SIGHUP would end the process by default; a daemon takes it as "read your config again".
+    hangup = signal.signal(signal.SIGHUP, lambda signum, frame: service.request_reload())
     try:
         app = create_app(service)
         cfg = uvicorn.Config(
@@ -128,6 +139,7 @@ def serve(config: ServiceConfig, announce: Callable[[], None] | None = None) -> 
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGHUP, hangup)
         log.info("rlsched serve: stopping (queue %s)", config.db)
         service.stop()
         sock.close()

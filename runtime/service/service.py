@@ -36,6 +36,7 @@ from runtime.service.learning import Learning
 from runtime.service.models import ModelVersion, build_scheduler
 from runtime.service.nodes import NodeAdmin
 from runtime.service.promotion import Promotion
+from runtime.service.reload import Reloader, ReloadRefused
 from runtime.service.retention import Retention
 from runtime.service.store import STATES, TaskStore
 
@@ -150,9 +151,10 @@ class ServiceMetrics:
     def render(self, service: Service) -> tuple[bytes, str]:
         """The text exposition, gauges refreshed from the queue and the devices first."""
         counts = service.store.counts()
-        for t in service.config.tenants:
-            self.queue.labels(t.name).set(counts.get((t.name, "queued"), 0))
-            self.running.labels(t.name).set(counts.get((t.name, "running"), 0))
+        # A tenant removed by a reload still has its accepted tasks queued or running.
+        for name in {t.name for t in service.config.tenants} | {t for t, _ in counts}:
+            self.queue.labels(name).set(counts.get((name, "queued"), 0))
+            self.running.labels(name).set(counts.get((name, "running"), 0))
         self._learning(service.learning.describe())
         self.canary.set(1 if service.promotion.canary is not None else 0)
         if service.ready.is_set():
@@ -220,6 +222,9 @@ class Service:
         self.recovered = 0
         self.dispatcher: Dispatcher | None = None
         self.nodes: NodeAdmin | None = None
+        #: Re-reads the config on ``SIGHUP`` and ``POST /v1/admin/reload`` (set by ``serve``).
+        self.reloader: Reloader | None = None
+        self._reload_wanted = threading.Event()
 
     def _build(
         self, config: ServiceConfig, cluster: ClusterBackend | None, scheduler: TwoStageScheduler | None
@@ -296,6 +301,24 @@ class Service:
             versions.insert(0, ModelVersion("selector", "ldwp", where, weights_sha256(learner.promoted)))
         return learner
 
+    def tenant_for(self, token: str) -> Tenant | None:
+        """The tenant whose bearer token this is, under the config now in effect."""
+        return self.config.tenant_for(token)
+
+    def request_reload(self) -> None:
+        """Ask the feedback thread to reload the config (safe in a signal handler: it only sets
+        a flag, where the reload itself takes locks the interrupted thread may hold)."""
+        self._reload_wanted.set()
+
+    def _reload(self) -> None:
+        if self.reloader is None:
+            log.warning("rlsched serve: SIGHUP ignored: this service was not started from a config file")
+            return
+        try:
+            log.info("%s", self.reloader.reload().text())
+        except ReloadRefused as e:
+            log.error("rlsched serve: reload refused: %s", e)
+
     def _tick(self) -> None:
         """Every 0.25 s until :meth:`stop`: stream feedback, the overload check, and (Ray,
         every 2 s) Ray nodes that joined."""
@@ -316,6 +339,9 @@ class Service:
                     self.store.checkpoint_wal()
                 if n % PRUNE_EVERY == 1:  # the first tick too: a file kept long starts at once
                     self.retention.tick()
+                if self._reload_wanted.is_set():
+                    self._reload_wanted.clear()
+                    self._reload()
             except Exception:  # the loop must outlive one bad tick, or feedback stops for good
                 log.exception("rlsched serve: feedback tick failed")
 

@@ -1,0 +1,166 @@
+"""Changing a running service's configuration without a restart (``SIGHUP``, ``rlsched reload``).
+
+The service re-reads its config file (and applies its command-line flags over it again, as at
+start). The keys in :data:`RELOADABLE` take effect at once: tenants (a new token, a tenant added,
+removed or given other limits), the queue's bound, the retention of finished tasks, the log level,
+rebalancing. Every other key (where it listens, TLS, the queue file, the cluster, the models, the
+scheduler, what learns) stays as it started: a reload that finds one changed applies the rest and
+says which keys wait for a restart, every time, until the service restarts (as PostgreSQL's
+``pending_restart``). A file that does not load changes nothing.
+
+A tenant removed from the file can no longer authenticate; tasks it had queued or running still
+run, under its last limits (the service accepted them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from runtime.service.config import ServiceConfig, Tenant
+
+if TYPE_CHECKING:
+    from runtime.service.service import Service
+
+log = logging.getLogger(__name__)
+
+#: Keys a reload applies to the running service; a change to any other waits for a restart.
+RELOADABLE = ("tenants", "queue_bound", "finished_retention_s", "log_level", "rebalance")
+#: Fields that are not keys of the file.
+_NOT_KEYS = ("source", "extra")
+
+
+class ReloadRefused(Exception):
+    """The config could not be re-read (nothing changed); the message says why."""
+
+
+@dataclass(frozen=True)
+class ReloadOutcome:
+    """What a reload did.
+
+    :param source: the config file re-read.
+    :param applied: the changes now in effect, one line each (``queue_bound: 100000 -> 500``).
+    :param needs_restart: changed keys the running service keeps until it restarts.
+    """
+
+    source: str
+    applied: tuple[str, ...]
+    needs_restart: tuple[str, ...]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "config": self.source,
+            "applied": list(self.applied),
+            "needs_restart": list(self.needs_restart),
+        }
+
+    def text(self) -> str:
+        """One line for the log."""
+        done = "; ".join(self.applied) if self.applied else "no change applied"
+        out = f"rlsched serve: reloaded {self.source}: {done}"
+        if self.needs_restart:
+            out += f"; needs a restart to change: {'; '.join(self.needs_restart)}"
+        return out
+
+
+def changes(running: ServiceConfig, new: ServiceConfig) -> tuple[list[str], list[str]]:
+    """The differences of ``new`` from ``running``: (reloadable ones, ones that need a restart)."""
+    applied: list[str] = []
+    pending: list[str] = []
+    for f in dataclasses.fields(ServiceConfig):
+        if f.name in _NOT_KEYS:
+            continue
+        a, b = getattr(running, f.name), getattr(new, f.name)
+        if a == b:
+            continue
+        if f.name == "tenants":
+            applied.extend(tenant_changes(a, b))
+        elif f.name == "canary":  # one key of the file per field of the rule
+            pending.extend(_field_changes(a, b, "canary_"))
+        else:
+            (applied if f.name in RELOADABLE else pending).append(_moved(f.name, a, b))
+    return applied, pending
+
+
+def tenant_changes(old: tuple[Tenant, ...], new: tuple[Tenant, ...]) -> list[str]:
+    """Tenants added, removed and changed (a token is said to change, never shown)."""
+    was = {t.name: t for t in old}
+    now = {t.name: t for t in new}
+    out = [f"tenant {n} added" for n in now if n not in was]
+    out += [f"tenant {n} removed (its accepted tasks still run)" for n in was if n not in now]
+    for n in now.keys() & was.keys():
+        diffs = [d for d in _field_changes(was[n], now[n]) if "token" not in d]
+        if was[n].digests != now[n].digests:
+            diffs.insert(0, _tokens(was[n].digests, now[n].digests))
+        if diffs:
+            out.append(f"tenant {n}: {', '.join(diffs)}")
+    return sorted(out)
+
+
+def _tokens(was: tuple[str, ...], now: tuple[str, ...]) -> str:
+    """How a tenant's tokens changed (a digest is never shown)."""
+    if len(was) == len(now) == 1:
+        return "new token"
+    return f"tokens: {len(set(now) - set(was))} added, {len(set(was) - set(now))} removed"
+
+
+def _field_changes(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """``KEY: OLD -> NEW`` for each field of dataclass ``a`` that differs in ``b``."""
+    return [
+        _moved(prefix + f.name, getattr(a, f.name), getattr(b, f.name))
+        for f in dataclasses.fields(a)
+        if getattr(a, f.name) != getattr(b, f.name)
+    ]
+
+
+def _moved(key: str, a: Any, b: Any) -> str:
+    return f"{key}: {_shown(a)} -> {_shown(b)}"
+
+
+def _shown(v: Any) -> str:
+    if isinstance(v, float) and v.is_integer():
+        return str(int(v))
+    return str(v)
+
+
+class Reloader:
+    """Re-reads the config and applies what can change to a running service.
+
+    :param service: the running service.
+    :param reread: loads the config as the service was started with it (file, then flags).
+    """
+
+    def __init__(self, service: Service, reread: Any) -> None:
+        self.service = service
+        self.reread = reread
+        self._lock = threading.Lock()  # SIGHUP and the API may ask at once
+
+    def reload(self) -> ReloadOutcome:
+        """Re-read and apply.
+
+        :raises ReloadRefused: the file does not load (nothing changed).
+        """
+        from rlsched.errors import InputError
+
+        with self._lock:
+            try:
+                new: ServiceConfig = self.reread()
+            except InputError as e:
+                raise ReloadRefused(f"nothing changed: {e}") from None
+            running = self.service.config
+            applied, pending = changes(running, new)
+            apply(self.service, dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE}))
+            return ReloadOutcome(new.source, tuple(applied), tuple(pending))
+
+
+def apply(service: Service, config: ServiceConfig) -> None:
+    """Make ``config`` the running one (only :data:`RELOADABLE` keys differ from it)."""
+    if service.dispatcher is not None:
+        service.dispatcher.set_tenants(config.tenants)
+    service.retention.retention_s = config.finished_retention_s
+    if config.log_level != service.config.log_level:
+        logging.getLogger("runtime").setLevel(config.log_level.upper())
+    service.config = config  # authentication, admission and the feedback tick read it each time

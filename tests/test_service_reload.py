@@ -1,0 +1,190 @@
+"""A running service re-reads its config (``SIGHUP``, ``POST /v1/admin/reload``, ``rlsched
+reload``): tenants, tokens and limits change at once, keys that need a restart are named, a file
+that does not load changes nothing, and a removed tenant's accepted tasks still run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from experiments.benchmarks.service_process import ROOT, write_config
+from runtime.service.config import hash_token
+from tests.service_helpers import Server, free_port
+
+TOKENS = {"ops": "tok-ops", "batch": "tok-batch"}
+OPS = "admin = true\n"
+
+
+def _h(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _reload(s: Server, token: str = "tok-ops") -> httpx.Response:
+    return httpx.post(f"{s.url}/v1/admin/reload", headers=_h(token), timeout=30)
+
+
+def _started(tmp_path: Path) -> tuple[Server, Path, int]:
+    """A running service of :data:`TOKENS`' tenants (``ops`` the admin); its config; its port."""
+    port = free_port()
+    config = write_config(tmp_path, port, TOKENS, {"ops": OPS})
+    s = Server(config, port)
+    s.start()
+    return s, config, port
+
+
+def _drain(s: Server, token: str, on: bool = True) -> None:
+    """Drain (or resume) both nodes of the embedded cluster: nothing starts while they drain."""
+    for node in ("volta", "turing"):
+        r = httpx.post(
+            f"{s.url}/v1/admin/nodes/{node}/{'drain' if on else 'resume'}", headers=_h(token), timeout=30
+        )
+        assert r.status_code == 200, r.text
+
+
+def _states(db: Path, ids: list[int]) -> list[str]:
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
+        marks = ",".join("?" * len(ids))
+        return [r[0] for r in c.execute(f"SELECT state FROM tasks WHERE id IN ({marks})", ids)]
+
+
+def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_path: Path) -> None:
+    s, config, port = _started(tmp_path)
+    try:
+        assert _reload(s, "tok-batch").status_code == 403  # admins only
+        none = _reload(s).json()
+        assert none["applied"] == [] and none["needs_restart"] == []
+
+        _drain(s, "tok-ops")  # batch's tasks stay queued across the reload
+        body = [{"app": "matmul", "chunk": k} for k in range(3)]
+        r = httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("tok-batch"), timeout=30)
+        assert r.status_code == 201, r.text
+        ids = [t["id"] for t in r.json()]
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 401
+
+        # batch is removed, "new" joins, ops gets a new token, the queue a bound; port would
+        # need a restart.
+        write_config(tmp_path, port, {"ops": "tok-ops2", "new": "tok-new"}, {"ops": OPS}, "queue_bound = 4")
+        text = config.read_text().replace(f"port = {port}", f"port = {port + 1}")
+        config.write_text(text)
+        out = _reload(s, "tok-ops")
+        assert out.status_code == 200, out.text
+        got = out.json()
+        assert got["applied"] == [
+            "tenant batch removed (its accepted tasks still run)",
+            "tenant new added",
+            "tenant ops: new token",
+            "queue_bound: 100000 -> 4",
+        ]
+        assert got["needs_restart"] == [f"port: {port} -> {port + 1}"]
+        assert hash_token("tok-ops2") in config.read_text()
+
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 200
+        for gone in ("tok-batch", "tok-ops"):
+            assert httpx.get(f"{s.url}/v1/cluster", headers=_h(gone), timeout=30).status_code == 401
+        # The bound counts batch's 3 queued tasks: one more fits, two do not.
+        two = [{"app": "matmul", "chunk": k} for k in range(2)]
+        r = httpx.post(f"{s.url}/v1/tasks", json=two, headers=_h("tok-new"), timeout=30)
+        assert r.status_code == 429 and "at most 4 tasks" in r.json()["detail"], r.text
+
+        _drain(s, "tok-ops2", on=False)
+        deadline = time.monotonic() + 60
+        while _states(tmp_path / "queue.db", ids) != ["done"] * 3:
+            assert time.monotonic() < deadline, _states(tmp_path / "queue.db", ids)
+            time.sleep(0.2)
+
+        # A file that does not load changes nothing; the answer names the field.
+        config.write_text(text.replace("queue_bound = 4", "queue_bound = -1"))
+        bad = _reload(s, "tok-ops2")
+        assert bad.status_code == 409 and "queue_bound" in bad.json()["detail"], bad.text
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 200
+        # Still the same port after all: the restart-only key was not applied.
+        assert httpx.get(f"{s.url}/healthz", timeout=30).status_code == 200
+    finally:
+        s.stop()
+
+
+def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
+    s, config, port = _started(tmp_path)
+    try:
+        write_config(tmp_path, port, {**TOKENS, "late": "tok-late"}, {"ops": OPS})
+        os.kill(s.pid, signal.SIGHUP)  # by default it would end the process
+        deadline = time.monotonic() + 20
+        while httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-late"), timeout=30).status_code != 200:
+            assert time.monotonic() < deadline and s.proc is not None and s.proc.poll() is None, (
+                s.log.read_text()
+            )
+            time.sleep(0.1)
+        assert "tenant late added" in s.log.read_text()
+
+        write_config(tmp_path, port, TOKENS, {"ops": OPS, "batch": "weight = 3\n"}, "log_level = 'warning'")
+        env = {**os.environ, "RLSCHED_TOKEN": "tok-ops", "RLSCHED_URL": s.url}
+        cli = [sys.executable, "-m", "experiments.cli", "reload"]
+        out = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        lines = out.stdout.splitlines()
+        assert lines[0] == f"reloaded {config}"
+        assert lines[1:] == [
+            "  applied          tenant batch: weight: 1 -> 3",
+            "  applied          tenant late removed (its accepted tasks still run)",
+            "  applied          log_level: info -> warning",
+        ]
+        refused = subprocess.run(
+            cli,
+            cwd=ROOT,
+            env={**env, "RLSCHED_TOKEN": "tok-batch"},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert refused.returncode == 4 and "admin role" in refused.stderr
+    finally:
+        s.stop()
+
+
+def test_tasks_of_a_tenant_removed_while_the_service_was_down_still_run(tmp_path: Path) -> None:
+    s, _, port = _started(tmp_path)
+    try:
+        _drain(s, "tok-ops")  # the tasks are still queued at the stop
+        body = [{"app": "matmul", "chunk": k} for k in range(2)]
+        ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=_h("tok-batch")).json()]
+    finally:
+        s.stop()
+    write_config(tmp_path, port, {"ops": "tok-ops"}, {"ops": OPS})
+    s.start()
+    try:
+        deadline = time.monotonic() + 60
+        while _states(tmp_path / "queue.db", ids) != ["done"] * 2:
+            assert time.monotonic() < deadline, _states(tmp_path / "queue.db", ids)
+            time.sleep(0.2)
+        assert "tenant batch is not in the config" in s.log.read_text()
+    finally:
+        s.stop()
+
+
+def test_changes_name_each_key_of_the_file() -> None:
+    from runtime.service.canary import CanaryRule
+    from runtime.service.config import ServiceConfig, Tenant
+    from runtime.service.reload import changes
+
+    a = ServiceConfig(tenants=(Tenant("x", "0" * 64),))
+    b = ServiceConfig(
+        tenants=(Tenant("x", "1" * 64, max_running=3),),
+        canary=CanaryRule(share=0.5),
+        finished_retention_s=60.0,
+        tls_certfile="c.pem",
+    )
+    assert changes(a, b) == (
+        ["tenant x: new token, max_running: 64 -> 3", "finished_retention_s: 604800 -> 60"],
+        ["tls_certfile: None -> c.pem", "canary_share: 0.2 -> 0.5"],
+    )
+    assert changes(b, b) == ([], [])
+    two = ServiceConfig(tenants=(Tenant("x", "1" * 64, more_tokens_sha256=("2" * 64,), max_running=3),))
+    assert changes(b, two)[0][0] == "tenant x: tokens: 1 added, 0 removed"
+    assert changes(two, b)[0][0] == "tenant x: tokens: 0 added, 1 removed"
