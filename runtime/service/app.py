@@ -380,6 +380,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             outcome = service.reloader.reload()
         except ReloadRefused as e:
+            log.error("rlsched serve: reload refused (asked by tenant %s): %s", who.name, e)
             raise HTTPException(409, f"config: {e}") from None
         log.info("%s (asked by tenant %s)", outcome.text(), who.name)
         return outcome.as_dict()
