@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from experiments.benchmarks.service_process import ROOT
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 from tests.service_helpers import (
     TOKENS,
     Server,

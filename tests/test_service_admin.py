@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 from tests.service_helpers import Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 

@@ -23,7 +23,7 @@ from experiments.benchmarks.service_process import (
 from rlsched.policies.case_features import FEATURES
 from runtime.service.config import load_service_config
 from runtime.service.models import build_scheduler
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 from tests.conftest import toy_recogniser
 
 TOKENS = {"ops": "tok-ops"}

@@ -25,7 +25,8 @@ from rlsched.hardware import gpu_model
 from runtime import failpoints
 from runtime.cluster.backend import TaskOutcome
 from runtime.service.dblock import DatabaseInUse
-from runtime.service.store import NewTask, StorageError, TaskStore, exactly_once_violations
+from runtime.service.store import NewTask, StorageError, TaskStore
+from runtime.service.store_audit import exactly_once_violations
 from tests.service_helpers import TOKENS, headers, service_config, wait_done
 from tests.service_helpers import server as server  # the fixture: a running service
 

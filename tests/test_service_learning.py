@@ -28,7 +28,7 @@ from experiments.benchmarks.service_process import (
 )
 from models import PRETRAINED_LDWP
 from runtime.cluster.config import default_live_cluster
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 
 TOKENS = {"ops": "tok-ops"}
 H = {"Authorization": "Bearer tok-ops"}

@@ -17,7 +17,7 @@ import pytest
 
 from rlsched.hardware import gpu_model
 from runtime.kernels import make_task_data, output_digest, run_task_numpy
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 from tests.service_helpers import Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 ray = pytest.importorskip("ray")

@@ -21,7 +21,8 @@ from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode, default_l
 from runtime.cluster.local import LocalCluster
 from runtime.service.config import ServiceConfig, Tenant, hash_token
 from runtime.service.service import Service
-from runtime.service.store import NewTask, exactly_once_violations
+from runtime.service.store import NewTask
+from runtime.service.store_audit import exactly_once_violations
 
 
 def test_a_grown_view_equals_the_view_built_whole() -> None:

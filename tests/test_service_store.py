@@ -115,7 +115,7 @@ def test_prune_removes_old_finished_tasks_with_their_audit_and_nothing_else(tmp_
     """Finished tasks (done, failed, cancelled) past the cut go, oldest first and ``limit`` at a
     time, each with its attempts and reports; queued and running tasks, and finished ones newer
     than the cut, stay; the audit of what stays is whole, and ids are not reused."""
-    from runtime.service.store import exactly_once_violations
+    from runtime.service.store_audit import exactly_once_violations
 
     path = tmp_path / "q.db"
     store = TaskStore(path)

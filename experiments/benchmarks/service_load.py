@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from runtime.service.store import exactly_once_violations
+from runtime.service.store_audit import exactly_once_violations
 
 #: Apps a load cycles through (short and long DAGs).
 APPS = ("matmul", "intrusion_detection", "fft", "video_synopsis")

@@ -11,7 +11,7 @@ outcome reported for an attempt a row in ``reports``, with whether that report c
 (``recorded``) — late and repeated reports included. The guarantee is checked from this audit, not
 from the state column the guard itself maintains: a task is done exactly once when exactly one
 finishing report was recorded for it and that report came from the attempt the task names
-(:func:`exactly_once_violations`).
+(:func:`runtime.service.store_audit.exactly_once_violations`).
 
 One service per file: the store takes an exclusive lock (``DB.lock`` beside it, ``flock``; the
 kernel drops it when the process dies, ``kill -9`` included) before it reads or writes anything,
@@ -552,29 +552,3 @@ def _pruned_json(counts: Counter[tuple[str, str]]) -> str:
 def _pruned_counts(text: str | None) -> Counter[tuple[str, str]]:
     """:func:`_pruned_json` read back (nothing pruned yet: empty)."""
     return Counter({(t, st): int(n) for t, st, n in json.loads(text)}) if text else Counter()
-
-
-def exactly_once_violations(db: sqlite3.Connection) -> list[str]:
-    """What the attempt audit shows against "every task finished at most once, by the attempt
-    that held it" (empty: nothing). For tests and the chaos campaign, on any connection.
-
-    Per task: at most one recorded ``done``/``failed`` report; a finished task has exactly one,
-    from the attempt the task names; an unfinished task has none.
-    """
-    bad = []
-    rows = db.execute(
-        "SELECT t.id, t.state, t.attempt, "
-        "SUM(r.recorded AND r.outcome IN ('done', 'failed')), "
-        "MAX(CASE WHEN r.recorded AND r.outcome IN ('done', 'failed') THEN r.attempt END) "
-        "FROM tasks t LEFT JOIN reports r ON r.task_id = t.id GROUP BY t.id"
-    ).fetchall()
-    for task, state, attempt, finishes, by in rows:
-        finishes = finishes or 0
-        if state in ("done", "failed"):
-            if finishes != 1:
-                bad.append(f"task {task}: {state}, finished by {finishes} reports")
-            elif by != attempt:
-                bad.append(f"task {task}: {state} by attempt {by}, but attempt {attempt} holds it")
-        elif finishes:
-            bad.append(f"task {task}: {state}, yet {finishes} finishing reports were recorded")
-    return bad
