@@ -146,3 +146,52 @@ def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
         assert httpx.get(f"{s.url}/healthz").status_code == 200
     finally:
         s.stop()
+
+
+def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> None:
+    """``rlsched drain | resume`` (admin) and ``rlsched tasks`` against a real service."""
+    import os
+    import subprocess
+    import sys
+
+    from experiments.benchmarks.service_process import ROOT
+    from tests.service_helpers import TOKENS
+
+    port = free_port()
+    s = Server(service_config(tmp_path, port, {"video": "admin = true\n"}), port)
+    s.start()
+
+    def cli(tenant: str, *a: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "RLSCHED_TOKEN": TOKENS[tenant], "RLSCHED_URL": s.url}
+        cmd = [sys.executable, "-m", "experiments.cli", *a]
+        return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+
+    try:
+        r = cli("video", "drain", "volta")
+        assert r.returncode == 0 and r.stdout.startswith("node volta: draining"), r.stderr
+        assert [n["draining"] for n in cluster_nodes(s) if n["name"] == "volta"] == [True]
+        rows = wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(3)]))
+        assert {t["node"] for t in rows} == {"turing"}
+        r = cli("video", "resume", "volta")
+        assert r.returncode == 0 and r.stdout == "node volta: takes new tasks again\n", r.stderr
+        assert [n["draining"] for n in cluster_nodes(s) if n["name"] == "volta"] == [False]
+        refused = cli("batch", "drain", "turing")
+        assert refused.returncode == 4 and "admin role" in refused.stderr
+        assert cli("video", "drain", "nowhere").returncode == 4
+
+        first = cli("batch", "tasks", "--state", "done", "--limit", "2")
+        lines = first.stdout.splitlines()
+        assert first.returncode == 0 and len(lines) == 5, first.stdout  # header, 2 tasks, summary, more
+        assert lines[-1] == f"more: rlsched tasks --after {rows[1]['id']} --state done"
+        rest = cli("batch", "tasks", "--state", "done", "--after", str(rows[1]["id"]))
+        assert [ln.split()[0] for ln in rest.stdout.splitlines()[1:]] == [str(rows[2]["id"])], rest.stdout
+        assert cli("video", "tasks").stdout == "no tasks\n"
+    finally:
+        s.stop()
+
+
+def test_the_client_knows_every_task_state() -> None:
+    from experiments.commands.client import STATES as CLIENT_STATES
+    from runtime.service.store import STATES
+
+    assert CLIENT_STATES == STATES

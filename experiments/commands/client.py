@@ -1,5 +1,5 @@
-"""The service's client commands: ``rlsched submit | status | cancel | top | reload`` and
-``rlsched token``."""
+"""The service's client commands: ``rlsched submit | status | tasks | cancel | top``, an admin's
+``rlsched drain | resume | reload``, and ``rlsched token``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,13 @@ from rlsched.errors import Unavailable
 
 if TYPE_CHECKING:
     from runtime.service.client import Client
+
+
+#: Tasks one ``rlsched tasks`` call lists at most (the API's page).
+MAX_PAGE = 1000
+#: States a task can be in (the store's ``STATES``; the client does not import the server's
+#: modules, and a test keeps the two equal).
+STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
 @dataclass(kw_only=True)
@@ -79,6 +86,34 @@ class TopArgs(ClientArgs):
 
     once: bool = False
     interval: float = flag(1.0, parse=values.positive_float)
+
+
+@dataclass(kw_only=True)
+class TasksArgs(ClientArgs):
+    """Options of ``rlsched tasks``.
+
+    :param state: only tasks in this state
+    :param after: tasks with ids above this one (the line after a page names the next)
+    :param limit: tasks to list, oldest first
+    :param json: print the service's page as JSON (tasks and next_after)
+    """
+
+    state: str | None = flag(None, choices=STATES)
+    after: int = flag(0, parse=values.SEED)
+    limit: int = flag(50, parse=values.int_at_least(1, MAX_PAGE))
+    json: bool = False
+
+
+@dataclass(kw_only=True)
+class NodeArgs(ClientArgs):
+    """Options of ``rlsched drain`` and ``rlsched resume``.
+
+    :param node: the node's name (as rlsched top shows it)
+    :param json: print the service's answer as JSON
+    """
+
+    node: str = flag(positional=True)
+    json: bool = False
 
 
 @dataclass(kw_only=True)
@@ -169,6 +204,43 @@ def cancel(args: TaskArgs, argv: Sequence[str]) -> int:
 def top(args: TopArgs, argv: Sequence[str]) -> int:
     """Frames of the service's state until interrupted (one with ``--once``)."""
     return _with_client(args.url, args.token_env, lambda c: _top(c, args.once, args.interval))
+
+
+def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
+    """List the caller's tasks, oldest first, a page at a time."""
+
+    def act(c: Client) -> None:
+        page = c.page(args.state, args.after, args.limit)
+        if args.json:
+            print(json.dumps(page))
+            return
+        print(task_table(page["tasks"]) if page["tasks"] else "no tasks")
+        if page["next_after"] is not None:
+            print(
+                f"more: rlsched tasks --after {page['next_after']}"
+                + (f" --state {args.state}" if args.state else "")
+            )
+
+    return _with_client(args.url, args.token_env, act)
+
+
+def drain(args: NodeArgs, argv: Sequence[str]) -> int:
+    """Stop giving a node new tasks (an admin tenant's token); what runs there finishes."""
+    return _node(args, on=True)
+
+
+def resume(args: NodeArgs, argv: Sequence[str]) -> int:
+    """Give a drained node new tasks again (an admin tenant's token)."""
+    return _node(args, on=False)
+
+
+def _node(args: NodeArgs, on: bool) -> int:
+    def act(c: Client) -> None:
+        out = c.drain(args.node, on)
+        what = "draining: it takes no new tasks, what runs there finishes" if on else "takes new tasks again"
+        print(json.dumps(out) if args.json else f"node {out['name']}: {what}")
+
+    return _with_client(args.url, args.token_env, act)
 
 
 def reload(args: ReloadArgs, argv: Sequence[str]) -> int:
@@ -301,6 +373,17 @@ COMMANDS = (
     Command("status", "a task's state on a running service", TaskArgs, status, _CLIENT_EXITS),
     Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, _CLIENT_EXITS),
     Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, _CLIENT_EXITS),
+    Command(
+        "tasks", "list your tasks on a running service, a page at a time", TasksArgs, tasks, _CLIENT_EXITS
+    ),
+    Command(
+        "drain",
+        "stop giving a node of a running service new tasks (admin); what runs there finishes",
+        NodeArgs,
+        drain,
+        _CLIENT_EXITS,
+    ),
+    Command("resume", "give a drained node new tasks again (admin)", NodeArgs, resume, _CLIENT_EXITS),
     Command(
         "reload",
         "have a running service re-read its config file (tenants, tokens, limits) without a restart",

@@ -8,16 +8,17 @@ import math
 from collections.abc import Callable
 
 
-def int_at_least(low: int) -> Callable[[str], int]:
-    """A parser of integers >= ``low``."""
+def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
+    """A parser of integers >= ``low`` (and <= ``high``, if given)."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low}, got {value}")
+        if value < low or (high is not None and value > high):
+            span = f">= {low}" if high is None else f"from {low} to {high}"
+            raise argparse.ArgumentTypeError(f"expected an integer {span}, got {value}")
         return value
 
     return parse

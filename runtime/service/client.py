@@ -131,14 +131,25 @@ class Client:
         """Every task of the tenant (optionally in one state), oldest first, page by page."""
         after = 0
         while True:
-            params: dict[str, Any] = {"after": after, "limit": page}
-            if state is not None:
-                params["state"] = state
-            body = self._call("GET", "/v1/tasks", params=params)
+            body = self.page(state, after, page)
             yield from body["tasks"]
             if body["next_after"] is None:
                 return
             after = body["next_after"]
+
+    def page(self, state: str | None = None, after: int = 0, limit: int = 100) -> dict[str, Any]:
+        """One page of the tenant's tasks with ids above ``after``, oldest first: ``tasks`` and
+        ``next_after`` (``None``: no more)."""
+        params: dict[str, Any] = {"after": after, "limit": limit}
+        if state is not None:
+            params["state"] = state
+        out: dict[str, Any] = self._call("GET", "/v1/tasks", params=params)
+        return out
+
+    def drain(self, node: str, on: bool = True) -> dict[str, Any]:
+        """Stop (``on``) or restart giving ``node`` new tasks (admin); what runs there finishes."""
+        out: dict[str, Any] = self._call("POST", f"/v1/admin/nodes/{node}/{'drain' if on else 'resume'}")
+        return out
 
     def cancel(self, task_id: int) -> dict[str, Any]:
         """Cancel a queued task."""
