@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -105,7 +106,10 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         assert bad.status_code == 409 and "queue_bound" in bad.json()["detail"], bad.text
         assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 200
         # Still the same port after all: the restart-only key was not applied.
-        assert httpx.get(f"{s.url}/healthz", timeout=30).status_code == 200
+        metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
+        assert 'rlsched_config_reloads_total{result="applied"} 2.0' in metrics
+        assert 'rlsched_config_reloads_total{result="refused"} 1.0' in metrics
+        assert "rlsched_config_pending_restart 1.0" in metrics
     finally:
         s.stop()
 
@@ -188,3 +192,39 @@ def test_changes_name_each_key_of_the_file() -> None:
     two = ServiceConfig(tenants=(Tenant("x", "1" * 64, more_tokens_sha256=("2" * 64,), max_running=3),))
     assert changes(b, two)[0][0] == "tenant x: tokens: 1 added, 0 removed"
     assert changes(two, b)[0][0] == "tenant x: tokens: 0 added, 1 removed"
+
+
+def test_json_log_lines_and_a_reload_back_to_text(tmp_path: Path) -> None:
+    """``log_format = "json"``: every line the service writes is one JSON object (the banner, the
+    access log with its fields, uvicorn's); a reload switches the format."""
+    import json
+
+    port = free_port()
+    config = write_config(tmp_path, port, TOKENS, {"ops": OPS}, 'log_format = "json"')
+    s = Server(config, port)
+    s.start()
+    try:
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-batch"), timeout=30).status_code == 200
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("nope"), timeout=30).status_code == 401
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as c:  # uvicorn warns
+            c.sendall(b"NOT HTTP\r\n\r\n")
+            c.recv(1024)
+        write_config(tmp_path, port, TOKENS, {"ops": OPS}, 'log_format = "text"')
+        assert _reload(s).json()["applied"] == ["log_format: json -> text"]
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-batch"), timeout=30).status_code == 200
+    finally:
+        s.stop()
+    lines = s.log.read_text().splitlines()
+    cut = next(i for i, ln in enumerate(lines) if "reloaded" in ln)  # written in the new format
+    records = [json.loads(ln) for ln in lines[:cut]]  # each line one object, or this raises
+    assert any(r["message"].startswith("rlsched serve: mct+mlsm on http://127.0.0.1:") for r in records)
+    assert all({"time", "level", "logger", "message"} <= r.keys() for r in records)
+    access = [r for r in records if r.get("path") == "/v1/cluster"]
+    assert [(r["method"], r["status"], r["tenant"]) for r in access] == [
+        ("GET", 200, "batch"),
+        ("GET", 401, "-"),
+    ]
+    assert access[0]["message"] == f"GET /v1/cluster 200 tenant=batch {access[0]['ms']:.1f} ms"
+    after = lines[cut:]
+    assert any(" INFO GET /v1/cluster 200 tenant=batch " in ln for ln in after), after
+    assert not any(ln.startswith("{") for ln in after), after

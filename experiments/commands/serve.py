@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ class ServeArgs:
         config's, else shipped)
     :param log_level: service log level (default: the config's, else info: a line per request,
         recovery, shutdown)
+    :param log_format: service log format: text, or json (one object per line, for a log
+        collector) (default: the config's, else text)
     :param interference_model: interference model: a folder of 'interference fit' or a co-location
         CSV of 'profile' (default: the config's, else surveyed on the cluster at start)
     :param tls_certfile: PEM certificate to serve HTTPS with (default: the config's; none: plain
@@ -59,6 +60,7 @@ class ServeArgs:
     placer_model: str | None = flag(None, path=True)
     recogniser_model: str | None = flag(None, path=True)
     log_level: str | None = flag(None, choices=("debug", "info", "warning", "error"))
+    log_format: str | None = flag(None, choices=("text", "json"))
     interference_model: str | None = flag(None, path=True)
     tls_certfile: str | None = flag(None, path=True)
     tls_keyfile: str | None = flag(None, path=True)
@@ -89,16 +91,17 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
 
     scheme = "https" if cfg.tls_certfile else "http"
 
-    def announce() -> None:  # only once it listens: a service that could not start says only why
-        print(
-            f"rlsched serve: {cfg.scheduler} on {scheme}://{cfg.host}:{cfg.port} "
-            f"({cfg.backend} cluster, queue {cfg.db})",
-            file=sys.stderr,
-        )
-
+    from runtime.service.log_format import configure, line
     from runtime.service.server import serve
 
-    _service_log(cfg.log_level)
+    def announce() -> None:  # only once it listens: a service that could not start says only why
+        banner = (
+            f"rlsched serve: {cfg.scheduler} on {scheme}://{cfg.host}:{cfg.port} "
+            f"({cfg.backend} cluster, queue {cfg.db})"
+        )
+        print(banner if cfg.log_format == "text" else line("json", banner), file=sys.stderr)
+
+    configure(cfg.log_level, cfg.log_format)
     # A queue another service holds: exit 2; a port in use: exit 4.
     serve(cfg, announce, reread=lambda: _config(args))
     return 0
@@ -116,17 +119,6 @@ def _config(args: ServeArgs) -> ServiceConfig:
         if f.name in keys and f.name != "config" and getattr(args, f.name) is not None
     }
     return dataclasses.replace(cfg, **over)
-
-
-def _service_log(level: str) -> None:
-    """The service's own loggers (``runtime.*``) to stderr with a timestamp, at ``level``; other
-    libraries' loggers keep their defaults."""
-    logger = logging.getLogger("runtime")
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
-    logger.handlers = [handler]
-    logger.setLevel(level.upper())
-    logger.propagate = False
 
 
 COMMAND = Command(

@@ -51,14 +51,19 @@ class AccessLog:
         try:
             await self.app(scope, receive, sending)
         finally:
-            tenant = scope.get(TENANT_KEY)
             level = logging.DEBUG if scope["path"] in self.quiet else logging.INFO
-            log.log(
-                level,
-                "%s %s %d tenant=%s %.1f ms",
-                scope["method"],
-                scope["path"],
-                status,
-                getattr(tenant, "name", "-"),
-                (time.perf_counter() - t0) * 1000.0,
-            )
+            if log.isEnabledFor(level):
+                fields = {
+                    "method": scope["method"],
+                    "path": scope["path"],
+                    "status": status,
+                    "tenant": getattr(scope.get(TENANT_KEY), "name", "-"),
+                    "ms": round((time.perf_counter() - t0) * 1000.0, 1),
+                }
+                # The fields ride along for the JSON format (runtime.service.log_format).
+                log.log(
+                    level,
+                    "%(method)s %(path)s %(status)d tenant=%(tenant)s %(ms).1f ms",
+                    fields,
+                    extra=fields,
+                )

@@ -22,6 +22,7 @@ calibration_budget_s = 120            # one survey of the cluster's GPU models m
 calibration_apps = ["intrusion_detection", "video_synopsis"]  # whose kinds are surveyed
 active_profiling = false              # choose the surveyed pairs by value (same budget)
 prediction_fallback = 0               # > 0: place by speedup's rule on GPU models predicted this far off
+log_format = "text"                   # "json": one object per line, for a log collector
 online_batch = 256                    # observed co-run samples per online update of the model
 selector_learning = false             # fine-tune the LDWP selector from live decisions (background)
 selector_candidate_updates = 2000     # its gradient steps between two candidates for the canary
@@ -87,6 +88,7 @@ _TOP = (
     "active_profiling",
     "prediction_fallback",
     "log_level",
+    "log_format",
     "online_batch",
     "selector_learning",
     "selector_candidate_updates",
@@ -100,6 +102,8 @@ _TOP = (
 #: Apps whose kinds the service surveys by default (``rlsched profile``'s default too).
 CALIBRATION_APPS = ("intrusion_detection", "video_synopsis")
 BACKENDS = ("local", "ray")
+#: Formats of the service log (``log_format``, ``--log-format``; :mod:`runtime.service.log_format`).
+LOG_FORMATS = ("text", "json")
 #: Levels of the service log (``log_level``, ``--log-level``).
 LOG_LEVELS = ("debug", "info", "warning", "error")
 #: Keys that only the Ray backend reads.
@@ -180,6 +184,8 @@ class ServiceConfig:
     :param calibration_apps: apps whose GPU kinds the survey measures.
     :param log_level: the service log's level (``debug``, ``info``, ``warning``, ``error``): at
         ``info``, one line per request, the queue's recovery at start and the shutdown.
+    :param log_format: ``text`` (a timestamped line) or ``json`` (one object per line,
+        :mod:`runtime.service.log_format`).
     :param active_profiling: the survey picks its co-runs by the value of their answer
         (:mod:`rlsched.interference.active`) instead of at random, within the same budget.
     :param prediction_fallback: where the placer's predicted speeds on a GPU model were off by
@@ -220,6 +226,7 @@ class ServiceConfig:
     active_profiling: bool = False
     prediction_fallback: float = 0.0
     log_level: str = "info"
+    log_format: str = "text"
     online_batch: int = 256
     selector_learning: bool = False
     selector_candidate_updates: int = 2000
@@ -289,6 +296,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
         finished_retention_s=_retention(r, doc),
         calibration_apps=_apps(r, doc),
         log_level=r.choice(doc, "", "log_level", LOG_LEVELS, _d("log_level")),
+        log_format=r.choice(doc, "", "log_format", LOG_FORMATS, _d("log_format")),
         active_profiling=r.boolean(doc, "", "active_profiling", _d("active_profiling")),
         prediction_fallback=r.number(doc, "", "prediction_fallback", _d("prediction_fallback"), ge=0, le=10),
         online_batch=r.integer(doc, "", "online_batch", _d("online_batch"), ge=1, le=1_000_000),

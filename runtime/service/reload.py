@@ -2,8 +2,8 @@
 
 The service re-reads its config file (and applies its command-line flags over it again, as at
 start). The keys in :data:`RELOADABLE` take effect at once: tenants (a new token, a tenant added,
-removed or given other limits), the queue's bound, the retention of finished tasks, the log level,
-rebalancing. Every other key (where it listens, TLS, the queue file, the cluster, the models, the
+removed or given other limits), the queue's bound, the retention of finished tasks, the log's level
+and format, rebalancing. Every other key (where it listens, TLS, the queue file, the cluster, the models, the
 scheduler, what learns) stays as it started: a reload that finds one changed applies the rest and
 says which keys wait for a restart, every time, until the service restarts (as PostgreSQL's
 ``pending_restart``). A file that does not load changes nothing.
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from runtime.service.config import ServiceConfig, Tenant
+from runtime.service.log_format import set_format
 
 if TYPE_CHECKING:
     from runtime.service.service import Service
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Keys a reload applies to the running service; a change to any other waits for a restart.
-RELOADABLE = ("tenants", "queue_bound", "finished_retention_s", "log_level", "rebalance")
+RELOADABLE = ("tenants", "queue_bound", "finished_retention_s", "log_level", "log_format", "rebalance")
 #: Fields that are not keys of the file.
 _NOT_KEYS = ("source", "extra")
 
@@ -145,14 +146,18 @@ class Reloader:
         """
         from rlsched.errors import InputError
 
+        metrics = self.service.metrics
         with self._lock:
             try:
                 new: ServiceConfig = self.reread()
             except InputError as e:
+                metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             running = self.service.config
             applied, pending = changes(running, new)
             apply(self.service, dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE}))
+            metrics.reloads.labels("applied").inc()
+            metrics.pending_restart.set(len(pending))
             return ReloadOutcome(new.source, tuple(applied), tuple(pending))
 
 
@@ -163,4 +168,6 @@ def apply(service: Service, config: ServiceConfig) -> None:
     service.retention.retention_s = config.finished_retention_s
     if config.log_level != service.config.log_level:
         logging.getLogger("runtime").setLevel(config.log_level.upper())
+    if config.log_format != service.config.log_format:
+        set_format(config.log_format)
     service.config = config  # authentication, admission and the feedback tick read it each time

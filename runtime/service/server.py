@@ -132,8 +132,14 @@ def serve(
     hangup = signal.signal(signal.SIGHUP, lambda signum, frame: service.request_reload())
     try:
         app = create_app(service)
+        # log_config=None: uvicorn's warnings and errors go through the service's own handler
+        # and format (runtime.service.log_format), not a second format of its own.
         cfg = uvicorn.Config(
-            app, log_level="warning", ssl_certfile=config.tls_certfile, ssl_keyfile=config.tls_keyfile
+            app,
+            log_level="warning",
+            log_config=None,
+            ssl_certfile=config.tls_certfile,
+            ssl_keyfile=config.tls_keyfile,
         )
         server = uvicorn.Server(cfg)
         server.run(sockets=[sock])

@@ -134,6 +134,17 @@ class ServiceMetrics:
         self.promotions = Counter("rlsched_canary_promotions", "candidates promoted", registry=r)
         self.rollbacks = Counter("rlsched_canary_rollbacks", "candidates rolled back", registry=r)
         self.canary = Gauge("rlsched_canary_active", "1 while a candidate runs as a canary", registry=r)
+        self.reloads = Counter(
+            "rlsched_config_reloads",
+            "re-reads of the config file, by result (applied, refused)",
+            ["result"],
+            registry=r,
+        )
+        self.pending_restart = Gauge(
+            "rlsched_config_pending_restart",
+            "keys changed in the config file that the running service keeps until it restarts",
+            registry=r,
+        )
 
     def event(self, kind: str, tenant: str, seconds: float) -> None:
         if kind == "decision":
