@@ -107,8 +107,26 @@ def run_surviving(
         left = [i for i in left if i not in suspects]
 
 
+class _EagerPool(ProcessPoolExecutor):
+    """A pool that starts all its workers at its first submission, before its manager thread runs.
+
+    CPython 3.11 starts a spawn-context pool's workers one per submission, while the manager
+    thread may already be tearing the pool down because a worker died: a worker started then is
+    never terminated and the teardown waits on it for ever, or its start fails on a pipe the
+    teardown closed ("bad value(s) in fds_to_keep"). Both were seen here when a worker was killed
+    as the pool filled (tests/test_worker_pool.py, about 1 run in 10 under pytest). Started
+    before the manager thread exists, every worker is one the teardown knows.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Read by submit() (no spawn per submission) and by the first submission, which then
+        # starts them all before the manager thread (concurrent/futures/process.py, 3.11-3.13).
+        self._safe_to_dynamically_spawn_children = False
+
+
 def _pool(ctx: Any, workers: int, started: Any) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_reporting, initargs=(started,))
+    return _EagerPool(workers, mp_context=ctx, initializer=_init_reporting, initargs=(started,))
 
 
 def _run_pooled(
