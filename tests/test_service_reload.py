@@ -94,6 +94,13 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         r = httpx.post(f"{s.url}/v1/tasks", json=two, headers=_h("tok-new"), timeout=30)
         assert r.status_code == 429 and "at most 4 tasks" in r.json()["detail"], r.text
 
+        listed = httpx.get(f"{s.url}/v1/admin/tenants", headers=_h("tok-ops2"), timeout=30).json()["tenants"]
+        by = {t["name"]: t for t in listed}
+        assert [t["name"] for t in listed] == ["ops", "new", "batch"]
+        assert (
+            by["batch"]["configured"] is False and by["batch"]["queued"] == 3 and by["batch"]["tokens"] == 0
+        )
+        assert by["new"]["configured"] is True and by["new"]["tokens"] == 1 and by["ops"]["admin"] is True
         _drain(s, "tok-ops2", on=False)
         deadline = time.monotonic() + 60
         while _states(tmp_path / "queue.db", ids) != ["done"] * 3:
@@ -139,6 +146,12 @@ def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
             "  applied          tenant late removed (its accepted tasks still run)",
             "  applied          log_level: info -> warning",
         ]
+        listed = subprocess.run([*cli[:-1], "tenants"], cwd=ROOT, env=env, capture_output=True, text=True)
+        rows = [ln.split() for ln in listed.stdout.splitlines()]
+        assert rows[0][:3] == ["tenant", "weight", "max"] and [r[0] for r in rows[1:]] == ["ops", "batch"], (
+            rows
+        )
+        assert rows[2][1] == "3" and "*" not in listed.stdout, listed.stdout
         refused = subprocess.run(
             cli,
             cwd=ROOT,
@@ -228,3 +241,22 @@ def test_json_log_lines_and_a_reload_back_to_text(tmp_path: Path) -> None:
     after = lines[cut:]
     assert any(" INFO GET /v1/cluster 200 tenant=batch " in ln for ln in after), after
     assert not any(ln.startswith("{") for ln in after), after
+
+
+def test_the_tenant_table_marks_a_tenant_no_longer_configured() -> None:
+    from experiments.commands.admin import tenant_table
+    from experiments.commands.client import STATES
+
+    row = {"weight": 1.0, "max_queued": 10, "max_running": 2, "gpu_share": 1.0, "admin": False, "tokens": 1}
+    counts = dict.fromkeys(STATES, 0)
+    text = tenant_table(
+        [
+            {**row, **counts, "name": "a", "configured": True, "queued": 4},
+            {**row, **counts, "name": "gone", "configured": False, "tokens": 0, "running": 2},
+        ]
+    ).splitlines()
+    assert text[1].split()[:2] == ["a", "1"] and text[1].split()[-5:] == ["4", "0", "0", "0", "0"]
+    assert (
+        text[2].split()[0] == "gone*"
+        and text[-1] == "* no longer in the config: its accepted tasks still run"
+    )

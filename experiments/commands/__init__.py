@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from experiments.commands import (
+    admin,
     client,
     demo,
     evaluate,
@@ -43,6 +44,7 @@ COMMANDS: tuple[Command, ...] = (
     scenarios.COMMAND,
     serve.COMMAND,
     *client.COMMANDS,
+    *admin.COMMANDS,
     evaluate.COMMAND,
     interference.COMMAND,
     profile.COMMAND,

@@ -1,5 +1,5 @@
-"""The service's client commands: ``rlsched submit | status | tasks | cancel | top``, an admin's
-``rlsched drain | resume | reload``, and ``rlsched token``."""
+"""The service's client commands: ``rlsched submit | status | tasks | cancel | top`` and
+``rlsched token`` (an admin tenant's are in :mod:`experiments.commands.admin`)."""
 
 from __future__ import annotations
 
@@ -105,28 +105,6 @@ class TasksArgs(ClientArgs):
 
 
 @dataclass(kw_only=True)
-class NodeArgs(ClientArgs):
-    """Options of ``rlsched drain`` and ``rlsched resume``.
-
-    :param node: the node's name (as rlsched top shows it)
-    :param json: print the service's answer as JSON
-    """
-
-    node: str = flag(positional=True)
-    json: bool = False
-
-
-@dataclass(kw_only=True)
-class ReloadArgs(ClientArgs):
-    """Options of ``rlsched reload``.
-
-    :param json: print the service's answer as JSON
-    """
-
-    json: bool = False
-
-
-@dataclass(kw_only=True)
 class TokenArgs:
     """Options of ``rlsched token`` (none)."""
 
@@ -135,7 +113,7 @@ class TokenArgs:
 DEFAULT_URL = "http://127.0.0.1:8470"
 
 
-def _with_client(given: str | None, token_env: str, act: Callable[[Client], None]) -> int:
+def with_client(given: str | None, token_env: str, act: Callable[[Client], None]) -> int:
     """Run ``act`` against the service (``--url``, else ``$RLSCHED_URL``, else the default); its
     refusal or absence is exit 4."""
     url = given or os.environ.get("RLSCHED_URL") or DEFAULT_URL
@@ -178,7 +156,7 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
             rows = c.wait([r["id"] for r in rows], math.inf if args.timeout is None else args.timeout)
         print(json.dumps(rows) if args.json else task_table(rows))
 
-    return _with_client(args.url, args.token_env, act)
+    return with_client(args.url, args.token_env, act)
 
 
 def status(args: TaskArgs, argv: Sequence[str]) -> int:
@@ -188,7 +166,7 @@ def status(args: TaskArgs, argv: Sequence[str]) -> int:
         row = c.get(args.id)
         print(json.dumps(row) if args.json else task_table([row]))
 
-    return _with_client(args.url, args.token_env, act)
+    return with_client(args.url, args.token_env, act)
 
 
 def cancel(args: TaskArgs, argv: Sequence[str]) -> int:
@@ -198,12 +176,12 @@ def cancel(args: TaskArgs, argv: Sequence[str]) -> int:
         row = c.cancel(args.id)
         print(json.dumps(row) if args.json else task_table([row]))
 
-    return _with_client(args.url, args.token_env, act)
+    return with_client(args.url, args.token_env, act)
 
 
 def top(args: TopArgs, argv: Sequence[str]) -> int:
     """Frames of the service's state until interrupted (one with ``--once``)."""
-    return _with_client(args.url, args.token_env, lambda c: _top(c, args.once, args.interval))
+    return with_client(args.url, args.token_env, lambda c: _top(c, args.once, args.interval))
 
 
 def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
@@ -221,44 +199,7 @@ def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
                 + (f" --state {args.state}" if args.state else "")
             )
 
-    return _with_client(args.url, args.token_env, act)
-
-
-def drain(args: NodeArgs, argv: Sequence[str]) -> int:
-    """Stop giving a node new tasks (an admin tenant's token); what runs there finishes."""
-    return _node(args, on=True)
-
-
-def resume(args: NodeArgs, argv: Sequence[str]) -> int:
-    """Give a drained node new tasks again (an admin tenant's token)."""
-    return _node(args, on=False)
-
-
-def _node(args: NodeArgs, on: bool) -> int:
-    def act(c: Client) -> None:
-        out = c.drain(args.node, on)
-        what = "draining: it takes no new tasks, what runs there finishes" if on else "takes new tasks again"
-        print(json.dumps(out) if args.json else f"node {out['name']}: {what}")
-
-    return _with_client(args.url, args.token_env, act)
-
-
-def reload(args: ReloadArgs, argv: Sequence[str]) -> int:
-    """Have the service re-read its config file (an admin tenant's token); say what changed."""
-
-    def act(c: Client) -> None:
-        out = c.reload()
-        print(json.dumps(out) if args.json else reload_text(out))
-
-    return _with_client(args.url, args.token_env, act)
-
-
-def reload_text(out: dict[str, Any]) -> str:
-    """The service's answer to a reload, a line per change."""
-    lines = [f"reloaded {out['config']}" + ("" if out["applied"] or out["needs_restart"] else ": no change")]
-    lines += [f"  applied          {a}" for a in out["applied"]]
-    lines += [f"  needs a restart  {p}" for p in out["needs_restart"]]
-    return "\n".join(lines)
+    return with_client(args.url, args.token_env, act)
 
 
 def task_table(rows: list[dict[str, Any]]) -> str:
@@ -367,29 +308,14 @@ def token(args: TokenArgs, argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
-_CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered with an error")
+CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered with an error")
 COMMANDS = (
-    Command("submit", "submit tasks to a running service", SubmitArgs, submit, _CLIENT_EXITS),
-    Command("status", "a task's state on a running service", TaskArgs, status, _CLIENT_EXITS),
-    Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, _CLIENT_EXITS),
-    Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, _CLIENT_EXITS),
+    Command("submit", "submit tasks to a running service", SubmitArgs, submit, CLIENT_EXITS),
+    Command("status", "a task's state on a running service", TaskArgs, status, CLIENT_EXITS),
+    Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, CLIENT_EXITS),
+    Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, CLIENT_EXITS),
     Command(
-        "tasks", "list your tasks on a running service, a page at a time", TasksArgs, tasks, _CLIENT_EXITS
-    ),
-    Command(
-        "drain",
-        "stop giving a node of a running service new tasks (admin); what runs there finishes",
-        NodeArgs,
-        drain,
-        _CLIENT_EXITS,
-    ),
-    Command("resume", "give a drained node new tasks again (admin)", NodeArgs, resume, _CLIENT_EXITS),
-    Command(
-        "reload",
-        "have a running service re-read its config file (tenants, tokens, limits) without a restart",
-        ReloadArgs,
-        reload,
-        _CLIENT_EXITS,
+        "tasks", "list your tasks on a running service, a page at a time", TasksArgs, tasks, CLIENT_EXITS
     ),
     Command(
         "token",

@@ -18,6 +18,7 @@
   ``GET /v1/admin/models`` (the incumbent's versions, the canary, the history),
   ``POST /v1/admin/models/candidate`` (a candidate selector runs as a canary),
   ``POST /v1/admin/models/promote`` and ``.../rollback`` (409 when no canary runs);
+  ``GET /v1/admin/tenants`` (each tenant's limits and tasks by state),
   ``POST /v1/admin/reload`` (the config file re-read: what it applied, which changed keys wait
   for a restart; 409 when the file does not load, and nothing changed).
 
@@ -373,6 +374,10 @@ def create_app(service: Service) -> FastAPI:
     def rollback(who: Admin) -> dict[str, Any]:
         return service.promotion.rollback(f"by {who.name}")
 
+    @app.get("/v1/admin/tenants")
+    def list_tenants(who: Admin) -> dict[str, Any]:
+        return {"tenants": service.tenants_state()}
+
     @app.post("/v1/admin/reload")
     def reload(who: Admin) -> dict[str, Any]:
         if service.reloader is None:
@@ -404,7 +409,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.get("/metrics")
     def metrics() -> Response:
-        body, ctype = service.metrics.render(service)
+        body, ctype = service.metrics_text()
         return Response(body, media_type=ctype)
 
     return app

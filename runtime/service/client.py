@@ -161,6 +161,11 @@ class Client:
         out: dict[str, Any] = self._call("GET", "/v1/cluster")
         return out
 
+    def tenants(self) -> list[dict[str, Any]]:
+        """Each tenant's limits and tasks by state (admin)."""
+        out: list[dict[str, Any]] = self._call("GET", "/v1/admin/tenants")["tenants"]
+        return out
+
     def reload(self) -> dict[str, Any]:
         """Have the service re-read its config file (admin): ``applied`` and ``needs_restart``."""
         out: dict[str, Any] = self._call("POST", "/v1/admin/reload")

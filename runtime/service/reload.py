@@ -17,14 +17,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from runtime.service.config import ServiceConfig, Tenant
-from runtime.service.log_format import set_format
-
-if TYPE_CHECKING:
-    from runtime.service.service import Service
+from runtime.service.metrics import ServiceMetrics
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +125,15 @@ def _shown(v: Any) -> str:
     return str(v)
 
 
+class Reloadable(Protocol):
+    """What a reload needs of a running service (:class:`runtime.service.service.Service`)."""
+
+    config: ServiceConfig
+    metrics: ServiceMetrics
+
+    def apply_config(self, config: ServiceConfig) -> None: ...
+
+
 class Reloader:
     """Re-reads the config and applies what can change to a running service.
 
@@ -134,7 +141,7 @@ class Reloader:
     :param reread: loads the config as the service was started with it (file, then flags).
     """
 
-    def __init__(self, service: Service, reread: Any) -> None:
+    def __init__(self, service: Reloadable, reread: Callable[[], ServiceConfig]) -> None:
         self.service = service
         self.reread = reread
         self._lock = threading.Lock()  # SIGHUP and the API may ask at once
@@ -149,25 +156,15 @@ class Reloader:
         metrics = self.service.metrics
         with self._lock:
             try:
-                new: ServiceConfig = self.reread()
+                new = self.reread()
             except InputError as e:
                 metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             running = self.service.config
             applied, pending = changes(running, new)
-            apply(self.service, dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE}))
+            self.service.apply_config(
+                dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE})
+            )
             metrics.reloads.labels("applied").inc()
             metrics.pending_restart.set(len(pending))
             return ReloadOutcome(new.source, tuple(applied), tuple(pending))
-
-
-def apply(service: Service, config: ServiceConfig) -> None:
-    """Make ``config`` the running one (only :data:`RELOADABLE` keys differ from it)."""
-    if service.dispatcher is not None:
-        service.dispatcher.set_tenants(config.tenants)
-    service.retention.retention_s = config.finished_retention_s
-    if config.log_level != service.config.log_level:
-        logging.getLogger("runtime").setLevel(config.log_level.upper())
-    if config.log_format != service.config.log_format:
-        set_format(config.log_format)
-    service.config = config  # authentication, admission and the feedback tick read it each time

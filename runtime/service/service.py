@@ -1,4 +1,5 @@
-"""A running service: the durable queue, the live cluster, the dispatcher and the metrics.
+"""A running service: the durable queue, the live cluster, the dispatcher and the metrics
+(:mod:`runtime.service.metrics`).
 
 Start-up order (``readyz`` answers 200 only after it): open the queue, put back every task that
 was running when the last process died (:meth:`TaskStore.recover`), start the node agents,
@@ -12,15 +13,6 @@ import logging
 import threading
 from typing import Any
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    generate_latest,
-)
-
 from rlsched.errors import InputError
 from rlsched.overload import TICK_S
 from rlsched.policies.registry import AUTO
@@ -33,6 +25,8 @@ from runtime.cluster.local import LocalCluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
+from runtime.service.log_format import set_format
+from runtime.service.metrics import ServiceMetrics
 from runtime.service.models import ModelVersion, build_scheduler
 from runtime.service.nodes import NodeAdmin
 from runtime.service.promotion import Promotion
@@ -49,156 +43,6 @@ CHECKPOINT_WAL_EVERY = 4
 #: Ticks between two removals of finished tasks past the retention (every 2 s: with nothing due
 #: a call is one indexed read, a few microseconds).
 PRUNE_EVERY = 8
-
-
-class ServiceMetrics:
-    """The Prometheus metrics of one service (its own registry)."""
-
-    def __init__(self) -> None:
-        r = self.registry = CollectorRegistry()
-        self.accepted = Counter("rlsched_tasks_accepted", "tasks accepted", ["tenant"], registry=r)
-        self.rejected = Counter("rlsched_tasks_rejected", "tasks refused with 429", ["tenant"], registry=r)
-        self.completed = Counter("rlsched_tasks_completed", "tasks completed", ["tenant"], registry=r)
-        self.failed = Counter("rlsched_tasks_failed", "tasks failed", ["tenant"], registry=r)
-        self.moved = Counter(
-            "rlsched_tasks_moved",
-            "tasks moved off an overloaded node before they started",
-            ["tenant"],
-            registry=r,
-        )
-        self.pruned = Counter(
-            "rlsched_tasks_pruned",
-            "finished tasks removed from the queue file after finished_retention_s",
-            registry=r,
-        )
-        self.requeued = Counter(
-            "rlsched_tasks_requeued",
-            "tasks run again after their node was lost or removed",
-            ["tenant"],
-            registry=r,
-        )
-        self.nodes = Gauge("rlsched_nodes", "nodes by state (alive, draining, gone)", ["state"], registry=r)
-        build = Gauge("rlsched_build_info", "the rlsched version serving (1)", ["version"], registry=r)
-        build.labels(package_version()).set(1)
-        self.decision = Histogram(
-            "rlsched_decision_seconds",
-            "stage-1 decision latency",
-            buckets=(1e-5, 3e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 0.1),
-            registry=r,
-        )
-        self.task = Histogram(
-            "rlsched_task_seconds",
-            "task latency from start to completion",
-            ["tenant"],
-            buckets=(0.01, 0.03, 0.1, 0.3, 1, 3, 10, 30, 100),
-            registry=r,
-        )
-        self.queue = Gauge("rlsched_queue_depth", "queued tasks", ["tenant"], registry=r)
-        self.running = Gauge("rlsched_tasks_running", "tasks running", ["tenant"], registry=r)
-        self.util = Gauge(
-            "rlsched_device_utilisation", "share of time a GPU ran a subtask", ["node", "gpu"], registry=r
-        )
-        self.mem = Gauge("rlsched_device_memory_used_mib", "device memory held", ["node", "gpu"], registry=r)
-        self.hits = Gauge("rlsched_cache_hits", "input cache hits", ["node", "gpu"], registry=r)
-        self.refusals = Gauge(
-            "rlsched_device_memory_refusals",
-            "device memory requests refused (a subtask waited for memory to free)",
-            ["node", "gpu"],
-            registry=r,
-        )
-        self.streams = Gauge("rlsched_streams", "active streams", ["node", "gpu"], registry=r)
-        self.model_info = Gauge(
-            "rlsched_model_info",
-            "models in use (1), by role and version",
-            ["role", "name", "sha256"],
-            registry=r,
-        )
-        self.calibration = Gauge(
-            "rlsched_calibration",
-            "calibration of the placer per GPU model (1 = the state)",
-            ["gpu_model", "state"],
-            registry=r,
-        )
-        self.online_updates = Gauge(
-            "rlsched_online_updates", "online updates of a learned model", ["learner"], registry=r
-        )
-        self.checkpoint = Gauge(
-            "rlsched_learned_checkpoint", "number of the last learned-state checkpoint", registry=r
-        )
-        self.checkpoint_failures = Gauge(
-            "rlsched_learned_checkpoint_failures",
-            "learned-state checkpoints that failed since the start (a full disk): a crash would lose "
-            "what was learnt since the last one",
-            registry=r,
-        )
-        self.promotions = Counter("rlsched_canary_promotions", "candidates promoted", registry=r)
-        self.rollbacks = Counter("rlsched_canary_rollbacks", "candidates rolled back", registry=r)
-        self.canary = Gauge("rlsched_canary_active", "1 while a candidate runs as a canary", registry=r)
-        self.reloads = Counter(
-            "rlsched_config_reloads",
-            "re-reads of the config file, by result (applied, refused)",
-            ["result"],
-            registry=r,
-        )
-        self.pending_restart = Gauge(
-            "rlsched_config_pending_restart",
-            "keys changed in the config file that the running service keeps until it restarts",
-            registry=r,
-        )
-
-    def event(self, kind: str, tenant: str, seconds: float) -> None:
-        if kind == "decision":
-            self.decision.observe(seconds)
-        elif kind == "completed":
-            self.completed.labels(tenant).inc()
-            self.task.labels(tenant).observe(seconds)
-        elif kind == "failed":
-            self.failed.labels(tenant).inc()
-        elif kind == "moved":
-            self.moved.labels(tenant).inc()
-        elif kind == "requeued":
-            self.requeued.labels(tenant).inc()
-
-    def render(self, service: Service) -> tuple[bytes, str]:
-        """The text exposition, gauges refreshed from the queue and the devices first."""
-        counts = service.store.counts()
-        # A tenant removed by a reload still has its accepted tasks queued or running.
-        for name in {t.name for t in service.config.tenants} | {t for t, _ in counts}:
-            self.queue.labels(name).set(counts.get((name, "queued"), 0))
-            self.running.labels(name).set(counts.get((name, "running"), 0))
-        self._learning(service.learning.describe())
-        self.canary.set(1 if service.promotion.canary is not None else 0)
-        if service.ready.is_set():
-            view = service.cluster.view
-            closed = service.dispatcher.closed if service.dispatcher else set()
-            alive = int(view.alive.sum())
-            self.nodes.labels("alive").set(alive - len(closed))
-            self.nodes.labels("draining").set(len(closed))
-            self.nodes.labels("gone").set(view.n_nodes - alive)
-            rows = {node.name: i for i, node in enumerate(service.cluster.spec.nodes) if view.alive[i]}
-            for d in service.cluster.device_reports():
-                n = rows.get(d.node)
-                if n is None:
-                    continue  # a node that left: its last figures are not current
-                labels = (d.node, str(d.gpu))
-                self.util.labels(*labels).set(d.util)
-                self.hits.labels(*labels).set(d.hits)
-                self.refusals.labels(*labels).set(d.memory_refusals)
-                self.streams.labels(*labels).set(d.streams)
-                self.mem.labels(*labels).set(float(view.gpu_mem_used_mb[n, d.gpu]))
-        return generate_latest(self.registry), CONTENT_TYPE_LATEST
-
-    def _learning(self, d: dict[str, Any]) -> None:
-        self.model_info.clear()  # a model that learns changes version: only the current ones show
-        for role, m in d["models"].items():
-            self.model_info.labels(role, m["name"], m["sha256"]).set(1)
-        self.calibration.clear()
-        for model, c in d["calibration"].items():
-            self.calibration.labels(model, c["state"]).set(1)
-        for learner, n in d["online_updates"].items():
-            self.online_updates.labels(learner).set(n)
-        self.checkpoint.set(d["checkpoint"]["version"])
-        self.checkpoint_failures.set(d["checkpoint"]["failures"])
 
 
 class Service:
@@ -311,6 +155,29 @@ class Service:
             versions[:] = [v for v in versions if v.role != "selector"]
             versions.insert(0, ModelVersion("selector", "ldwp", where, weights_sha256(learner.promoted)))
         return learner
+
+    def metrics_text(self) -> tuple[bytes, str]:
+        """``/metrics``: the Prometheus text and its content type, gauges refreshed now."""
+        return self.metrics.render(
+            self.store.counts(),
+            [t.name for t in self.config.tenants],
+            self.learning.describe(),
+            self.promotion.canary is not None,
+            self.cluster if self.ready.is_set() else None,
+            self.dispatcher.closed if self.dispatcher is not None else set(),
+        )
+
+    def apply_config(self, config: ServiceConfig) -> None:
+        """Make ``config`` the running one (a reload: only the keys of
+        :data:`~runtime.service.reload.RELOADABLE` differ from the running config)."""
+        if self.dispatcher is not None:
+            self.dispatcher.set_tenants(config.tenants)
+        self.retention.retention_s = config.finished_retention_s
+        if config.log_level != self.config.log_level:
+            logging.getLogger("runtime").setLevel(config.log_level.upper())
+        if config.log_format != self.config.log_format:
+            set_format(config.log_format)
+        self.config = config  # authentication, admission and the feedback tick read it each time
 
     def tenant_for(self, token: str) -> Tenant | None:
         """The tenant whose bearer token this is, under the config now in effect."""
@@ -426,6 +293,32 @@ class Service:
         if total + n > self.config.queue_bound:
             return f"service: the queue holds at most {self.config.queue_bound} tasks ({total} queued)"
         return None
+
+    def tenants_state(self) -> list[dict[str, Any]]:
+        """Each tenant's limits and tasks by state (``done``, ``failed``, ``cancelled``: since the
+        queue file was created); a tenant the config no longer names is listed while its tasks are
+        queued or running (``configured`` false)."""
+        counts = self.store.counts(pruned=True)
+        configured = {t.name: t for t in self.config.tenants}
+        former = dict(self.dispatcher.former) if self.dispatcher is not None else {}
+        busy = {t for (t, st), n in counts.items() if st in ("queued", "running") and n > 0}
+        shown = list(configured.values()) + [
+            former.get(name) or Tenant(name, "") for name in sorted(busy - configured.keys())
+        ]
+        return [
+            {
+                "name": t.name,
+                "configured": t.name in configured,
+                "tokens": len(t.digests) if t.name in configured else 0,
+                "weight": t.weight,
+                "max_queued": t.max_queued,
+                "max_running": t.max_running,
+                "gpu_share": t.gpu_share,
+                "admin": t.admin,
+                **{state: counts.get((t.name, state), 0) for state in STATES},
+            }
+            for t in shown
+        ]
 
     def cluster_state(self) -> dict[str, Any]:
         """Nodes, their GPUs (model, streams, memory), and the queue depth per node."""
