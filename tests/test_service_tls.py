@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runtime.service.client import Client
+from runtime.service.client import Client, ServiceError
 from runtime.service.server import is_loopback
 from tests.service_helpers import TOKENS, Server, free_port, headers, service_config
 
@@ -89,3 +89,42 @@ def test_loopback_hosts() -> None:
     """The warning about clear text goes to every host but this machine's own."""
     assert all(is_loopback(h) for h in ("127.0.0.1", "127.1.2.3", "::1", "localhost"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "10.0.0.5", "example.org"))
+
+
+def test_a_renewed_certificate_is_served_after_a_reload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate renewed into the same files is served to new connections after ``rlsched
+    reload``, without a restart; a pair that does not load refuses the reload and the old one stays."""
+    import ssl
+
+    cert, key = _self_signed(tmp_path)
+    first = cert.read_text()
+    renewed = tmp_path / "renewed"
+    renewed.mkdir()
+    new_cert, new_key = _self_signed(renewed)
+    (tmp_path / "both.pem").write_text(first + new_cert.read_text())  # the client trusts either
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "both.pem"))
+    port = free_port()
+    top = f'tls_certfile = "{cert.name}"\ntls_keyfile = "{key.name}"'
+    s = Server(service_config(tmp_path, port, {"video": "admin = true\n"}, top=top), port)
+    s.url = f"https://127.0.0.1:{port}"
+    s.start()
+
+    def served() -> str:
+        return ssl.get_server_certificate(("127.0.0.1", port)).strip()
+
+    try:
+        assert served() == first.strip()
+        with Client(s.url, TOKENS["video"]) as c:
+            assert c.reload()["applied"] == []  # unchanged files: nothing to load
+            key.write_text(new_key.read_text())  # half renewed: the new key, the old certificate
+            with pytest.raises(ServiceError) as e:
+                c.reload()
+            assert e.value.status == 409 and "tls_certfile" in e.value.detail
+            assert served() == first.strip()
+            cert.write_text(new_cert.read_text())
+            assert c.reload()["applied"] == [f"tls certificate reloaded from {cert}"]
+        assert served() == new_cert.read_text().strip()
+    finally:
+        s.stop()

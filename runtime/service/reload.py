@@ -3,7 +3,7 @@
 The service re-reads its config file (and applies its command-line flags over it again, as at
 start). The keys in :data:`RELOADABLE` take effect at once: tenants (a new token, a tenant added,
 removed or given other limits), the queue's bound, the retention of finished tasks, the log's level
-and format, rebalancing. Every other key (where it listens, TLS, the queue file, the cluster, the models, the
+and format, rebalancing, and a renewed TLS certificate (:mod:`runtime.service.tls_reload`). Every other key (where it listens, TLS, the queue file, the cluster, the models, the
 scheduler, what learns) stays as it started: a reload that finds one changed applies the rest and
 says which keys wait for a restart, every time, until the service restarts (as PostgreSQL's
 ``pending_restart``). A file that does not load changes nothing.
@@ -141,9 +141,17 @@ class Reloader:
     :param reread: loads the config as the service was started with it (file, then flags).
     """
 
-    def __init__(self, service: Reloadable, reread: Callable[[], ServiceConfig]) -> None:
+    def __init__(
+        self,
+        service: Reloadable,
+        reread: Callable[[], ServiceConfig],
+        certificate: Callable[[], str | None] | None = None,
+    ) -> None:
         self.service = service
         self.reread = reread
+        #: Loads a renewed TLS certificate (:mod:`runtime.service.tls_reload`), if the service
+        #: serves HTTPS.
+        self.certificate = certificate
         self._lock = threading.Lock()  # SIGHUP and the API may ask at once
 
     def reload(self) -> ReloadOutcome:
@@ -157,11 +165,14 @@ class Reloader:
         with self._lock:
             try:
                 new = self.reread()
+                renewed = self.certificate() if self.certificate is not None else None
             except InputError as e:
                 metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             running = self.service.config
             applied, pending = changes(running, new)
+            if renewed is not None:
+                applied.append(renewed)
             self.service.apply_config(
                 dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE})
             )

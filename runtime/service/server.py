@@ -13,12 +13,14 @@ import logging
 import signal
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from rlsched.errors import Unavailable
 from runtime.service.config import ServiceConfig
 from runtime.service.reload import Reloader
 from runtime.service.service import Service, store_owner
 from runtime.service.store import TaskStore
+from runtime.service.tls_reload import CertificateReloader
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +121,6 @@ def serve(
             config.host,
         )
     service = Service(config, store=store)
-    if reread is not None:
-        service.reloader = Reloader(service, reread)
     service.start()
     if announce is not None:
         announce()
@@ -142,6 +142,8 @@ def serve(
             ssl_keyfile=config.tls_keyfile,
         )
         server = uvicorn.Server(cfg)
+        if reread is not None:
+            service.reloader = Reloader(service, reread, _certificate(config, cfg))
         server.run(sockets=[sock])
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -150,6 +152,16 @@ def serve(
         service.stop()
         sock.close()
         log.info("rlsched serve: stopped; learned state checkpointed, queue closed")
+
+
+def _certificate(config: ServiceConfig, server: Any) -> CertificateReloader | None:
+    """What loads a renewed certificate into the server's SSL context (HTTPS only); uvicorn
+    makes the context as it starts serving (``Config.load``)."""
+    if config.tls_certfile is None or config.tls_keyfile is None:
+        return None
+    return CertificateReloader(
+        config.tls_certfile, config.tls_keyfile, lambda: getattr(server, "ssl", None), config.source
+    )
 
 
 def _terminated(signum: int, frame: object) -> None:
