@@ -2,7 +2,7 @@
 sampling what drifts when something leaks.
 
     python -m experiments.benchmarks.soak [--minutes 10] [--load 0.8] [--sample-s 60]
-        [--plot docs/figures/soak.png] [--json OUT] [--retention-s S]
+        [--plot docs/figures/soak.png] [--json OUT] [--retention-s S] [--reload-every S]
 
 First the service's capacity is measured: a backlog of the load's task mix, and the rate at
 which it completes. Then a client offers ``--load`` times that rate, open loop, for ``--minutes``,
@@ -13,7 +13,10 @@ the task latency (submission to completion, p50 and p99 of the interval's comple
 Pass, on the samples after the warm-up (the first one): RSS and file descriptors flat within
 10 % (the mean of the last third of the samples against the mean of the first third; the widest
 swing from the warm-up sample is printed too), p99 accept latency never above twice the median
-p99 of those samples, nothing accepted lost and nothing finished twice.
+p99 of those samples, nothing accepted lost and nothing finished twice. With ``--reload-every S``
+the config is rewritten every S seconds (a second tenant added or removed, the queue's bound
+changed) and the service sent ``SIGHUP``: every reload must be applied, and no submission refused
+for its token (401) while the tenants change.
 """
 
 from __future__ import annotations
@@ -112,12 +115,58 @@ def settled_pruning(s: ServiceProcess, db: Path, ids: set[int]) -> tuple[set[int
 
 def pruned_total(s: ServiceProcess) -> int:
     """``rlsched_tasks_pruned_total`` of the running service."""
+    return int(metric(s, "rlsched_tasks_pruned_total"))
+
+
+def metric(s: ServiceProcess, name: str) -> float:
+    """One sample of the running service's ``/metrics`` (the line that starts with ``name``)."""
     import httpx
 
     for line in httpx.get(f"{s.url}/metrics", timeout=10).text.splitlines():
-        if line.startswith("rlsched_tasks_pruned_total "):
-            return int(float(line.split()[1]))
-    return 0
+        if line.startswith(f"{name} "):
+            return float(line.split()[1])
+    return 0.0
+
+
+class Reloads:
+    """Every ``every_s`` seconds, a changed config and ``SIGHUP`` (a thread beside the load).
+
+    :param s: the service.
+    :param top: the config's top-level lines.
+    """
+
+    def __init__(self, s: ServiceProcess, top: str, every_s: float) -> None:
+        import threading
+
+        self.s, self.top, self.every_s, self.sent = s, top, every_s, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="soak-reloads", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        import signal
+
+        while not self._stop.wait(self.every_s):
+            k = self.sent + 1
+            tokens = {"soak": TOKEN, **({f"extra{k}": f"tok-{k}"} if k % 2 else {})}
+            bound = f"queue_bound = {1_000_000 - k % 2}\n"
+            write_config(
+                self.s.config.parent,
+                self.s.port,
+                tokens,
+                top=self.top.replace("queue_bound = 1000000\n", bound),
+            )
+            os.kill(self.s.pid, signal.SIGHUP)
+            self.sent = k
+
+    def stop(self) -> dict[str, int]:
+        """Stop; how many were sent and how many the service says it applied (or refused)."""
+        self._stop.set()
+        self._thread.join()
+        time.sleep(1.0)  # the feedback tick applies a SIGHUP within 0.25 s
+        applied = metric(self.s, 'rlsched_config_reloads_total{result="applied"}')
+        refused = metric(self.s, 'rlsched_config_reloads_total{result="refused"}')
+        return {"reloads": self.sent, "reloads_applied": int(applied), "reloads_refused": int(refused)}
 
 
 def sample(
@@ -239,13 +288,19 @@ def plot(rows: list[dict[str, float]], out: Path, title: str) -> None:
 
 
 def soak(
-    minutes: float, share: float, sample_s: float, folder: Path, retention_s: float = 0.0
+    minutes: float,
+    share: float,
+    sample_s: float,
+    folder: Path,
+    retention_s: float = 0.0,
+    reload_every_s: float = 0.0,
 ) -> dict[str, Any]:
     """Run the soak in ``folder``; the figures, the samples and the verdict.
 
     :param retention_s: the service's ``finished_retention_s`` (0: every task kept, and audited
         one by one). With a retention, the tasks gone from the file must be exactly as many as
         the service says it pruned, and the audit covers the rest.
+    :param reload_every_s: seconds between two reloads of a changed config (0: none).
     """
     port = free_port()
     top = f"queue_bound = 1000000\nfinished_retention_s = {retention_s:g}\n"
@@ -256,6 +311,7 @@ def soak(
         capacity, backlog = measure_capacity(s, db)
         rate = share * capacity
         load = Load(s.url, TOKEN, batch=BATCH, interval_s=BATCH / rate, prefix="soak").start()
+        reloads = Reloads(s, top, reload_every_s) if reload_every_s > 0 else None
         rows, t0 = [], time.time()
         since, mark = t0, cpu_mark(s.pid)
         while time.time() - t0 < minutes * 60 - 1e-6:
@@ -265,6 +321,7 @@ def soak(
             since, mark = now, cpu_mark(s.pid)
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
         load.stop()
+        reloaded = reloads.stop() if reloads is not None else {}
         wait_finished_or_pruned(db, load.accepted)
         gone, said = settled_pruning(s, db, load.accepted | backlog)
         outcome = {
@@ -273,6 +330,8 @@ def soak(
             "pruned": len(gone & load.accepted),
             # Every task gone from the file is one the service says it pruned: none was lost.
             "unaccounted": abs(len(gone) - said),
+            "unauthorised": load.statuses[401],
+            **reloaded,
         }
         outcome["completed"] += outcome["pruned"]  # pruned tasks had finished (done or failed)
     finally:
@@ -294,6 +353,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot", default="docs/figures/soak.png")
     p.add_argument("--json", help="write the figures here too")
     p.add_argument(
+        "--reload-every",
+        type=float,
+        default=0.0,
+        help="seconds between two reloads of a changed config by SIGHUP (0: none)",
+    )
+    p.add_argument(
         "--retention-s",
         type=float,
         default=0.0,
@@ -301,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="rlsched-soak-") as tmp:
-        r = soak(args.minutes, args.load, args.sample_s, Path(tmp), args.retention_s)
+        r = soak(args.minutes, args.load, args.sample_s, Path(tmp), args.retention_s, args.reload_every)
     cmd = " ".join(["python -m experiments.benchmarks.soak", *(argv if argv is not None else sys.argv[1:])])
     machine = f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}"
     print(f"# {cmd}\n# {machine}\n")
@@ -321,7 +386,15 @@ def main(argv: list[str] | None = None) -> int:
             f"{x['task_p50_s']:.2f} | {x['task_p99_s']:.2f} | {x['service_cpu']:.2f} | "
             f"{x['steal_pct']:.1f} |"
         )
-    ok = r["pass"] and not r["lost"] and not r["duplicated"] and not r["unaccounted"]
+    ok = (
+        r["pass"] and not r["lost"] and not r["duplicated"] and not r["unaccounted"] and not r["unauthorised"]
+    )
+    if args.reload_every > 0:
+        ok = ok and r["reloads_applied"] == r["reloads"] > 0 and not r["reloads_refused"]
+        print(
+            f"reloads: {r['reloads']} sent by SIGHUP, {r['reloads_applied']} applied, "
+            f"{r['reloads_refused']} refused; submissions refused for their token: {r['unauthorised']}"
+        )
     print(
         f"\naccepted {r['accepted']}, completed {r['completed']} (pruned after finishing {r['pruned']}, "
         f"unaccounted {r['unaccounted']}), lost {r['lost']}, duplicated {r['duplicated']}; "
