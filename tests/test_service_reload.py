@@ -74,9 +74,13 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         write_config(tmp_path, port, {"ops": "tok-ops2", "new": "tok-new"}, {"ops": OPS}, "queue_bound = 4")
         text = config.read_text().replace(f"port = {port}", f"port = {port + 1}")
         config.write_text(text)
+        plan = httpx.post(f"{s.url}/v1/admin/reload?dry_run=true", headers=_h("tok-ops"), timeout=30).json()
+        assert plan["dry_run"] is True and "tenant new added" in plan["applied"], plan
+        assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 401
         out = _reload(s, "tok-ops")
         assert out.status_code == 200, out.text
         got = out.json()
+        assert got["dry_run"] is False and got["applied"] == plan["applied"], (got, plan)
         assert got["applied"] == [
             "tenant batch removed (its accepted tasks still run)",
             "tenant new added",
@@ -114,7 +118,7 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 200
         # Still the same port after all: the restart-only key was not applied.
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
-        assert 'rlsched_config_reloads_total{result="applied"} 2.0' in metrics
+        assert 'rlsched_config_reloads_total{result="applied"} 2.0' in metrics  # dry runs not counted
         assert 'rlsched_config_reloads_total{result="refused"} 1.0' in metrics
         assert "rlsched_config_pending_restart 1.0" in metrics
     finally:
@@ -137,6 +141,11 @@ def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
         write_config(tmp_path, port, TOKENS, {"ops": OPS, "batch": "weight = 3\n"}, "log_level = 'warning'")
         env = {**os.environ, "RLSCHED_TOKEN": "tok-ops", "RLSCHED_URL": s.url}
         cli = [sys.executable, "-m", "experiments.cli", "reload"]
+        plan = subprocess.run([*cli, "--dry-run"], cwd=ROOT, env=env, capture_output=True, text=True)
+        assert plan.stdout.splitlines()[:2] == [
+            f"would reload {config}",
+            "  would apply      tenant batch: weight: 1 -> 3",
+        ], plan.stdout
         out = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         lines = out.stdout.splitlines()

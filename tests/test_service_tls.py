@@ -124,6 +124,8 @@ def test_a_renewed_certificate_is_served_after_a_reload(
             assert e.value.status == 409 and "tls_certfile" in e.value.detail
             assert served() == first.strip()
             cert.write_text(new_cert.read_text())
+            assert c.reload(dry_run=True)["applied"] == [f"tls certificate reloaded from {cert}"]
+            assert served() == first.strip()  # a dry run loads nothing
             assert c.reload()["applied"] == [f"tls certificate reloaded from {cert}"]
         assert served() == new_cert.read_text().strip()
     finally:

@@ -42,9 +42,11 @@ class TenantsArgs(ClientArgs):
 class ReloadArgs(ClientArgs):
     """Options of ``rlsched reload``.
 
+    :param dry_run: only show what a reload would apply and what would wait for a restart
     :param json: print the service's answer as JSON
     """
 
+    dry_run: bool = False
     json: bool = False
 
 
@@ -98,7 +100,7 @@ def reload(args: ReloadArgs, argv: Sequence[str]) -> int:
     """Have the service re-read its config file (an admin tenant's token); say what changed."""
 
     def act(c: Client) -> None:
-        out = c.reload()
+        out = c.reload(args.dry_run)
         print(json.dumps(out) if args.json else reload_text(out))
 
     return with_client(args.url, args.token_env, act)
@@ -106,8 +108,10 @@ def reload(args: ReloadArgs, argv: Sequence[str]) -> int:
 
 def reload_text(out: dict[str, Any]) -> str:
     """The service's answer to a reload, a line per change."""
-    lines = [f"reloaded {out['config']}" + ("" if out["applied"] or out["needs_restart"] else ": no change")]
-    lines += [f"  applied          {a}" for a in out["applied"]]
+    head = f"{'would reload' if out.get('dry_run') else 'reloaded'} {out['config']}"
+    lines = [head + ("" if out["applied"] or out["needs_restart"] else ": no change")]
+    done = "would apply     " if out.get("dry_run") else "applied         "
+    lines += [f"  {done} {a}" for a in out["applied"]]
     lines += [f"  needs a restart  {p}" for p in out["needs_restart"]]
     return "\n".join(lines)
 

@@ -19,8 +19,9 @@
   ``POST /v1/admin/models/candidate`` (a candidate selector runs as a canary),
   ``POST /v1/admin/models/promote`` and ``.../rollback`` (409 when no canary runs);
   ``GET /v1/admin/tenants`` (each tenant's limits and tasks by state),
-  ``POST /v1/admin/reload`` (the config file re-read: what it applied, which changed keys wait
-  for a restart; 409 when the file does not load, and nothing changed).
+  ``POST /v1/admin/reload[?dry_run=true]`` (the config file re-read: what it applied, or with
+  ``dry_run`` would apply, which changed keys wait for a restart; 409 when the file does not
+  load, and nothing changed).
 
 Every request but the health probes, metrics and the schema carries ``Authorization: Bearer
 TOKEN``, checked before any byte of the body is read (:mod:`runtime.service.guard`). Bodies larger
@@ -379,15 +380,17 @@ def create_app(service: Service) -> FastAPI:
         return {"tenants": service.tenants_state()}
 
     @app.post("/v1/admin/reload")
-    def reload(who: Admin) -> dict[str, Any]:
+    def reload(who: Admin, dry_run: bool = False) -> dict[str, Any]:
         if service.reloader is None:
             raise HTTPException(409, "service: not started from a config file (rlsched serve --config)")
         try:
-            outcome = service.reloader.reload()
+            outcome = service.reloader.reload(dry_run)
         except ReloadRefused as e:
-            log.error("rlsched serve: reload refused (asked by tenant %s): %s", who.name, e)
+            if not dry_run:
+                log.error("rlsched serve: reload refused (asked by tenant %s): %s", who.name, e)
             raise HTTPException(409, f"config: {e}") from None
-        log.info("%s (asked by tenant %s)", outcome.text(), who.name)
+        if not dry_run:
+            log.info("%s (asked by tenant %s)", outcome.text(), who.name)
         return outcome.as_dict()
 
     @app.exception_handler(PromotionError)

@@ -166,9 +166,11 @@ class Client:
         out: list[dict[str, Any]] = self._call("GET", "/v1/admin/tenants")["tenants"]
         return out
 
-    def reload(self) -> dict[str, Any]:
-        """Have the service re-read its config file (admin): ``applied`` and ``needs_restart``."""
-        out: dict[str, Any] = self._call("POST", "/v1/admin/reload")
+    def reload(self, dry_run: bool = False) -> dict[str, Any]:
+        """Have the service re-read its config file (admin): ``applied`` (with ``dry_run``: what
+        it would apply, nothing applied) and ``needs_restart``."""
+        params = {"dry_run": "true"} if dry_run else {}
+        out: dict[str, Any] = self._call("POST", "/v1/admin/reload", params=params)
         return out
 
     def wait(self, ids: Sequence[int], timeout_s: float = 600.0, poll_s: float = 0.2) -> list[dict[str, Any]]:

@@ -2,11 +2,13 @@
 
 The service re-reads its config file (and applies its command-line flags over it again, as at
 start). The keys in :data:`RELOADABLE` take effect at once: tenants (a new token, a tenant added,
-removed or given other limits), the queue's bound, the retention of finished tasks, the log's level
-and format, rebalancing, and a renewed TLS certificate (:mod:`runtime.service.tls_reload`). Every other key (where it listens, TLS, the queue file, the cluster, the models, the
-scheduler, what learns) stays as it started: a reload that finds one changed applies the rest and
-says which keys wait for a restart, every time, until the service restarts (as PostgreSQL's
-``pending_restart``). A file that does not load changes nothing.
+removed or given other limits), the queue's bound, the retention of finished tasks, the log's
+level and format, rebalancing; so does a renewed TLS certificate in the same files
+(:mod:`runtime.service.tls_reload`). Every other key (where it listens, the TLS files' paths, the
+queue file, the cluster, the models, the scheduler, what learns) stays as it started: a reload
+that finds one changed applies the rest and says which keys wait for a restart, every time, until
+the service restarts (as PostgreSQL's ``pending_restart``). A file that does not load changes
+nothing. A dry run (``rlsched reload --dry-run``) says what a reload would do, and does nothing.
 
 A tenant removed from the file can no longer authenticate; tasks it had queued or running still
 run, under its last limits (the service accepted them).
@@ -43,15 +45,18 @@ class ReloadOutcome:
     :param source: the config file re-read.
     :param applied: the changes now in effect, one line each (``queue_bound: 100000 -> 500``).
     :param needs_restart: changed keys the running service keeps until it restarts.
+    :param dry_run: nothing was applied: ``applied`` is what a reload would apply.
     """
 
     source: str
     applied: tuple[str, ...]
     needs_restart: tuple[str, ...]
+    dry_run: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "config": self.source,
+            "dry_run": self.dry_run,
             "applied": list(self.applied),
             "needs_restart": list(self.needs_restart),
         }
@@ -145,7 +150,7 @@ class Reloader:
         self,
         service: Reloadable,
         reread: Callable[[], ServiceConfig],
-        certificate: Callable[[], str | None] | None = None,
+        certificate: Callable[..., str | None] | None = None,
     ) -> None:
         self.service = service
         self.reread = reread
@@ -154,9 +159,10 @@ class Reloader:
         self.certificate = certificate
         self._lock = threading.Lock()  # SIGHUP and the API may ask at once
 
-    def reload(self) -> ReloadOutcome:
+    def reload(self, dry_run: bool = False) -> ReloadOutcome:
         """Re-read and apply.
 
+        :param dry_run: only say what a reload would apply and what would wait for a restart.
         :raises ReloadRefused: the file does not load (nothing changed).
         """
         from rlsched.errors import InputError
@@ -165,14 +171,17 @@ class Reloader:
         with self._lock:
             try:
                 new = self.reread()
-                renewed = self.certificate() if self.certificate is not None else None
+                renewed = self.certificate(load=not dry_run) if self.certificate is not None else None
             except InputError as e:
-                metrics.reloads.labels("refused").inc()
+                if not dry_run:
+                    metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             running = self.service.config
             applied, pending = changes(running, new)
             if renewed is not None:
                 applied.append(renewed)
+            if dry_run:
+                return ReloadOutcome(new.source, tuple(applied), tuple(pending), dry_run=True)
             self.service.apply_config(
                 dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE})
             )

@@ -41,16 +41,19 @@ class CertificateReloader:
                 h.update(b"unreadable")  # check_tls below says which file and why
         return h.hexdigest()
 
-    def __call__(self) -> str | None:
+    def __call__(self, load: bool = True) -> str | None:
         """Load the files if they changed; what changed, for the reload's answer (``None``: they
         did not).
 
+        :param load: ``False``: only check the new pair (a dry run).
         :raises InputError: the new pair does not load (the old certificate stays served).
         """
         digest = self._digest()
         if digest == self.digest:
             return None
         check_tls(self.certfile, self.keyfile, self.where)
+        if not load:
+            return f"tls certificate reloaded from {self.certfile}"
         ctx = self.context()
         if ctx is None:
             return None
