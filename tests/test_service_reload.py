@@ -49,6 +49,10 @@ def _drain(s: Server, token: str, on: bool = True) -> None:
         assert r.status_code == 200, r.text
 
 
+def _cluster(s: Server) -> dict:
+    return dict(httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).json())
+
+
 def _states(db: Path, ids: list[int]) -> list[str]:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as c:
         marks = ",".join("?" * len(ids))
@@ -116,10 +120,24 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         bad = _reload(s, "tok-ops2")
         assert bad.status_code == 409 and "queue_bound" in bad.json()["detail"], bad.text
         assert httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).status_code == 200
+        # The scheduler switches on a reload; one that does not build changes nothing.
+        config.write_text(text.replace('scheduler = "mct+mlsm"', 'scheduler = "mct+speedup"'))
+        assert "scheduler: mct+mlsm -> mct+speedup" in _reload(s, "tok-ops2").json()["applied"]
+        assert (
+            httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).json()["scheduler"]
+            == "mct+speedup"
+        )
+        config.write_text(text.replace('scheduler = "mct+mlsm"', 'scheduler = "mct+nope"'))
+        bad = _reload(s, "tok-ops2")
+        assert bad.status_code == 409 and "nope" in bad.json()["detail"], bad.text
+        assert (
+            httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).json()["scheduler"]
+            == "mct+speedup"
+        )
         # Still the same port after all: the restart-only key was not applied.
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
-        assert 'rlsched_config_reloads_total{result="applied"} 2.0' in metrics  # dry runs not counted
-        assert 'rlsched_config_reloads_total{result="refused"} 1.0' in metrics
+        assert 'rlsched_config_reloads_total{result="applied"} 3.0' in metrics  # dry runs not counted
+        assert 'rlsched_config_reloads_total{result="refused"} 2.0' in metrics
         assert "rlsched_config_pending_restart 1.0" in metrics
     finally:
         s.stop()
@@ -269,3 +287,28 @@ def test_the_tenant_table_marks_a_tenant_no_longer_configured() -> None:
         text[2].split()[0] == "gone*"
         and text[-1] == "* no longer in the config: its accepted tasks still run"
     )
+
+
+def test_a_switched_scheduler_keeps_the_configs_placer_settings(tmp_path: Path) -> None:
+    """``PUT /v1/admin/scheduler`` and a reloaded ``scheduler`` build the new pair as a start would:
+    with ``prediction_fallback`` (before, a switch dropped it), and a placer that cannot take it
+    is refused."""
+    import pytest
+
+    from runtime.service.config import ServiceConfig, Tenant
+    from runtime.service.service import Service
+
+    cfg = ServiceConfig(
+        tenants=(Tenant("a", hash_token("t")),),
+        db=str(tmp_path / "q.db"),
+        state_dir=str(tmp_path / "state"),
+        scheduler="mct+iawp",
+        prediction_fallback=0.3,
+    )
+    svc = Service(cfg)
+    try:
+        assert svc.scheduler_for("mct-mem+iawp").placer.fallback == 0.3
+        with pytest.raises(ValueError, match="prediction_fallback"):
+            svc.scheduler_for("mct+mlsm")
+    finally:
+        svc.stop()

@@ -2,13 +2,14 @@
 
 The service re-reads its config file (and applies its command-line flags over it again, as at
 start). The keys in :data:`RELOADABLE` take effect at once: tenants (a new token, a tenant added,
-removed or given other limits), the queue's bound, the retention of finished tasks, the log's
-level and format, rebalancing; so does a renewed TLS certificate in the same files
-(:mod:`runtime.service.tls_reload`). Every other key (where it listens, the TLS files' paths, the
-queue file, the cluster, the models, the scheduler, what learns) stays as it started: a reload
-that finds one changed applies the rest and says which keys wait for a restart, every time, until
-the service restarts (as PostgreSQL's ``pending_restart``). A file that does not load changes
-nothing. A dry run (``rlsched reload --dry-run``) says what a reload would do, and does nothing.
+removed or given other limits), the scheduler (as ``PUT /v1/admin/scheduler`` would switch it),
+the queue's bound, the retention of finished tasks, the log's level and format, rebalancing; so
+does a renewed TLS certificate in the same files (:mod:`runtime.service.tls_reload`). Every other
+key (where it listens, the TLS files' paths, the queue file, the cluster, the models, what learns)
+stays as it started: a reload that finds one changed applies the rest and says which keys wait for
+a restart, every time, until the service restarts (as PostgreSQL's ``pending_restart``). A file
+that does not load changes nothing. A dry run (``rlsched reload --dry-run``) says what a reload
+would do, and does nothing.
 
 A tenant removed from the file can no longer authenticate; tasks it had queued or running still
 run, under its last limits (the service accepted them).
@@ -29,7 +30,15 @@ from runtime.service.metrics import ServiceMetrics
 log = logging.getLogger(__name__)
 
 #: Keys a reload applies to the running service; a change to any other waits for a restart.
-RELOADABLE = ("tenants", "queue_bound", "finished_retention_s", "log_level", "log_format", "rebalance")
+RELOADABLE = (
+    "tenants",
+    "queue_bound",
+    "finished_retention_s",
+    "log_level",
+    "log_format",
+    "rebalance",
+    "scheduler",
+)
 #: Fields that are not keys of the file.
 _NOT_KEYS = ("source", "extra")
 
@@ -138,6 +147,10 @@ class Reloadable(Protocol):
 
     def apply_config(self, config: ServiceConfig) -> None: ...
 
+    def scheduler_for(self, spec: str) -> Any: ...
+
+    def set_scheduler(self, spec: str, sched: Any = None) -> str: ...
+
 
 class Reloader:
     """Re-reads the config and applies what can change to a running service.
@@ -169,22 +182,41 @@ class Reloader:
 
         metrics = self.service.metrics
         with self._lock:
+            running = self.service.config
             try:
                 new = self.reread()
-                renewed = self.certificate(load=not dry_run) if self.certificate is not None else None
-            except InputError as e:
+                # Everything that can fail, before anything changes.
+                renewed = self.certificate(load=False) if self.certificate is not None else None
+                sched = self._scheduler(running, new)
+            except (InputError, ValueError) as e:
                 if not dry_run:
                     metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
-            running = self.service.config
             applied, pending = changes(running, new)
             if renewed is not None:
                 applied.append(renewed)
             if dry_run:
                 return ReloadOutcome(new.source, tuple(applied), tuple(pending), dry_run=True)
+            if sched is not None:
+                self.service.set_scheduler(new.scheduler, sched)
+            if self.certificate is not None:
+                self.certificate()
             self.service.apply_config(
                 dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE})
             )
             metrics.reloads.labels("applied").inc()
             metrics.pending_restart.set(len(pending))
             return ReloadOutcome(new.source, tuple(applied), tuple(pending))
+
+    def _scheduler(self, running: ServiceConfig, new: ServiceConfig) -> Any:
+        """The file's new scheduler, built (its models loaded), or ``None`` if it did not change.
+
+        :raises ValueError: it does not build, or ``selector_learning`` needs an ``ldwp`` selector.
+        """
+        if new.scheduler == running.scheduler:
+            return None
+        if running.selector_learning and new.scheduler.partition("+")[0] != "ldwp":
+            raise ValueError(
+                f"scheduler: selector_learning needs a scheduler whose selector is ldwp, got {new.scheduler}"
+            )
+        return self.service.scheduler_for(new.scheduler)

@@ -223,27 +223,38 @@ class Service:
             except Exception:  # the loop must outlive one bad tick, or feedback stops for good
                 log.exception("rlsched serve: feedback tick failed")
 
-    def set_scheduler(self, spec: str) -> str:
-        """Switch to scheduler ``spec`` (``SELECTOR+PLACER`` or ``auto``) for tasks not yet placed;
-        tasks already on a node keep running; their remaining subtasks use the new placer. The
-        configured ``selector_model``, ``placer_model`` and ``recogniser_model`` go to the parts
-        that take them.
+    def scheduler_for(self, spec: str) -> TwoStageScheduler:
+        """Scheduler ``spec`` (``SELECTOR+PLACER`` or ``auto``) as the config runs it: its
+        ``selector_model``, ``placer_model`` and ``recogniser_model`` to the parts that take them,
+        and the placer's ``active_profiling`` and ``prediction_fallback``; not yet in use.
 
         :raises ValueError: an unknown selector or placer, or a configured model that does not load.
         """
         c = self.config
         sel, _, plc = spec.partition("+")
         auto = spec == AUTO
-        try:  # with the configured models of the parts that take them
+        try:
             sched, _ = build_scheduler(
                 spec,
                 c.selector_model if sel == "ldwp" or auto else None,
                 c.placer_model if plc == "iawp-rl" else None,
                 c.source,
+                c.active_profiling,
+                c.prediction_fallback,
                 recogniser_model=c.recogniser_model if auto else None,
             )
         except InputError as e:
             raise ValueError(str(e)) from None
+        return sched
+
+    def set_scheduler(self, spec: str, sched: TwoStageScheduler | None = None) -> str:
+        """Switch to scheduler ``spec`` (built by :meth:`scheduler_for` unless given) for tasks
+        not yet placed; tasks already on a node keep running; their remaining subtasks use the
+        new placer.
+
+        :raises ValueError: as :meth:`scheduler_for`.
+        """
+        sched = sched if sched is not None else self.scheduler_for(spec)
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
         self.learning.install(sched, started=True)
