@@ -44,7 +44,7 @@ _NOT_KEYS = ("source", "extra")
 
 
 class ReloadRefused(Exception):
-    """The config could not be re-read (nothing changed); the message says why."""
+    """A reload that changed nothing because part of it would fail; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,8 @@ class Reloader:
         """Re-read and apply.
 
         :param dry_run: only say what a reload would apply and what would wait for a restart.
-        :raises ReloadRefused: the file does not load (nothing changed).
+        :raises ReloadRefused: the file does not load, its new scheduler does not build, or a
+            renewed certificate does not load (nothing changed).
         """
         from rlsched.errors import InputError
 
