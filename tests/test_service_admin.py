@@ -178,6 +178,8 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         refused = cli("batch", "drain", "turing")
         assert refused.returncode == 4 and "admin role" in refused.stderr
         assert cli("video", "drain", "nowhere").returncode == 4
+        odd = cli("video", "drain", "../../tasks")  # one path segment: no other endpoint reached
+        assert odd.returncode == 4 and "HTTP 404" in odd.stderr, odd.stderr
 
         first = cli("batch", "tasks", "--state", "done", "--limit", "2")
         lines = first.stdout.splitlines()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -148,7 +149,8 @@ class Client:
 
     def drain(self, node: str, on: bool = True) -> dict[str, Any]:
         """Stop (``on``) or restart giving ``node`` new tasks (admin); what runs there finishes."""
-        out: dict[str, Any] = self._call("POST", f"/v1/admin/nodes/{node}/{'drain' if on else 'resume'}")
+        name = urllib.parse.quote(node, safe="")  # one path segment, whatever the name holds
+        out: dict[str, Any] = self._call("POST", f"/v1/admin/nodes/{name}/{'drain' if on else 'resume'}")
         return out
 
     def cancel(self, task_id: int) -> dict[str, Any]:
