@@ -355,3 +355,31 @@ def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> N
         db.close()
     finally:
         s.stop()
+
+
+def test_a_heuristic_service_runs_tasks_without_importing_torch(tmp_path: Path) -> None:
+    """torch (about 1 s and 300 MB to import) is for the learned models: a service on a heuristic
+    pair starts, runs tasks and stops without it. ``PYTHONPROFILEIMPORTTIME`` makes the child log
+    every module it imports, to the end of its life, in its stderr (server.log)."""
+    port = free_port()
+    s = Server(
+        service_config(tmp_path, port, scheduler="mct+speedup"), port, {"PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    s.start()
+    try:
+        r = httpx.post(
+            f"{s.url}/v1/tasks",
+            json=[{"app": "intrusion_detection", "stream": k} for k in range(6)],
+            headers=headers("video"),
+        )
+        assert r.status_code == 201, r.text
+        rows = wait_done(s, "video", [t["id"] for t in r.json()])
+        assert [t["state"] for t in rows] == ["done"] * 6, rows
+        assert httpx.get(f"{s.url}/v1/models", headers=headers("video")).status_code == 200
+    finally:
+        s.stop()
+    imported = {
+        line.rsplit("|", 1)[-1].strip() for line in s.log.read_text().splitlines() if "import time:" in line
+    }
+    assert {"uvicorn", "runtime.service.service"} <= imported  # the log is the child's imports
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}

@@ -28,21 +28,22 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.checkpoint import CheckpointError, save_checkpoint
-from models.qnet import NodeScorer
 from rlsched.errors import InputError
-from rlsched.interference.predictor import InterferencePredictor
-from rlsched.scorer_io import scorer_from_checkpoint
 from runtime import failpoints
 from runtime.service.preflight import check_state_dir
+
+if TYPE_CHECKING:  # torch: imported only when there is a learned model to read
+    from models.qnet import NodeScorer
+    from rlsched.interference.predictor import InterferencePredictor
 
 log = logging.getLogger(__name__)
 
 CURRENT = "current.json"
 #: A network and its checkpoint metadata.
-Network = tuple[NodeScorer, dict[str, Any]]
+Network = tuple["NodeScorer", dict[str, Any]]
 
 
 @dataclass
@@ -123,17 +124,17 @@ class LearnedState:
         )
         name = self._folder(path, doc, "interference")
         if name is not None:
-            out.interference = InterferencePredictor.load(self.folder / name)
+            out.interference = _interference(self.folder / name)
             out.interference_updates = int(doc.get("interference_updates", 0))
         name = self._folder(path, doc, "selector")
         if name is not None:
-            out.selector = scorer_from_checkpoint(self.folder / name)
+            out.selector = _network(self.folder / name)
             out.selector_updates = int(doc.get("selector_updates", 0))
             origin = doc.get("selector_origin_sha256")
             out.selector_origin = origin if isinstance(origin, str) else None
         name = self._folder(path, doc, "promoted")
         if name is not None:
-            out.promoted = scorer_from_checkpoint(self.folder / name)
+            out.promoted = _network(self.folder / name)
         auto = doc.get("auto")
         if auto is not None:
             if not isinstance(auto, dict) or not isinstance(auto.get("choice"), dict):
@@ -210,3 +211,17 @@ class LearnedState:
 
 #: Checkpoint folders this module writes (and prunes).
 _PREFIXES = ("interference-", "ldwp-", "promoted-")
+
+
+def _interference(folder: Path) -> InterferencePredictor:
+    """A saved interference model (torch is imported here, not by a service that has none)."""
+    from rlsched.interference.predictor import InterferencePredictor
+
+    return InterferencePredictor.load(folder)
+
+
+def _network(folder: Path) -> Network:
+    """A saved selector network and its metadata (torch is imported here, as above)."""
+    from rlsched.scorer_io import scorer_from_checkpoint
+
+    return scorer_from_checkpoint(folder)

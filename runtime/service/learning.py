@@ -17,7 +17,6 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from rlsched.interference.predictor import InterferencePredictor
 from rlsched.policies.registry import auto_choice, auto_second, is_auto, restore_auto_choice
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
@@ -28,7 +27,8 @@ from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState
 from runtime.service.models import ModelVersion, describe, load_interference
 
-if TYPE_CHECKING:  # torch: imported only when the selector learner is on
+if TYPE_CHECKING:  # torch: imported only when a model learns (the selector, or interference)
+    from rlsched.interference.predictor import InterferencePredictor
     from runtime.service.selector_learning import SelectorLearning
 
 log = logging.getLogger(__name__)

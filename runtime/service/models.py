@@ -22,16 +22,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from models.checkpoint import META, WEIGHTS, CheckpointError
 from rlsched.errors import InputError
 from rlsched.interference.measurements import read_colocation_csv
-from rlsched.interference.predictor import InterferencePredictor, fit_interference
 from rlsched.policies import PolicyOptions, make_placer, make_selector
 from rlsched.policies.registry import AUTO, parse_scheduler, recogniser_version, revisit_version
 from rlsched.scheduler import TwoStageScheduler
 from runtime.service.preflight import check_model_keys
+
+if TYPE_CHECKING:  # torch: imported only where an interference model is read or fitted
+    from rlsched.interference.predictor import InterferencePredictor
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,8 @@ def load_interference(path: str, spec: str, where: str) -> InterferencePredictor
     :param spec: the scheduler that would use it (its placer must be interference-aware).
     :raises InputError: naming ``interference_model``.
     """
+    from rlsched.interference.predictor import InterferencePredictor, fit_interference
+
     check_model_keys(spec, where, interference_model=path)
     p = Path(path)
     if p.is_dir():
