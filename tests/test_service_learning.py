@@ -172,6 +172,10 @@ def test_the_service_calibrates_learns_online_and_resumes_after_kill_9(tmp_path:
         assert m["online_updates"]["selector"] >= saved["selector_updates"], m
         assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
         assert m["placer"] == "iawp"  # no fallback: nothing to survey again
+        # An admin's switch to a selector the learner cannot train is refused, as at start.
+        r = httpx.put(f"{s.url}/v1/admin/scheduler", json={"scheduler": "mct+iawp"}, headers=H, timeout=30)
+        assert r.status_code == 422 and "selector_learning" in r.text, r.text
+        assert _models(s)["models"]["selector"] == m["models"]["selector"]
 
         def more(m: dict[str, Any]) -> bool:
             u = m["online_updates"]

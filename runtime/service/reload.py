@@ -216,8 +216,4 @@ class Reloader:
         """
         if new.scheduler == running.scheduler:
             return None
-        if running.selector_learning and new.scheduler.partition("+")[0] != "ldwp":
-            raise ValueError(
-                f"scheduler: selector_learning needs a scheduler whose selector is ldwp, got {new.scheduler}"
-            )
         return self.service.scheduler_for(new.scheduler)

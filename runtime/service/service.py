@@ -228,11 +228,17 @@ class Service:
         ``selector_model``, ``placer_model`` and ``recogniser_model`` to the parts that take them,
         and the placer's ``active_profiling`` and ``prediction_fallback``; not yet in use.
 
-        :raises ValueError: an unknown selector or placer, or a configured model that does not load.
+        :raises ValueError: an unknown selector or placer, a configured model that does not load,
+            or a selector other than ``ldwp`` while ``selector_learning`` is on (its learner
+            would train a network nothing runs).
         """
         c = self.config
         sel, _, plc = spec.partition("+")
         auto = spec == AUTO
+        if c.selector_learning and sel != "ldwp":
+            raise ValueError(
+                f"scheduler: selector_learning needs a scheduler whose selector is ldwp, got {spec}"
+            )
         try:
             sched, _ = build_scheduler(
                 spec,
