@@ -45,12 +45,19 @@ def wait_ready(url: str, timeout_s: float = 60.0, alive: Callable[[], bool] | No
     :raises TimeoutError: when the service is not ready in time.
     """
     deadline = time.monotonic() + timeout_s
+    # A service binds its port before it loads its models: a request then waits in the listen
+    # backlog until the server runs. A short first timeout, grown on each one that expires, finds
+    # it ready soon after it is, yet gives a slow host a long enough wait.
+    wait = 0.25
     while time.monotonic() < deadline:
         if alive is not None and not alive():
             raise RuntimeError(f"{url}: the server exited before it was ready")
         try:
-            if httpx.get(f"{url.rstrip('/')}/readyz", timeout=1).status_code == 200:
+            if httpx.get(f"{url.rstrip('/')}/readyz", timeout=wait).status_code == 200:
                 return
+        except httpx.TimeoutException:
+            wait = min(2 * wait, 4.0)
+            continue
         except httpx.HTTPError:
             pass  # not listening yet
         time.sleep(0.2)
