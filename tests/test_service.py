@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -52,6 +53,16 @@ def test_tasks_run_and_tenants_see_only_their_own(server: Server) -> None:
     rows = wait_done(server, "video", ids)
     assert [t["state"] for t in rows] == ["done"] * len(ids), rows
     assert httpx.get(f"{u}/v1/tasks/{ids[0]}", headers=headers("batch")).status_code == 404
+    # Many at once, in the order asked; another tenant's id is 404 however it is asked for.
+    asked = [ids[3], ids[0], ids[3]]
+    r = httpx.post(f"{u}/v1/tasks/lookup", json={"ids": asked}, headers=headers("video"))
+    assert r.status_code == 200 and [t["id"] for t in r.json()] == asked, r.text
+    r = httpx.post(f"{u}/v1/tasks/lookup", json={"ids": ids[:2]}, headers=headers("batch"))
+    assert r.status_code == 404 and r.json()["detail"] == f"task {ids[0]}: no such task (and 1 more)", r.text
+    for bad in ([], list(range(1, 1002)), [0]):
+        assert (
+            httpx.post(f"{u}/v1/tasks/lookup", json={"ids": bad}, headers=headers("video")).status_code == 422
+        )
     listed = httpx.get(f"{u}/v1/tasks", params={"state": "done", "limit": 5}, headers=headers("video")).json()
     assert len(listed["tasks"]) == 5 and listed["next_after"] == listed["tasks"][-1]["id"]
     assert httpx.get(f"{u}/v1/tasks", headers=headers("batch")).json()["tasks"] == []
@@ -259,6 +270,13 @@ def test_client_and_cli_commands(server: Server) -> None:
         with pytest.raises(ServiceError) as e:
             c.get(10**9)
         assert e.value.status == 404
+        # A wait asks for its unfinished tasks in one request a round, not one per task.
+        ids = [t["id"] for t in c.submit([{"app": "matmul", "chunk": k} for k in range(120)])]
+        before = len(server.log.read_text())
+        assert [r["id"] for r in c.wait(ids, poll_s=0.05)] == ids
+        log = server.log.read_text()[before:]
+        assert not re.search(r"GET /v1/tasks/\d+ ", log), "wait asked task by task"
+        assert 1 <= log.count("POST /v1/tasks/lookup 200") < 120
     env = {**os.environ, "RLSCHED_TOKEN": TOKENS["batch"]}
 
     def cli(*a: str) -> subprocess.CompletedProcess[str]:

@@ -4,6 +4,8 @@
   (a repeated idempotency key returns the task it first created); 429 with ``Retry-After``
   when the tenant's or the service's queue bound is reached.
 - ``GET /v1/tasks/{id}`` — a task of the caller (another tenant's id answers 404).
+- ``POST /v1/tasks/lookup`` — ``{"ids": [...]}`` (at most :data:`MAX_BATCH`): those tasks in one
+  answer, in that order; 404 naming the first that is not the caller's.
 - ``GET /v1/tasks?state=&after=&limit=`` — the caller's tasks, oldest first, paged by id.
 - ``POST /v1/tasks/{id}/cancel`` — cancel a queued task (409 when it already started).
 - ``GET /v1/cluster`` — nodes, GPUs, streams, memory and queue depth; the models in use and
@@ -142,6 +144,12 @@ class CandidateIn(BaseModel):
     selector_model: str | None = Field(
         default=None, max_length=4096, description="an LDWP checkpoint folder on the service's machine"
     )
+
+
+class LookupIn(BaseModel):
+    """Tasks to look up at once, by id (the answer keeps this order)."""
+
+    ids: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
 class TaskList(BaseModel):
@@ -290,6 +298,15 @@ def create_app(service: Service) -> FastAPI:
         if row is None:
             raise HTTPException(404, f"task {task_id}: no such task")
         return _out(row)
+
+    @app.post("/v1/tasks/lookup", response_model=list[TaskOut])
+    def lookup(body: LookupIn, who: Caller) -> list[TaskOut]:
+        rows = service.store.get_many(who.name, body.ids)
+        missing = [i for i in body.ids if i not in rows]
+        if missing:
+            more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+            raise HTTPException(404, f"task {missing[0]}: no such task{more}")
+        return [_out(rows[i]) for i in body.ids]
 
     @app.get("/v1/tasks", response_model=TaskList)
     def list_tasks(

@@ -35,6 +35,10 @@ class ServiceError(RuntimeError):
         self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
 
 
+#: Ids a lookup request carries: the service's batch bound (``runtime.service.app.MAX_BATCH``).
+LOOKUP_BATCH = 1000
+
+
 def wait_ready(url: str, timeout_s: float = 60.0, alive: Callable[[], bool] | None = None) -> None:
     """Wait until the service at ``url`` answers ``/readyz`` with 200 (queue recovered, agents up).
 
@@ -135,6 +139,17 @@ class Client:
         out: dict[str, Any] = self._call("GET", f"/v1/tasks/{task_id}")
         return out
 
+    def lookup(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """The tasks ``ids``, in that order, in as few requests as the service's batch bound
+        allows (:data:`LOOKUP_BATCH` ids each).
+
+        :raises ServiceError: 404 naming the first id that is not the tenant's.
+        """
+        out: list[dict[str, Any]] = []
+        for k in range(0, len(ids), LOOKUP_BATCH):
+            out += self._call("POST", "/v1/tasks/lookup", json={"ids": list(ids[k : k + LOOKUP_BATCH])})
+        return out
+
     def tasks(self, state: str | None = None, page: int = 100) -> Iterator[dict[str, Any]]:
         """Every task of the tenant (optionally in one state), oldest first, page by page."""
         after = 0
@@ -188,11 +203,15 @@ class Client:
         :raises TimeoutError: naming how many are unfinished.
         """
         deadline = time.monotonic() + timeout_s
+        rows: dict[int, dict[str, Any]] = {}
+        left = list(dict.fromkeys(ids))
         while True:
-            rows = [self.get(i) for i in ids]
-            left = [r for r in rows if r["state"] in ("queued", "running")]
+            # Only the unfinished are asked again, in batches: a request per task and round made
+            # `submit --chunks 300 --wait` take 28 s for work that took 3.
+            rows |= {r["id"]: r for r in self.lookup(left)}
+            left = [i for i in left if rows[i]["state"] in ("queued", "running")]
             if not left:
-                return rows
+                return [rows[i] for i in ids]
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(left)} of {len(ids)} tasks unfinished after {timeout_s:g} s")
             time.sleep(poll_s)

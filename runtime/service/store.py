@@ -34,7 +34,7 @@ import sqlite3
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -341,6 +341,16 @@ class TaskStore:
         if not rows or (tenant is not None and rows[0].tenant != tenant):
             return None
         return rows[0]
+
+    def get_many(self, tenant: str, ids: Sequence[int]) -> dict[int, TaskRow]:
+        """The tasks ``ids`` that exist and belong to ``tenant``, by id: one lookup of the primary
+        key for them all (a client waiting on a batch asks once, not once per task)."""
+        unique = sorted(set(ids))
+        with self._lock:
+            rows = self._rows(
+                f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(unique))})", tuple(unique)
+            )
+        return {r.id: r for r in rows if r.tenant == tenant}
 
     def list_tasks(self, tenant: str, state: str | None, after: int, limit: int) -> list[TaskRow]:
         """A tenant's tasks with id > ``after``, oldest first, at most ``limit``: a range of the
