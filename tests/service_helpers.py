@@ -58,7 +58,9 @@ def wait_done(s: Server, tenant: str, ids: list[int], timeout: float = 90) -> li
     deadline = time.monotonic() + timeout
     rows: list[dict] = []
     while time.monotonic() < deadline:
-        rows = [httpx.get(f"{s.url}/v1/tasks/{i}", headers=headers(tenant)).json() for i in ids]
+        r = httpx.post(f"{s.url}/v1/tasks/lookup", json={"ids": ids}, headers=headers(tenant), timeout=30)
+        assert r.status_code == 200, r.text
+        rows = r.json()
         if all(r["state"] in ("done", "failed") for r in rows):
             return rows
         time.sleep(0.2)
