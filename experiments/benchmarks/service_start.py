@@ -1,12 +1,13 @@
-"""How long ``rlsched serve`` takes to start and to stop, and its memory once ready (a script,
-not a test).
+"""How long ``rlsched serve`` takes to start and to stop, its memory once ready and how soon it
+answers at rest (a script, not a test).
 
     python -m experiments.benchmarks.service_start [--schedulers mct+mlsm,auto] [--runs 3]
 
 For each scheduler, ``--runs`` times: a fresh config and queue in a temporary folder, the service
 started as a child (:class:`~experiments.benchmarks.service_process.ServiceProcess`, NumPy
 backend) and timed until ``/readyz`` answers 200; its resident memory then (``VmRSS``, Linux);
-then SIGTERM, timed until the process has exited. What a restart costs an operator, and what each
+the median of 50 ``GET /healthz`` on one kept-alive connection; then SIGTERM, timed until the
+process has exited. What a restart costs an operator, and what each
 real-service test pays per service it starts.
 """
 
@@ -14,21 +15,26 @@ from __future__ import annotations
 
 import argparse
 import platform
+import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
 
 
 @dataclass(frozen=True)
 class StartStop:
-    """One service's life: seconds to ready, resident MiB once ready, seconds from SIGTERM to exit."""
+    """One service's life: seconds to ready, resident MiB once ready, the median ms of a request
+    at rest, seconds from SIGTERM to exit."""
 
     ready_s: float
     rss_mib: float
+    request_ms: float
     stop_s: float
 
 
@@ -50,9 +56,15 @@ def one(scheduler: str, folder: Path) -> StartStop:
     s.start()
     ready = time.monotonic() - t0
     rss = rss_mib(s.pid)
+    ms = []
+    with httpx.Client(base_url=s.url) as c:
+        for _ in range(50):
+            t = time.perf_counter()
+            c.get("/healthz")
+            ms.append(1000 * (time.perf_counter() - t))
     t1 = time.monotonic()
     s.stop()
-    return StartStop(ready, rss, time.monotonic() - t1)
+    return StartStop(ready, rss, statistics.median(ms), time.monotonic() - t1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,8 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     print(f"# python -m experiments.benchmarks.service_start --schedulers {a.schedulers} --runs {a.runs}")
     print(f"# {platform.node()}, {platform.python_version()}")
-    print("| scheduler | start to ready, s | SIGTERM to exit, s | RSS, MiB |")
-    print("|---|---|---|---|")
+    print("| scheduler | start to ready, s | SIGTERM to exit, s | RSS, MiB | GET /healthz, median ms |")
+    print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for spec in a.schedulers.split(","):
             runs = []
@@ -77,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
 
             print(
                 f"| `{spec}` | {cells([r.ready_s for r in runs], '.2f')} | "
-                f"{cells([r.stop_s for r in runs], '.2f')} | {cells([r.rss_mib for r in runs], '.0f')} |"
+                f"{cells([r.stop_s for r in runs], '.2f')} | {cells([r.rss_mib for r in runs], '.0f')} | "
+                f"{cells([r.request_ms for r in runs], '.1f')} |"
             )
     return 0
 

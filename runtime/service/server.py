@@ -36,7 +36,9 @@ def listen(host: str, port: int) -> socket.socket:
     :raises OSError: the address cannot be used otherwise (no such interface, no permission).
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections that say so, and with
+    # Nagle on, each answer on a kept-alive connection waited 40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
