@@ -305,7 +305,8 @@ def test_client_and_cli_commands(server: Server) -> None:
     r = cli("submit", "--app", "nope")  # the service's refusal, said as a line a person reads
     assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
     assert "HTTP 422: [0].app: one of " in r.stderr and "(got 'nope')" in r.stderr, r.stderr
-    r = cli("submit", "--app", "matmul", "--chunks", "20", "--wait", "--timeout", "0.01")
+    # 200, so that some are unfinished at the first lookup (a CI run found 20 tiny ones all done)
+    r = cli("submit", "--app", "matmul", "--chunks", "200", "--wait", "--timeout", "0.01")
     assert r.returncode == 4 and "tasks unfinished after 0.01 s" in r.stderr, r.stderr
     stop = threading.Event()
 
