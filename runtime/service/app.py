@@ -287,6 +287,8 @@ def create_app(service: Service) -> FastAPI:
         new = [NewTask(t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idempotency_key) for t in items]
         rows = service.store.submit(who.name, new)
         created = sum(1 for _, c in rows if c)
+        if created:
+            service.wake_dispatcher()
         service.metrics.accepted.labels(who.name).inc(created)
         if created == 0:
             response.status_code = 200

@@ -125,6 +125,8 @@ class Dispatcher:
         self._pending: deque[tuple[TaskRow, int, TaskOutcome]] = deque()
         self._outage: float | None = None
         self._stop = threading.Event()
+        #: Set when a task may have become startable; the loop waits on it when none may start.
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rlsched-dispatch", daemon=True)
         self.t0 = time.perf_counter()
 
@@ -138,7 +140,18 @@ class Dispatcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=10)
+
+    def wake(self) -> None:
+        """Tell the loop a task may start now (tasks queued, capacity or limits changed)."""
+        self._wake.set()
+
+    def idle(self, seconds: float) -> None:
+        """Wait until :meth:`wake` or ``seconds`` pass. A wake between the loop's look at the
+        queue and this wait is kept by the event, so none is lost; a spurious one costs a look."""
+        self._wake.wait(seconds)
+        self._wake.clear()
 
     # ---- the loop ---------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -203,6 +216,7 @@ class Dispatcher:
             for name in new:
                 self.former.pop(name, None)
             self.tenants = new
+        self.wake()
 
     def tenant(self, name: str) -> Tenant:
         """The tenant ``name``'s limits: configured, as they were before it was removed, or (a
@@ -292,6 +306,7 @@ class Dispatcher:
             flight = self.inflight.get(row.id)
             if flight is not None and flight.attempt == attempt:
                 del self.inflight[row.id]  # a stale attempt's report leaves the retry in flight
+        self.wake()
         if recorded:
             took = time.perf_counter() - flight.started if flight and kind in ("completed", "failed") else 0.0
             self.on_event(kind, row.tenant, took)

@@ -96,6 +96,7 @@ class NodeAdmin:
             self.dispatcher.closed.add(i)
         else:
             self.dispatcher.closed.discard(i)
+            self.dispatcher.wake()
         return i
 
     def remove(self, name: str) -> int:
@@ -113,9 +114,11 @@ class NodeAdmin:
         """
         with self._lock:
             try:
-                return self.cluster.add_node(node, where)
+                i = self.cluster.add_node(node, where)
             except ValueError as e:
                 raise NodeError(str(e)) from e
+        self.dispatcher.wake()
+        return i
 
     def discover(self, default_model: str) -> list[int]:
         """Ray: give every alive Ray node without an agent one; the rows added."""

@@ -30,8 +30,10 @@ from runtime.service.store import TaskRow
 
 log = logging.getLogger(__name__)
 
-#: Seconds to wait when no queued task may start now.
-IDLE_S = 0.01
+#: Longest wait when no queued task may start now. The dispatcher is woken at once by what
+#: usually changes that (a submission, an outcome, a node resumed or added, new tenant limits);
+#: this bounds the wait for anything else.
+IDLE_S = 0.1
 
 
 class QueueOwner(Protocol):
@@ -49,6 +51,10 @@ class QueueOwner(Protocol):
 
     def record_pending(self) -> None:
         """Record the outcomes the store refused earlier."""
+        ...
+
+    def idle(self, seconds: float) -> None:
+        """Wait until woken (something may start now) or ``seconds`` pass."""
         ...
 
     def next_row(self) -> TaskRow | None:
@@ -108,7 +114,7 @@ class QueueWorld:
             self.d.record_pending()
             row = self.d.next_row()
             if row is None:
-                self._stop.wait(IDLE_S)
+                self.d.idle(IDLE_S)
                 continue
             task, data = self._task(row)
             with self.d.cluster.lock:
@@ -117,7 +123,7 @@ class QueueWorld:
                 self.d.unschedulable(row, task, self._now())
                 continue
             if not self._open(task.id, ever).any():
-                self._stop.wait(IDLE_S)  # only drained nodes could run it: it waits in the queue
+                self.d.idle(IDLE_S)  # only drained nodes could run it: it waits in the queue
                 continue
             self._current = (row, task, data)
             return task

@@ -282,6 +282,12 @@ class Service:
     def _promotion_event(self, kind: str) -> None:
         (self.metrics.promotions if kind == "promoted" else self.metrics.rollbacks).inc()
 
+    def wake_dispatcher(self) -> None:
+        """Tasks were queued: the dispatcher looks at once, not at its next idle timeout."""
+        d = self.dispatcher
+        if d is not None:
+            d.wake()
+
     def start_canary(self, spec: str, selector_model: str | None) -> dict[str, Any]:
         """Run selector ``spec`` as a canary (see :mod:`runtime.service.promotion`)."""
         return self.promotion.start(self.scheduler, spec, selector_model)
