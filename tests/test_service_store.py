@@ -205,3 +205,15 @@ def test_listing_a_tenants_tasks_walks_an_index_in_id_order(tmp_path: Path) -> N
         # must not be a walk through all of them.
         assert "INDEX tasks_tenant" in plan and searched in plan and "TEMP B-TREE" not in plan, (q, plan)
     con.close()
+
+
+def test_a_lookup_finds_a_tenants_tasks_by_id_however_many(tmp_path: Path) -> None:
+    """``get_many``: every one of a thousand ids at once (in statements of 500 parameters, as
+    SQLite before 3.32 allows 999), another tenant's and unknown ids left out."""
+    store = TaskStore(tmp_path / "q.db")
+    mine = [r.id for r, _ in store.submit("a", [NewTask("matmul", chunk=k) for k in range(1000)])]
+    theirs = [r.id for r, _ in store.submit("b", [NewTask("matmul", chunk=k) for k in range(3)])]
+    found = store.get_many("a", [*reversed(mine), *theirs, 10**9, mine[0]])
+    assert sorted(found) == mine and all(found[i].tenant == "a" for i in mine)
+    assert store.get_many("b", mine[:2] + theirs) == {i: store.get("b", i) for i in theirs}
+    store.close()

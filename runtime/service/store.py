@@ -346,10 +346,14 @@ class TaskStore:
         """The tasks ``ids`` that exist and belong to ``tenant``, by id: one lookup of the primary
         key for them all (a client waiting on a batch asks once, not once per task)."""
         unique = sorted(set(ids))
+        rows: list[TaskRow] = []
         with self._lock:
-            rows = self._rows(
-                f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(unique))})", tuple(unique)
-            )
+            # SQLite before 3.32 takes at most 999 parameters a statement.
+            for k in range(0, len(unique), 500):
+                part = unique[k : k + 500]
+                rows += self._rows(
+                    f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(part))})", tuple(part)
+                )
         return {r.id: r for r in rows if r.tenant == tenant}
 
     def list_tasks(self, tenant: str, state: str | None, after: int, limit: int) -> list[TaskRow]:
