@@ -198,10 +198,16 @@ class Reloader:
                 applied.append(renewed)
             if dry_run:
                 return ReloadOutcome(new.source, tuple(applied), tuple(pending), dry_run=True)
+            if self.certificate is not None:
+                # First of the changes: the files may have changed again since the check, and a
+                # pair that then fails must still leave the reload with nothing changed.
+                try:
+                    self.certificate()
+                except InputError as e:
+                    metrics.reloads.labels("refused").inc()
+                    raise ReloadRefused(f"nothing changed: {e}") from None
             if sched is not None:
                 self.service.set_scheduler(new.scheduler, sched)
-            if self.certificate is not None:
-                self.certificate()
             self.service.apply_config(
                 dataclasses.replace(running, **{k: getattr(new, k) for k in RELOADABLE})
             )
