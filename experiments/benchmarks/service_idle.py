@@ -13,35 +13,29 @@ as the service recorded them (``started_at - submitted_at``).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 
-from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import (
+    ServiceProcess,
+    cpu_seconds,
+    free_port,
+    until_models,
+    write_config,
+)
 
 TOKEN = "tok-bench"
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of process ``pid`` so far (Linux ``/proc``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def surveyed(c: httpx.Client, timeout: float = 300) -> None:
-    """Until no GPU model's calibration is under way."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        states = {v["state"] for v in c.get("/v1/models").json()["calibration"].values()}
-        if not states & {"surveying", "pending"}:
-            return
-        time.sleep(0.5)
-    raise TimeoutError("the calibration survey did not end")
+def _surveyed(models: dict[str, Any]) -> bool:
+    """No GPU model's calibration is under way."""
+    return not {v["state"] for v in models["calibration"].values()} & {"surveying", "pending"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -60,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         s.start()
         try:
             with httpx.Client(base_url=s.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
-                surveyed(c)
+                until_models(s, c.headers, _surveyed, "the calibration survey's end", timeout=300)
                 time.sleep(1)
                 c0, t0 = cpu_seconds(s.pid), time.monotonic()
                 time.sleep(a.seconds)

@@ -23,6 +23,21 @@ from runtime.service.config import hash_token
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def proc_figures(pid: int) -> tuple[float, int]:
+    """(RSS in MB, open file descriptors) of process ``pid`` (Linux ``/proc``)."""
+    rss_kb = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss_kb = int(line.split()[1])
+    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) process ``pid`` has used (Linux ``/proc``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 now."""
     with socket.socket() as s:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import httpx
 
-from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import ServiceProcess, free_port, proc_figures, write_config
 
 
 @dataclass(frozen=True)
@@ -38,16 +38,6 @@ class StartStop:
     stop_s: float
 
 
-def rss_mib(pid: int) -> float:
-    """Resident memory of process ``pid`` in MiB (``nan`` where ``/proc`` has no such file)."""
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return float("nan")
-    kib = next((line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")), "nan")
-    return float(kib) / 1024
-
-
 def one(scheduler: str, folder: Path) -> StartStop:
     """Start, measure and stop one service on ``scheduler`` with its files in ``folder``."""
     port = free_port()
@@ -55,7 +45,7 @@ def one(scheduler: str, folder: Path) -> StartStop:
     t0 = time.monotonic()
     s.start()
     ready = time.monotonic() - t0
-    rss = rss_mib(s.pid)
+    rss, _ = proc_figures(s.pid)
     ms = []
     with httpx.Client(base_url=s.url) as c:
         for _ in range(50):

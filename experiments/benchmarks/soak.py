@@ -33,26 +33,17 @@ from pathlib import Path
 from typing import Any
 
 from experiments.benchmarks.service_load import Load, audit, percentiles, wait_drained
-from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+from experiments.benchmarks.service_process import (
+    ServiceProcess,
+    cpu_seconds,
+    free_port,
+    proc_figures,
+    write_config,
+)
 
 TOKEN = "soak-token"
 #: Tasks per submission.
 BATCH = 4
-
-
-def proc_figures(pid: int) -> tuple[float, int]:
-    """(RSS in MB, open file descriptors) of process ``pid``."""
-    rss_kb = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss_kb = int(line.split()[1])
-    return rss_kb / 1024, len(os.listdir(f"/proc/{pid}/fd"))
-
-
-def cpu_seconds(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def host_ticks() -> tuple[int, int]:
