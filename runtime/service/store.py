@@ -36,134 +36,32 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from runtime import failpoints
 from runtime.service.dblock import DatabaseLock
-
-STATES = ("queued", "running", "done", "failed", "cancelled")
-#: WAL pages after which a commit checkpoints itself (SQLite's default is 1,000, about 4 MB).
-WAL_BOUND_PAGES = 50_000
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS tasks (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    tenant TEXT NOT NULL,
-    app TEXT NOT NULL,
-    stream INTEGER NOT NULL,
-    chunk INTEGER NOT NULL,
-    priority INTEGER NOT NULL,
-    deadline_s REAL,
-    idem_key TEXT,
-    state TEXT NOT NULL,
-    attempt INTEGER NOT NULL DEFAULT 0,
-    completions INTEGER NOT NULL DEFAULT 0,
-    node TEXT,
-    error TEXT,
-    submitted_at REAL NOT NULL,
-    started_at REAL,
-    finished_at REAL,
-    result TEXT,
-    UNIQUE (tenant, idem_key)
-);
-CREATE INDEX IF NOT EXISTS tasks_queue ON tasks (state, tenant, priority DESC, id);
-CREATE INDEX IF NOT EXISTS tasks_finished ON tasks (finished_at) WHERE finished_at IS NOT NULL;
-CREATE INDEX IF NOT EXISTS tasks_tenant ON tasks (tenant);
-CREATE INDEX IF NOT EXISTS tasks_tenant_state ON tasks (tenant, state);
-CREATE TABLE IF NOT EXISTS attempts (
-    task_id INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    node TEXT NOT NULL,
-    started_at REAL NOT NULL,
-    PRIMARY KEY (task_id, attempt)
-);
-CREATE TABLE IF NOT EXISTS reports (
-    task_id INTEGER NOT NULL,
-    attempt INTEGER NOT NULL,
-    reported_at REAL NOT NULL,
-    outcome TEXT NOT NULL,
-    recorded INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS reports_task ON reports (task_id);
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-"""
-#: Finished tasks one pruning transaction removes at most (the queue's lock is held meanwhile).
-PRUNE_BATCH = 200
-#: States whose tasks are finished (``finished_at`` set) and may be pruned.
-FINISHED = ("done", "failed", "cancelled")
-#: Outcomes an attempt report carries (``abandoned``: the process holding it died).
-OUTCOMES = ("done", "failed", "lost", "moved", "abandoned")
-#: SQLite's largest page cap: what ``store-full`` sets back when space returns.
-_NO_PAGE_CAP = 1073741823
-_COLUMNS = (
-    "id, tenant, app, stream, chunk, priority, deadline_s, idem_key, state, attempt, completions, "
-    "node, error, submitted_at, started_at, finished_at, result"
+from runtime.service.store_rows import (
+    COLUMNS,
+    FINISHED,
+    SCHEMA,
+    STATES,
+    NewTask,
+    StorageError,
+    TaskRow,
+    storage_error,
 )
 
-
-@dataclass(frozen=True)
-class TaskRow:
-    """One task as stored."""
-
-    id: int
-    tenant: str
-    app: str
-    stream: int
-    chunk: int
-    priority: int
-    deadline_s: float | None
-    idem_key: str | None
-    state: str
-    attempt: int
-    completions: int
-    node: str | None
-    error: str | None
-    submitted_at: float
-    started_at: float | None
-    finished_at: float | None
-    #: JSON summary of the outputs of a completed task (see ``runtime.service.dispatcher``).
-    result: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The fields the API returns (the idempotency key included, the tenant too)."""
-        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        d["result"] = json.loads(self.result) if self.result else None
-        return d
+#: Re-exported: what the service and its tests have always imported from here.
+__all__ = ["PRUNE_BATCH", "STATES", "NewTask", "StorageError", "TaskRow", "TaskStore"]
 
 
-@dataclass(frozen=True)
-class NewTask:
-    """A task as submitted."""
-
-    app: str
-    stream: int = 0
-    chunk: int = 0
-    priority: int = 0
-    deadline_s: float | None = None
-    idem_key: str | None = None
-
-
-class StorageError(Exception):
-    """A write SQLite refused; its transaction was rolled back.
-
-    :param kind: ``full`` (no space: disk or page cap), ``readonly``, or ``unavailable``
-        (an I/O error, a locked or vanished file).
-    :param detail: SQLite's message.
-    """
-
-    def __init__(self, kind: str, detail: str) -> None:
-        super().__init__(f"queue database {kind}: {detail}")
-        self.kind, self.detail = kind, detail
-
-
-def _storage_error(e: sqlite3.Error) -> StorageError:
-    name = getattr(e, "sqlite_errorname", "") or ""
-    if name.startswith("SQLITE_FULL"):
-        return StorageError("full", str(e))
-    if name.startswith("SQLITE_READONLY"):
-        return StorageError("readonly", str(e))
-    return StorageError("unavailable", str(e))
+#: WAL pages after which a commit checkpoints itself (SQLite's default is 1,000, about 4 MB).
+WAL_BOUND_PAGES = 50_000
+#: Finished tasks one pruning transaction removes at most (the queue's lock is held meanwhile).
+PRUNE_BATCH = 200
+#: SQLite's largest page cap: what ``store-full`` sets back when space returns.
+_NO_PAGE_CAP = 1073741823
 
 
 class TaskStore:
@@ -192,7 +90,7 @@ class TaskStore:
         # bound here only keeps the WAL finite should those checkpoints never complete.
         self._db.execute(f"PRAGMA wal_autocheckpoint={WAL_BOUND_PAGES}")
         self._checkpointer: sqlite3.Connection | None = None
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(SCHEMA)
         columns = {r[1] for r in self._db.execute("PRAGMA table_info(tasks)")}
         if "result" not in columns:  # a queue written before results were recorded
             self._db.execute("ALTER TABLE tasks ADD COLUMN result TEXT")
@@ -262,7 +160,7 @@ class TaskStore:
             self._db.execute("ROLLBACK")
 
     def _refused(self, e: sqlite3.Error) -> StorageError:
-        self.degraded = _storage_error(e)
+        self.degraded = storage_error(e)
         return self.degraded
 
     def _apply_faults(self) -> None:
@@ -314,7 +212,7 @@ class TaskStore:
             for t in tasks:
                 if t.idem_key is not None:
                     old = self._rows(
-                        f"SELECT {_COLUMNS} FROM tasks WHERE tenant = ? AND idem_key = ?",
+                        f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND idem_key = ?",
                         (tenant, t.idem_key),
                     )
                     if old:
@@ -337,7 +235,7 @@ class TaskStore:
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
         """A task, if it exists and belongs to ``tenant`` (``None``: any tenant)."""
         with self._lock:
-            rows = self._rows(f"SELECT {_COLUMNS} FROM tasks WHERE id = ?", (task_id,))
+            rows = self._rows(f"SELECT {COLUMNS} FROM tasks WHERE id = ?", (task_id,))
         if not rows or (tenant is not None and rows[0].tenant != tenant):
             return None
         return rows[0]
@@ -352,7 +250,7 @@ class TaskStore:
             for k in range(0, len(unique), 500):
                 part = unique[k : k + 500]
                 rows += self._rows(
-                    f"SELECT {_COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(part))})", tuple(part)
+                    f"SELECT {COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(part))})", tuple(part)
                 )
         return {r.id: r for r in rows if r.tenant == tenant}
 
@@ -360,7 +258,7 @@ class TaskStore:
         """A tenant's tasks with id > ``after``, oldest first, at most ``limit``: a range of the
         ``tasks_tenant`` (or ``tasks_tenant_state``) index, whose entries are in id order (an
         index ends with the rowid), not a sort of every task of the tenant (137 ms at a million)."""
-        sql = f"SELECT {_COLUMNS} FROM tasks WHERE tenant = ? AND id > ?"
+        sql = f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND id > ?"
         args: tuple[Any, ...] = (tenant, after)
         if state is not None:
             sql += " AND state = ?"
@@ -406,7 +304,7 @@ class TaskStore:
             tenants = [t for (t, st), n in self._counts.items() if st == "queued" and n > 0]
             return {
                 t: self._rows(
-                    f"SELECT {_COLUMNS} FROM tasks WHERE state = 'queued' AND tenant = ? "
+                    f"SELECT {COLUMNS} FROM tasks WHERE state = 'queued' AND tenant = ? "
                     "ORDER BY priority DESC, id LIMIT ?",
                     (t, per_tenant),
                 )
