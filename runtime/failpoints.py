@@ -15,6 +15,9 @@ list of ``name=value``:
 - ``state-full=N`` — the first ``N`` checkpoints of the service's learned state fail as a full
   disk fails them (``OSError`` ``ENOSPC``); the service must keep scheduling, say so
   (``/v1/models``, ``/metrics``) and checkpoint again once space returns.
+- ``submit-late=S`` — the first submission's answer is held ``S`` seconds after its tasks were
+  queued; past ``request_timeout_s`` the client gets 503 for a submission that was applied, as
+  when an answer is lost (a client must find its tasks again by their idempotency keys).
 - ``late-result=S`` — local backend: ``S`` seconds after a removed node's tasks were reported
   lost, each reports a success too, as a partitioned node that finished anyway would (the
   service must refuse it: the task's retry holds it by then).
@@ -29,7 +32,7 @@ import random
 import threading
 
 ENV = "RLSCHED_FAILPOINTS"
-NAMES = ("lane-dies", "store-full", "store-readonly", "state-full", "late-result")
+NAMES = ("lane-dies", "store-full", "store-readonly", "state-full", "late-result", "submit-late")
 
 
 class LaneKilled(BaseException):
@@ -61,6 +64,19 @@ def value(name: str) -> str | None:
     return _ACTIVE.get(name)
 
 
+_TAKEN: set[str] = set()
+
+
+def first(name: str) -> str | None:
+    """The value of failpoint ``name`` the first time it is asked for; ``None`` after (and when
+    it is off)."""
+    with _RNG_LOCK:
+        if name in _TAKEN or name not in _ACTIVE:
+            return None
+        _TAKEN.add(name)
+        return _ACTIVE[name]
+
+
 def chance(name: str) -> bool:
     """True with the probability failpoint ``name`` gives (False when it is off)."""
     v = _ACTIVE.get(name)
@@ -83,3 +99,4 @@ def set_for_test(spec: str) -> None:
     """Replace the active failpoints (in-process tests; a service reads the environment)."""
     global _ACTIVE
     _ACTIVE = parse(spec)
+    _TAKEN.clear()

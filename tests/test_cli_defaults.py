@@ -115,6 +115,17 @@ def test_flags_parse_into_the_options_with_their_spelling() -> None:
     _, i = parse(["interference", "fit", "--data", "a.csv", "--data", "b.csv", "--out", "m"])
     assert i.data == ["a.csv", "b.csv"] and i.method == "ncf"
     _, s = parse(["status", "17", "--json"])
-    assert (s.id, s.json, s.url) == (17, True, None)  # None: $RLSCHED_URL, else the default
+    assert (s.ids, s.json, s.url) == ([17], True, None)  # None: $RLSCHED_URL, else the default
+    assert parse(["status", "17", "4", "9"])[1].ids == [17, 4, 9]  # one or more ids
+    _, u = parse(["submit", "--app", "fft", "--key", "job-7", "--deadline", "30", "--retry-for", "0"])
+    assert (u.key, u.deadline, u.retry_for) == ("job-7", 30.0, 0.0)
+    assert parse(["submit", "--app", "fft"])[1].retry_for == 60.0
+    for bad in (
+        ["status", "0"],
+        ["submit", "--app", "fft", "--key", "a/b"],
+        ["submit", "--app", "fft", "--key", "x" * 121],
+    ):
+        with pytest.raises(SystemExit):
+            parse(bad)
     with pytest.raises(SystemExit):
         parse(["train", "--out", "o", "--steps", "-1"])

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -18,7 +20,7 @@ from experiments.commands.flags import flag
 from rlsched.errors import Unavailable
 
 if TYPE_CHECKING:
-    from runtime.service.client import Client
+    from runtime.service.client import Client, PartlySubmitted
 
 
 #: Tasks one ``rlsched tasks`` call lists at most (the API's page).
@@ -49,7 +51,15 @@ class SubmitArgs(ClientArgs):
     :param stream: stream id
     :param chunks: chunks 0..N-1 of the stream
     :param priority: priority of the tasks (higher first)
-    :param wait: wait until every task has finished
+    :param deadline: seconds after submission by which each task should finish (the service orders
+        and reports by it)
+    :param key: idempotency key of this submission: task k gets KEY/APP/STREAM/k, and the same
+        command run again with the same key (after a failure) queues only what the first run did
+        not; default: a new random key, so that the command's own resends never queue twice
+    :param retry_for: keep sending a batch the service refuses for now (429 at a queue bound,
+        503, 507) or whose answer was lost, for up to this many seconds without progress; 0:
+        give up at once
+    :param wait: wait until every task has finished (through restarts of the service)
     :param timeout: with --wait: give up after this many seconds (exit 4, the unfinished counted;
         the tasks stay queued); default: wait until they finish or Ctrl-C
     :param json: print the full task records as JSON
@@ -59,14 +69,29 @@ class SubmitArgs(ClientArgs):
     stream: int = flag(0, parse=values.SEED)
     chunks: int = flag(1, parse=values.COUNT)
     priority: int = 0
+    deadline: float | None = flag(None, parse=values.positive_float)
+    key: str | None = flag(None, parse=values.idempotency_prefix)
+    retry_for: float = flag(60.0, parse=values.nonneg_float)
     wait: bool = False
     timeout: float | None = flag(None, parse=values.positive_float)
     json: bool = False
 
 
 @dataclass(kw_only=True)
+class StatusArgs(ClientArgs):
+    """Options of ``rlsched status``.
+
+    :param ids: the tasks' ids (as submit printed them), one or more
+    :param json: print the full task records as JSON (a list)
+    """
+
+    ids: list[int] = flag(positional=True, repeat=True, parse=values.int_at_least(1))  # noqa: RUF009 (no default)
+    json: bool = False
+
+
+@dataclass(kw_only=True)
 class TaskArgs(ClientArgs):
-    """Options of ``rlsched status`` and ``rlsched cancel``.
+    """Options of ``rlsched cancel``.
 
     :param id: the task's id (as submit printed it)
     :param json: print the full task record as JSON
@@ -123,7 +148,7 @@ def with_client(given: str | None, token_env: str, act: Callable[[Client], None]
     import httpx
 
     from experiments import inputs
-    from runtime.service.client import Client, ServiceError
+    from runtime.service.client import Client, PartlySubmitted, ServiceError
 
     token = inputs.token(token_env)
     try:
@@ -138,33 +163,68 @@ def with_client(given: str | None, token_env: str, act: Callable[[Client], None]
         if "CERTIFICATE_VERIFY_FAILED" in str(e):
             why += "; set SSL_CERT_FILE to the PEM file of the CA that signed its certificate"
         raise Unavailable(url, why) from None
+    except PartlySubmitted as e:
+        raise Unavailable(url, _partly(e)) from None
     except TimeoutError as e:  # submit --wait --timeout: the tasks did not finish in time
         raise Unavailable(url, str(e)) from None
     return EXIT_OK
+
+
+def _partly(e: PartlySubmitted) -> str:
+    ids = [r["id"] for r in e.accepted]
+    key = e.accepted[0].get("idempotency_key") or ""
+    prefix = key.split("/", 1)[0]
+    return (
+        f"{e} (queued: ids {min(ids)}-{max(ids)}); the same command with --key {prefix} queues only the rest"
+    )
+
+
+def _told(stream: TextIO = sys.stderr, every_s: float = 5.0) -> Callable[[str], None]:
+    """A ``on_retry`` that says why on ``stream``: at once when the reason changes, else at most
+    every ``every_s`` seconds (a long wait on a queue bound is not a line a second)."""
+    last: list[Any] = [None, -math.inf]
+
+    def say(why: str) -> None:
+        head = re.sub(r"\d+", "#", why.split(";", 1)[0])  # "(1472 queued)" is the same reason
+        now = time.monotonic()
+        if head != last[0] or now - last[1] >= every_s:
+            print(f"rlsched: {why}", file=stream, flush=True)
+            last[:] = [head, now]
+
+    return say
 
 
 def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
     """Submit chunks 0..N-1 of one stream; print their records (after they finished with ``--wait``)."""
 
     def act(c: Client) -> None:
+        from runtime.service.client import keyed
+
         body = [
             {"app": args.app, "stream": args.stream, "chunk": k, "priority": args.priority}
+            | ({"deadline_s": args.deadline} if args.deadline is not None else {})
             for k in range(args.chunks)
         ]
-        rows = c.submit(body)
+        told = _told()
+        rows = c.submit(keyed(body, args.key), retry_for_s=args.retry_for, on_retry=told)
         if args.wait:
-            rows = c.wait([r["id"] for r in rows], math.inf if args.timeout is None else args.timeout)
+            timeout = math.inf if args.timeout is None else args.timeout
+            rows = c.wait([r["id"] for r in rows], timeout, on_retry=told)
         print(json.dumps(rows) if args.json else task_table(rows))
 
     return with_client(args.url, args.token_env, act)
 
 
-def status(args: TaskArgs, argv: Sequence[str]) -> int:
-    """Print one task's record."""
+def status(args: StatusArgs, argv: Sequence[str]) -> int:
+    """Print the records of one or more tasks (one lookup per 1,000), in the order asked."""
 
     def act(c: Client) -> None:
-        row = c.get(args.id)
-        print(json.dumps(row) if args.json else task_table([row]))
+        if len(args.ids) == 1:
+            row = c.get(args.ids[0])
+            print(json.dumps(row) if args.json else task_table([row]))
+            return
+        rows = c.lookup(args.ids)
+        print(json.dumps(rows) if args.json else task_table(rows))
 
     return with_client(args.url, args.token_env, act)
 
@@ -311,7 +371,7 @@ def token(args: TokenArgs, argv: Sequence[str]) -> int:
 CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered with an error")
 COMMANDS = (
     Command("submit", "submit tasks to a running service", SubmitArgs, submit, CLIENT_EXITS),
-    Command("status", "a task's state on a running service", TaskArgs, status, CLIENT_EXITS),
+    Command("status", "tasks' states on a running service", StatusArgs, status, CLIENT_EXITS),
     Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, CLIENT_EXITS),
     Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, CLIENT_EXITS),
     Command(

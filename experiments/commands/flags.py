@@ -32,7 +32,8 @@ class Flag:
         cannot (``None``: the field's type).
     :param choices: the values allowed.
     :param positional: a positional argument instead of a flag.
-    :param repeat: may be given several times; the field is a list of the values.
+    :param repeat: may be given several times (a positional: one or more values); the field is a
+        list of the values.
     :param negatable: a boolean with ``--no-`` form (for fields whose default is ``True``).
     :param path: the value names a file or folder: an ``OSError`` on it is the user's input
         (exit 2), not a bug.
@@ -137,7 +138,9 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
             kw["action"] = argparse.BooleanOptionalAction if s.negatable else "store_true"
             kw["default"] = default
         else:
-            if s.repeat:
+            if s.repeat and s.positional:
+                kw["nargs"] = "+"
+            elif s.repeat:
                 kw["action"] = "append"
             kw["type"] = s.parse or (_plain(typing.get_args(kind)[0]) if s.repeat else kind)
             if s.choices is not None:

@@ -42,6 +42,21 @@ def nonneg_float(text: str) -> float:
     return positive_float(text)
 
 
+#: Characters an idempotency key's prefix may hold: ``/`` separates the parts a key is made of.
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.:-")
+#: Its longest: the task's key (prefix, app, stream, chunk) stays under the API's 200 characters.
+MAX_KEY_PREFIX = 120
+
+
+def idempotency_prefix(text: str) -> str:
+    """An idempotency key's prefix: 1 to 120 letters, digits and ``_.:-``."""
+    if not 0 < len(text) <= MAX_KEY_PREFIX or not set(text) <= _KEY_CHARS:
+        raise argparse.ArgumentTypeError(
+            f"expected 1 to {MAX_KEY_PREFIX} letters, digits and _.:- , got {text!r}"
+        )
+    return text
+
+
 def fraction(text: str) -> float:
     """A share in (0, 1]."""
     value = positive_float(text)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
 
@@ -52,6 +53,7 @@ from rlsched.hardware import gpu_model
 from rlsched.policies.registry import describe_auto
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from rlsched.version import package_version
+from runtime import failpoints
 from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
@@ -275,17 +277,24 @@ def create_app(service: Service) -> FastAPI:
     def submit(body: TaskIn | list[TaskIn], who: Caller, response: Response) -> list[TaskOut]:
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_BATCH:
-            _invalid(("body",), f"1 to {MAX_BATCH} tasks, got {len(items)}", len(items))
+            _invalid(("body",), f"1 to {MAX_BATCH} tasks", len(items))
         for i, t in enumerate(items):
             if t.app not in LIVE_APPS:  # where the schema's own errors would put it
                 where = ("body", i, "app") if isinstance(body, list) else ("body", "app")
                 _invalid(where, f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
-        reason = service.admission(who, len(items))
+        # A batch sent again (its answer was lost) holds tasks already queued: only the new ones
+        # count against the bounds, so a tenant at its quota gets its first answer back.
+        keys = [t.idempotency_key for t in items if t.idempotency_key is not None]
+        fresh = len(items) - (service.store.known_keys(who.name, keys) if keys else 0)
+        reason = service.admission(who, fresh) if fresh else None
         if reason is not None:
             service.metrics.rejected.labels(who.name).inc(len(items))
             raise HTTPException(429, reason, {"Retry-After": str(RETRY_AFTER_S)})
         new = [NewTask(t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idempotency_key) for t in items]
         rows = service.store.submit(who.name, new)
+        late = failpoints.first("submit-late")
+        if late is not None:
+            time.sleep(float(late))
         created = sum(1 for _, c in rows if c)
         if created:
             service.wake_dispatcher()

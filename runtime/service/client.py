@@ -9,6 +9,10 @@ It needs httpx only (of the ``serve`` extra): importing it brings in neither the
         print(c.wait(ids))
 
 Every method raises :class:`ServiceError` with the service's status and message on a 4xx/5xx.
+:meth:`Client.submit` sends a list of any length in batches the service takes, and with
+``retry_for_s`` sends a batch again that the service refused for now or whose answer was lost —
+safe because each task then carries an idempotency key (:func:`keyed`). :meth:`Client.wait`
+outlives a restart of the service.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import ssl
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -35,8 +40,74 @@ class ServiceError(RuntimeError):
         self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
 
 
-#: Ids a lookup request carries: the service's batch bound (``runtime.service.app.MAX_BATCH``).
+#: Ids a lookup request, or tasks a submission, carries at most: the service's batch bound
+#: (``runtime.service.app.MAX_BATCH``; a test keeps the two equal).
 LOOKUP_BATCH = 1000
+SUBMIT_BATCH = 1000
+#: Answers that say "not now": the tenant or the service at its queue bound (429), the queue file
+#: full (507), the body not received in time (408). Nothing was written; sending again is safe.
+NOTHING_WRITTEN = frozenset({408, 429, 507})
+#: Longest pause between two tries when the service names none (``Retry-After``).
+MAX_PAUSE_S = 8.0
+
+
+class PartlySubmitted(RuntimeError):
+    """A submission of several batches that stopped after some were queued.
+
+    :param accepted: the tasks queued, as recorded, in the order given.
+    :param total: the tasks the submission held.
+    :param cause: why the next batch was not (a :class:`ServiceError` or an ``httpx`` error).
+    """
+
+    def __init__(self, accepted: list[dict[str, Any]], total: int, cause: Exception) -> None:
+        super().__init__(f"{len(accepted)} of {total} tasks queued, then: {_said(cause)}")
+        self.accepted, self.total, self.cause = accepted, total, cause
+
+
+def keyed(tasks: Sequence[dict[str, Any]], prefix: str | None = None) -> list[dict[str, Any]]:
+    """``tasks`` with an idempotency key each that has none: ``PREFIX/APP/STREAM/CHUNK``.
+
+    A task sent again with its key is found, not queued twice; so a submission can be sent again
+    after an answer that was lost, and a command run again with the same ``prefix`` queues only
+    what the first run did not.
+
+    :param prefix: the keys' common part (default: a new random one, unique to this call).
+    """
+    p = prefix if prefix is not None else uuid.uuid4().hex
+    return [
+        t
+        if t.get("idempotency_key")
+        else {**t, "idempotency_key": f"{p}/{t['app']}/{t.get('stream', 0)}/{t.get('chunk', 0)}"}
+        for t in tasks
+    ]
+
+
+def _said(e: Exception) -> str:
+    if isinstance(e, ServiceError):
+        return f"the service answered HTTP {e.status}: {e.detail}"
+    return f"no answer ({type(e).__name__}: {e})"
+
+
+def _pause(e: Exception, resend: bool, backoff: float, answered: bool) -> float | None:
+    """Seconds to wait before sending a request again after ``e``, or ``None``: do not.
+
+    :param resend: a request that may be applied twice without harm (tasks that all carry
+        idempotency keys); otherwise only a request known not to have been applied is sent again.
+    :param answered: the service answered an earlier request of this call. One that is not there
+        at the first (a wrong URL, a service not started) is said at once; one that goes away
+        part-way (a restart) is waited for.
+    """
+    if isinstance(e, ServiceError):
+        # 503: the queue file refused the write (nothing written), or the answer was not ready in
+        # time (the request may have been applied): only a request safe to resend.
+        if e.status in NOTHING_WRITTEN or (e.status == 503 and resend):
+            return e.retry_after_s if e.retry_after_s is not None else backoff
+        return None
+    if isinstance(e, httpx.ConnectError):  # refused or unreachable: nothing was sent
+        return backoff if answered else None
+    if isinstance(e, httpx.TransportError) and resend:  # sent, and the answer lost
+        return backoff
+    return None
 
 
 def wait_ready(url: str, timeout_s: float = 60.0, alive: Callable[[], bool] | None = None) -> None:
@@ -128,10 +199,55 @@ class Client:
             raise ServiceError(r.status_code, detail, float(retry) if retry else None)
         return r.json()
 
-    def submit(self, tasks: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def submit(
+        self,
+        tasks: Sequence[dict[str, Any]],
+        retry_for_s: float = 0.0,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """Queue tasks (``app``, ``stream``, ``chunk``, optional ``priority``, ``deadline_s``,
-        ``idempotency_key``); the tasks as recorded."""
-        out: list[dict[str, Any]] = self._call("POST", "/v1/tasks", json=list(tasks))
+        ``idempotency_key``); the tasks as recorded, in the order given.
+
+        More than :data:`SUBMIT_BATCH` go in batches of that many, one after another. With
+        ``retry_for_s``, a batch refused for now (429 at a queue bound, 507, 503, 408) or whose
+        answer was lost is sent again after the pause the service asks for (``Retry-After``), for
+        up to ``retry_for_s`` seconds without a batch queued; after a 429 the next try sends half
+        as many tasks (a tenant's ``max_queued`` may hold fewer than a batch), and each batch
+        queued doubles it again. A batch is sent again after a lost answer only when every task
+        carries an idempotency key (give the tasks :func:`keyed`): the service then finds the
+        tasks it queued, and queues none twice.
+
+        :param retry_for_s: how long to keep trying without progress; 0: one try per batch.
+        :param on_retry: told why, each time a batch is to be sent again.
+        :raises ServiceError: the first batch was refused (nothing queued).
+        :raises PartlySubmitted: a later batch was refused; ``accepted`` holds what was queued.
+        """
+        todo = list(tasks)
+        out: list[dict[str, Any]] = []
+        size, backoff = SUBMIT_BATCH, 0.25
+        give_up = time.monotonic() + retry_for_s
+        answered = False  # by the service, to any request of this call
+        while len(out) < len(todo):
+            part = todo[len(out) : len(out) + size]
+            resend = all(t.get("idempotency_key") for t in part)
+            try:
+                out += self._call("POST", "/v1/tasks", json=part)
+            except (ServiceError, httpx.TransportError) as e:
+                answered |= isinstance(e, ServiceError)
+                pause = _pause(e, resend, backoff, answered)
+                if pause is None or time.monotonic() + pause > give_up:
+                    if out:
+                        raise PartlySubmitted(out, len(todo), e) from e
+                    raise
+                if isinstance(e, ServiceError) and e.status == 429:
+                    size = max(1, size // 2)
+                if on_retry is not None:
+                    on_retry(f"{_said(e)}; sending {len(todo) - len(out)} tasks again in {pause:g} s")
+                time.sleep(pause)
+                backoff = min(2 * backoff, MAX_PAUSE_S)
+                continue
+            size, backoff, answered = min(2 * size, SUBMIT_BATCH), 0.25, True
+            give_up = time.monotonic() + retry_for_s
         return out
 
     def get(self, task_id: int) -> dict[str, Any]:
@@ -197,21 +313,45 @@ class Client:
         out: dict[str, Any] = self._call("POST", "/v1/admin/reload", params=params)
         return out
 
-    def wait(self, ids: Sequence[int], timeout_s: float = 600.0, poll_s: float = 0.2) -> list[dict[str, Any]]:
+    def wait(
+        self,
+        ids: Sequence[int],
+        timeout_s: float = 600.0,
+        poll_s: float = 0.2,
+        on_retry: Callable[[str], None] | None = None,
+    ) -> list[dict[str, Any]]:
         """Poll until every task is done, failed or cancelled; the tasks.
 
+        A service that stops answering for a while (a restart, a kill -9 and its recovery: the
+        queue keeps the tasks) is asked again until ``timeout_s``; ``on_retry`` is told once per
+        outage.
+
         :raises TimeoutError: naming how many are unfinished.
+        :raises ServiceError: the service refused the lookup (4xx: a bad token, an id not the
+            tenant's).
         """
         deadline = time.monotonic() + timeout_s
         rows: dict[int, dict[str, Any]] = {}
         left = list(dict.fromkeys(ids))
+        away: str | None = None  # why the service has not answered, since it stopped
+        pause = poll_s
         while True:
-            # Only the unfinished are asked again, in batches: a request per task and round made
-            # `submit --chunks 300 --wait` take 28 s for work that took 3.
-            rows |= {r["id"]: r for r in self.lookup(left)}
-            left = [i for i in left if rows[i]["state"] in ("queued", "running")]
-            if not left:
-                return [rows[i] for i in ids]
+            try:
+                # Only the unfinished are asked again, in batches: a request per task and round
+                # made `submit --chunks 300 --wait` take 28 s for work that took 3.
+                rows |= {r["id"]: r for r in self.lookup(left)}
+            except (ServiceError, httpx.TransportError) as e:
+                if isinstance(e, ServiceError) and e.status < 500:
+                    raise
+                if away is None and on_retry is not None:
+                    on_retry(f"{_said(e)}; asking again until it answers")
+                away, pause = _said(e), min(2 * pause, 2.0)
+            else:
+                away, pause = None, poll_s
+                left = [i for i in left if rows[i]["state"] in ("queued", "running")]
+                if not left:
+                    return [rows[i] for i in ids]
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(left)} of {len(ids)} tasks unfinished after {timeout_s:g} s")
-            time.sleep(poll_s)
+                why = f"; the service has not answered since: {away}" if away else ""
+                raise TimeoutError(f"{len(left)} of {len(ids)} tasks unfinished after {timeout_s:g} s{why}")
+            time.sleep(pause)

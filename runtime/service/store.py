@@ -232,6 +232,20 @@ class TaskStore:
                 self._delta[tenant, "queued"] += 1
         return out
 
+    def known_keys(self, tenant: str, keys: Sequence[str]) -> int:
+        """How many of ``keys`` (idempotency keys) already name a task of ``tenant``: a batch sent
+        again creates only the others, and only those count against a queue bound."""
+        unique = sorted(set(keys))
+        n = 0
+        with self._lock:
+            for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
+                part = unique[k : k + 500]
+                marks = ",".join("?" * len(part))
+                n += self._db.execute(
+                    f"SELECT COUNT(*) FROM tasks WHERE tenant = ? AND idem_key IN ({marks})", (tenant, *part)
+                ).fetchone()[0]
+        return int(n)
+
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
         """A task, if it exists and belongs to ``tenant`` (``None``: any tenant)."""
         with self._lock:

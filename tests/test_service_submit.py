@@ -1,0 +1,136 @@
+"""``rlsched submit`` against a real service: batches past the API's bound, idempotency keys that
+make a resend or a rerun queue nothing twice, waiting on a queue bound, ``rlsched status`` of
+several tasks, and a ``--wait`` that outlives a ``kill -9`` of the service."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.service_helpers import TOKENS, Server, cluster_nodes, free_port, headers, service_config
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cli(s: Server, tenant: str, *a: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "RLSCHED_TOKEN": TOKENS[tenant]}
+    cmd = [sys.executable, "-m", "experiments.cli", *a, "--url", s.url]
+    return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+
+
+def _drain_all(s: Server, on: bool = True) -> None:
+    for n in cluster_nodes(s):
+        what = "drain" if on else "resume"
+        r = httpx.post(f"{s.url}/v1/admin/nodes/{n['name']}/{what}", headers=headers("video"), timeout=30)
+        assert r.status_code == 200, r.text
+
+
+def _keys(db: Path, tenant: str) -> list[tuple[int, str]]:
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT id, idem_key FROM tasks WHERE tenant = ? ORDER BY id", (tenant,)).fetchall()
+
+
+def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
+    """More tasks than a request takes go in batches. Stopped by a quota part-way (no retries),
+    the command says what was queued and how to queue the rest; run again with its key, it
+    queues only the rest — the batch already queued is found by its keys even while the tenant
+    is at its quota. With retries, a submission waits on the quota as the queue drains, in
+    smaller batches, and every task is queued once."""
+    port = free_port()
+    extra = {"video": "max_queued = 1500\nadmin = true", "batch": "max_queued = 20"}
+    s = Server(service_config(tmp_path, port, extra), port)
+    s.start()
+    try:
+        _drain_all(s)  # nothing runs: the queue holds what was submitted
+        r = _cli(
+            s, "video", "submit", "--app", "fft", "--chunks", "2500", "--key", "job-1", "--retry-for", "0"
+        )
+        assert r.returncode == 4, r.stderr
+        assert "1000 of 2500 tasks queued" in r.stderr and "HTTP 429" in r.stderr, r.stderr
+        assert "(queued: ids 1-1000); the same command with --key job-1 queues only the rest" in r.stderr
+        first = _keys(tmp_path / "queue.db", "video")
+        assert [k for _, k in first] == [f"job-1/fft/0/{c}" for c in range(1000)]
+        # Again with the key (1,000 queued, the quota 1,500): the first batch is found, not
+        # refused for the 1,000 it would add; the next 200 fit.
+        r = _cli(
+            s, "video", "submit", "--app", "fft", "--chunks", "1200", "--key", "job-1", "--retry-for", "0"
+        )
+        assert r.returncode == 0, r.stderr
+        rows = _keys(tmp_path / "queue.db", "video")
+        assert rows[:1000] == first and [k for _, k in rows] == [f"job-1/fft/0/{c}" for c in range(1200)]
+        r = _cli(s, "video", "status", "1", "1200", "7", "--json")
+        assert r.returncode == 0, r.stderr
+        assert [t["id"] for t in json.loads(r.stdout)] == [1, 1200, 7]
+        assert _cli(s, "video", "status", "1", "2").stdout.splitlines()[-1] == "2 tasks: 2 queued"
+        # A quota of 20 and 45 tasks: with retries the command waits for room, as the nodes,
+        # open again a second later, run what is queued.
+        threading.Timer(1.0, _drain_all, (s, False)).start()
+        t0 = time.monotonic()
+        r = _cli(
+            s, "batch", "submit", "--app", "fft", "--chunks", "45", "--deadline", "600", "--retry-for", "60"
+        )
+        assert r.returncode == 0, r.stderr
+        assert "HTTP 429: tenant batch: at most 20 queued tasks" in r.stderr, r.stderr
+        assert r.stderr.count("\n") <= 2 + (time.monotonic() - t0) / 5, r.stderr  # a line per reason or 5 s
+        batch = _keys(tmp_path / "queue.db", "batch")
+        assert len(batch) == 45 and len({k for _, k in batch}) == 45
+        assert sorted(int(k.rsplit("/", 1)[1]) for _, k in batch) == list(range(45))
+        with sqlite3.connect(tmp_path / "queue.db") as c:
+            assert c.execute("SELECT DISTINCT deadline_s FROM tasks WHERE tenant = 'batch'").fetchall() == [
+                (600.0,)
+            ]
+    finally:
+        s.stop()
+
+
+def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) -> None:
+    """The first submission's answer comes after ``request_timeout_s`` (503) though its tasks
+    were queued: the command sends it again, the service finds the tasks by their keys, and each
+    is queued once. Its ``--wait`` then outlives a ``kill -9`` of the service and its restart."""
+    port = free_port()
+    cfg = service_config(tmp_path, port, {"video": "admin = true"}, top="request_timeout_s = 1")
+    s = Server(cfg, port, env={"RLSCHED_FAILPOINTS": "submit-late=2"})
+    s.start()
+    try:
+        _drain_all(s)  # the tasks stay queued until the service restarts (its nodes open again)
+        env = {**os.environ, "RLSCHED_TOKEN": TOKENS["video"]}
+        cmd = [sys.executable, "-m", "experiments.cli", "submit", "--app", "fft", "--chunks", "5", "--wait"]
+        p = subprocess.Popen(
+            [*cmd, "--url", s.url],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while "POST /v1/tasks/lookup 200" not in s.log.read_text():  # it waits on them
+            assert time.monotonic() < deadline and p.poll() is None, s.log.read_text()[-2000:]
+            time.sleep(0.1)
+        s.kill9()
+        time.sleep(1.0)  # a wait that does not outlive the outage ends here
+        s.start()
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+        assert "HTTP 503: request: no answer within 1 s" in err and "asking again until it answers" in err, (
+            err
+        )
+        assert out.splitlines()[-1].startswith("5 tasks: 5 done"), out
+        assert len(_keys(tmp_path / "queue.db", "video")) == 5
+    finally:
+        s.stop()
+
+
+def test_the_client_batches_as_the_service_bounds_them() -> None:
+    from runtime.service.app import MAX_BATCH
+    from runtime.service.client import LOOKUP_BATCH, SUBMIT_BATCH
+
+    assert LOOKUP_BATCH == SUBMIT_BATCH == MAX_BATCH
