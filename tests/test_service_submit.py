@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.service_helpers import TOKENS, Server, cluster_nodes, free_port, headers, service_config
+from tests.service_helpers import TOKENS, Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,6 +87,15 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
             assert c.execute("SELECT DISTINCT deadline_s FROM tasks WHERE tenant = 'batch'").fetchall() == [
                 (600.0,)
             ]
+        # Deadlines: counted met or missed as tasks finish, on /metrics and in --wait's summary.
+        wait_done(s, "batch", [i for i, _ in batch])
+        r = _cli(s, "batch", "submit", "--app", "fft", "--chunks", "3", "--deadline", "0.001", "--wait")
+        assert r.returncode == 0 and r.stdout.splitlines()[-1].endswith("; deadline missed by 3 of 3"), (
+            r.stdout
+        )
+        metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
+        assert 'rlsched_deadlines_total{result="met",tenant="batch"} 45.0' in metrics, metrics
+        assert 'rlsched_deadlines_total{result="missed",tenant="batch"} 3.0' in metrics
     finally:
         s.stop()
 

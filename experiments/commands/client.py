@@ -51,8 +51,8 @@ class SubmitArgs(ClientArgs):
     :param stream: stream id
     :param chunks: chunks 0..N-1 of the stream
     :param priority: priority of the tasks (higher first)
-    :param deadline: seconds after submission by which each task should finish (the service orders
-        and reports by it)
+    :param deadline: seconds after submission by which each task should finish (LDWP sees the
+        slack; /metrics counts deadlines met and missed; --wait counts the missed)
     :param key: idempotency key of this submission: task k gets KEY/APP/STREAM/k, and the same
         command run again with the same key (after a failure) queues only what the first run did
         not; default: a new random key, so that the command's own resends never queue twice
@@ -289,8 +289,16 @@ def task_table(rows: list[dict[str, Any]]) -> str:
         summary = f"{len(rows)} tasks: " + ", ".join(f"{n} {k}" for k, n in sorted(states.items()))
         if spans:
             summary += f"; latency mean {sum(spans) / len(spans):.2f} s, max {max(spans):.2f} s"
+        timed = [r for r in rows if r.get("deadline_s") is not None and r["state"] in ("done", "failed")]
+        if timed:
+            summary += f"; deadline missed by {sum(map(_missed, timed))} of {len(timed)}"
         lines.append(summary)
     return "\n".join(lines)
+
+
+def _missed(r: dict[str, Any]) -> bool:
+    """A finished task with a deadline did not meet it: it failed, or finished late."""
+    return bool(r["state"] == "failed" or r["finished_at"] - r["submitted_at"] > r["deadline_s"])
 
 
 def _top(client: Client, once: bool, interval: float) -> None:

@@ -93,7 +93,8 @@ class Dispatcher:
     :param scheduler: stage 1 (its placer already runs in the cluster's agents).
     :param tenants: the service's tenants.
     :param on_event: called with ``(kind, tenant, seconds)`` for metrics: ``decision``,
-        ``completed``, ``failed``, ``moved``, ``requeued``.
+        ``completed``, ``failed``, ``moved``, ``requeued``, and for a finished task that had a
+        deadline ``deadline_met`` or ``deadline_missed``.
     """
 
     def __init__(
@@ -310,6 +311,9 @@ class Dispatcher:
         if recorded:
             took = time.perf_counter() - flight.started if flight and kind in ("completed", "failed") else 0.0
             self.on_event(kind, row.tenant, took)
+            if row.deadline_s is not None and kind in ("completed", "failed"):
+                late = kind == "failed" or time.time() - row.submitted_at > row.deadline_s
+                self.on_event("deadline_missed" if late else "deadline_met", row.tenant, 0.0)
             canary = self.canary
             if canary is not None and kind in ("completed", "failed"):
                 canary.finished(row.id, time.time() - row.submitted_at, kind == "failed")

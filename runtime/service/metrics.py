@@ -46,6 +46,13 @@ class ServiceMetrics:
             ["tenant"],
             registry=r,
         )
+        self.deadlines = Counter(
+            "rlsched_deadlines",
+            "finished tasks that had a deadline, by whether they finished within it (met, missed: "
+            "late, or failed)",
+            ["tenant", "result"],
+            registry=r,
+        )
         self.nodes = Gauge("rlsched_nodes", "nodes by state (alive, draining, gone)", ["state"], registry=r)
         build = Gauge("rlsched_build_info", "the rlsched version serving (1)", ["version"], registry=r)
         build.labels(package_version()).set(1)
@@ -127,6 +134,8 @@ class ServiceMetrics:
             self.moved.labels(tenant).inc()
         elif kind == "requeued":
             self.requeued.labels(tenant).inc()
+        elif kind in ("deadline_met", "deadline_missed"):
+            self.deadlines.labels(tenant, kind.removeprefix("deadline_")).inc()
 
     def render(
         self,
