@@ -70,6 +70,24 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert [t["id"] for t in json.loads(r.stdout)] == [1, 1200, 7]
         assert _cli(s, "video", "status", "1", "2").stdout.splitlines()[-1] == "2 tasks: 2 queued"
+        # A submission is named by its key: listed, and cancelled, as one.
+        r = _cli(s, "video", "tasks", "--key", "job-1", "--limit", "5", "--after", "10")
+        assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1", r.stdout
+        assert _cli(s, "video", "tasks", "--key", "job-", "--limit", "5").stdout.strip() == "no tasks"
+        r = _cli(s, "video", "cancel", "1", "2", "3", "--json")
+        assert [t["state"] for t in json.loads(r.stdout)] == ["cancelled"] * 3, r.stderr
+        r = _cli(s, "video", "cancel", "--key", "job-1")
+        assert r.returncode == 0 and r.stdout.splitlines()[-1] == "1197 tasks: 1197 cancelled", r.stdout
+        assert (
+            _cli(s, "video", "cancel", "--key", "job-1").stdout.strip()
+            == "no queued tasks of submission job-1"
+        )
+        r = _cli(s, "video", "cancel", "1", "--key", "job-1")
+        assert r.returncode == 2 and "task ids or --key KEY" in r.stderr, r.stderr
+        with sqlite3.connect(tmp_path / "queue.db") as c:
+            assert c.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall() == [
+                ("cancelled", 1200)
+            ]
         # A quota of 20 and 45 tasks: with retries the command waits for room, as the nodes,
         # open again a second later, run what is queued.
         threading.Timer(1.0, _drain_all, (s, False)).start()

@@ -17,7 +17,7 @@ from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
-from rlsched.errors import Unavailable
+from rlsched.errors import InputError, Unavailable
 
 if TYPE_CHECKING:
     from runtime.service.client import Client, PartlySubmitted
@@ -90,14 +90,17 @@ class StatusArgs(ClientArgs):
 
 
 @dataclass(kw_only=True)
-class TaskArgs(ClientArgs):
+class CancelArgs(ClientArgs):
     """Options of ``rlsched cancel``.
 
-    :param id: the task's id (as submit printed it)
-    :param json: print the full task record as JSON
+    :param ids: the tasks' ids (as submit printed them); one that already started is refused
+        (exit 4), of several those that started are shown as they are
+    :param key: instead of ids: every queued task of the submission made with submit --key KEY
+    :param json: print the full task records as JSON
     """
 
-    id: int = flag(positional=True)
+    ids: list[int] = flag([], positional=True, repeat=True, parse=values.int_at_least(1))  # noqa: RUF009 (flag() copies it)
+    key: str | None = flag(None, parse=values.idempotency_prefix)
     json: bool = False
 
 
@@ -120,12 +123,14 @@ class TasksArgs(ClientArgs):
     :param state: only tasks in this state
     :param after: tasks with ids above this one (the line after a page names the next)
     :param limit: tasks to list, oldest first
+    :param key: only the tasks of the submission made with submit --key KEY
     :param json: print the service's page as JSON (tasks and next_after)
     """
 
     state: str | None = flag(None, choices=STATES)
     after: int = flag(0, parse=values.SEED)
     limit: int = flag(50, parse=values.int_at_least(1, MAX_PAGE))
+    key: str | None = flag(None, parse=values.idempotency_prefix)
     json: bool = False
 
 
@@ -229,14 +234,39 @@ def status(args: StatusArgs, argv: Sequence[str]) -> int:
     return with_client(args.url, args.token_env, act)
 
 
-def cancel(args: TaskArgs, argv: Sequence[str]) -> int:
-    """Cancel one queued task; print its record."""
+def cancel(args: CancelArgs, argv: Sequence[str]) -> int:
+    """Cancel queued tasks, by id or by submission (``--key``); print their records."""
+    if bool(args.ids) == (args.key is not None):
+        raise InputError("rlsched cancel", "arguments", "task ids or --key KEY (one of the two)")
 
     def act(c: Client) -> None:
-        row = c.cancel(args.id)
-        print(json.dumps(row) if args.json else task_table([row]))
+        if len(args.ids) == 1:  # one task: a refusal (it started) is the command's failure
+            rows = [c.cancel(args.ids[0])]
+        elif args.ids:
+            rows = c.cancel_many(args.ids)
+        else:
+            rows = _cancel_submission(c, f"{args.key}/")
+        if args.json:
+            print(json.dumps(rows[0] if len(args.ids) == 1 else rows))
+        else:
+            print(task_table(rows) if rows else f"no queued tasks of submission {args.key}")
 
     return with_client(args.url, args.token_env, act)
+
+
+def _cancel_submission(c: Client, prefix: str) -> list[dict[str, Any]]:
+    """Cancel every queued task whose key starts with ``prefix``, a page of 1,000 at a time
+    (those cancelled leave the queued state, so each page is the next); the tasks cancelled."""
+    out: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = c.page("queued", after, MAX_PAGE, prefix)
+        if not page["tasks"]:
+            return out
+        out += c.cancel_many([t["id"] for t in page["tasks"]])
+        if page["next_after"] is None:
+            return out
+        after = page["next_after"]
 
 
 def top(args: TopArgs, argv: Sequence[str]) -> int:
@@ -248,7 +278,7 @@ def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
     """List the caller's tasks, oldest first, a page at a time."""
 
     def act(c: Client) -> None:
-        page = c.page(args.state, args.after, args.limit)
+        page = c.page(args.state, args.after, args.limit, None if args.key is None else f"{args.key}/")
         if args.json:
             print(json.dumps(page))
             return
@@ -257,6 +287,7 @@ def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
             print(
                 f"more: rlsched tasks --after {page['next_after']}"
                 + (f" --state {args.state}" if args.state else "")
+                + (f" --key {args.key}" if args.key else "")
             )
 
     return with_client(args.url, args.token_env, act)
@@ -380,7 +411,7 @@ CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered 
 COMMANDS = (
     Command("submit", "submit tasks to a running service", SubmitArgs, submit, CLIENT_EXITS),
     Command("status", "tasks' states on a running service", StatusArgs, status, CLIENT_EXITS),
-    Command("cancel", "cancel a queued task on a running service", TaskArgs, cancel, CLIENT_EXITS),
+    Command("cancel", "cancel queued tasks on a running service", CancelArgs, cancel, CLIENT_EXITS),
     Command("top", "live view of a running service: queue, devices, throughput", TopArgs, top, CLIENT_EXITS),
     Command(
         "tasks", "list your tasks on a running service, a page at a time", TasksArgs, tasks, CLIENT_EXITS

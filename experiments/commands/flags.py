@@ -32,8 +32,8 @@ class Flag:
         cannot (``None``: the field's type).
     :param choices: the values allowed.
     :param positional: a positional argument instead of a flag.
-    :param repeat: may be given several times (a positional: one or more values); the field is a
-        list of the values.
+    :param repeat: may be given several times (a positional: one or more values, or with a
+        default none or more); the field is a list of the values.
     :param negatable: a boolean with ``--no-`` form (for fields whose default is ``True``).
     :param path: the value names a file or folder: an ``OSError`` on it is the user's input
         (exit 2), not a bug.
@@ -139,7 +139,7 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
             kw["default"] = default
         else:
             if s.repeat and s.positional:
-                kw["nargs"] = "+"
+                kw["nargs"] = "+" if default is MISSING else "*"
             elif s.repeat:
                 kw["action"] = "append"
             kw["type"] = s.parse or (_plain(typing.get_args(kind)[0]) if s.repeat else kind)

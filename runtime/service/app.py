@@ -6,8 +6,11 @@
 - ``GET /v1/tasks/{id}`` — a task of the caller (another tenant's id answers 404).
 - ``POST /v1/tasks/lookup`` — ``{"ids": [...]}`` (at most :data:`MAX_BATCH`): those tasks in one
   answer, in that order; 404 naming the first that is not the caller's.
-- ``GET /v1/tasks?state=&after=&limit=`` — the caller's tasks, oldest first, paged by id.
+- ``GET /v1/tasks?state=&after=&limit=&key_prefix=`` — the caller's tasks, oldest first, paged by id
+  (``key_prefix``: those whose idempotency key starts with it, a submission's tasks).
 - ``POST /v1/tasks/{id}/cancel`` — cancel a queued task (409 when it already started).
+- ``POST /v1/tasks/cancel`` — ``{"ids": [...]}``: cancel those that are queued; the tasks as they
+  now are (those that had started keep their state).
 - ``GET /v1/cluster`` — nodes, GPUs, streams, memory and queue depth; the models in use and
   their versions, the placer's calibration per GPU model, online updates, the last checkpoint.
 - ``GET /v1/models`` — the same about models, and the placer's predicted co-location table
@@ -310,13 +313,25 @@ def create_app(service: Service) -> FastAPI:
             raise HTTPException(404, f"task {task_id}: no such task")
         return _out(row)
 
-    @app.post("/v1/tasks/lookup", response_model=list[TaskOut])
-    def lookup(body: LookupIn, who: Caller) -> list[TaskOut]:
-        rows = service.store.get_many(who.name, body.ids)
-        missing = [i for i in body.ids if i not in rows]
+    def tasks_of(who: Tenant, ids: Sequence[int]) -> dict[int, Any]:
+        """The caller's tasks ``ids``; 404 naming the first that is not one of them."""
+        rows = service.store.get_many(who.name, ids)
+        missing = [i for i in ids if i not in rows]
         if missing:
             more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
             raise HTTPException(404, f"task {missing[0]}: no such task{more}")
+        return rows
+
+    @app.post("/v1/tasks/lookup", response_model=list[TaskOut])
+    def lookup(body: LookupIn, who: Caller) -> list[TaskOut]:
+        rows = tasks_of(who, body.ids)
+        return [_out(rows[i]) for i in body.ids]
+
+    @app.post("/v1/tasks/cancel", response_model=list[TaskOut])
+    def cancel_many(body: LookupIn, who: Caller) -> list[TaskOut]:
+        tasks_of(who, body.ids)  # every id the caller's, before anything changes
+        service.store.cancel_many(who.name, body.ids)
+        rows = tasks_of(who, body.ids)
         return [_out(rows[i]) for i in body.ids]
 
     @app.get("/v1/tasks", response_model=TaskList)
@@ -325,8 +340,9 @@ def create_app(service: Service) -> FastAPI:
         state: Annotated[str | None, Query(pattern="^(" + "|".join(STATES) + ")$")] = None,
         after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+        key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
     ) -> TaskList:
-        rows = service.store.list_tasks(who.name, state, after, limit)
+        rows = service.store.list_tasks(who.name, state, after, limit, key_prefix)
         return TaskList(tasks=[_out(r) for r in rows], next_after=rows[-1].id if len(rows) == limit else None)
 
     @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskOut)

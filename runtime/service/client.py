@@ -266,22 +266,33 @@ class Client:
             out += self._call("POST", "/v1/tasks/lookup", json={"ids": list(ids[k : k + LOOKUP_BATCH])})
         return out
 
-    def tasks(self, state: str | None = None, page: int = 100) -> Iterator[dict[str, Any]]:
-        """Every task of the tenant (optionally in one state), oldest first, page by page."""
+    def tasks(
+        self, state: str | None = None, page: int = 100, key_prefix: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every task of the tenant (optionally in one state, or of one submission), oldest first,
+        page by page."""
         after = 0
         while True:
-            body = self.page(state, after, page)
+            body = self.page(state, after, page, key_prefix)
             yield from body["tasks"]
             if body["next_after"] is None:
                 return
             after = body["next_after"]
 
-    def page(self, state: str | None = None, after: int = 0, limit: int = 100) -> dict[str, Any]:
+    def page(
+        self, state: str | None = None, after: int = 0, limit: int = 100, key_prefix: str | None = None
+    ) -> dict[str, Any]:
         """One page of the tenant's tasks with ids above ``after``, oldest first: ``tasks`` and
-        ``next_after`` (``None``: no more)."""
+        ``next_after`` (``None``: no more).
+
+        :param key_prefix: only tasks whose idempotency key starts with it (those of
+            ``keyed(tasks, K)`` start with ``K/``).
+        """
         params: dict[str, Any] = {"after": after, "limit": limit}
         if state is not None:
             params["state"] = state
+        if key_prefix is not None:
+            params["key_prefix"] = key_prefix
         out: dict[str, Any] = self._call("GET", "/v1/tasks", params=params)
         return out
 
@@ -292,8 +303,20 @@ class Client:
         return out
 
     def cancel(self, task_id: int) -> dict[str, Any]:
-        """Cancel a queued task."""
+        """Cancel a queued task (409 once it started)."""
         out: dict[str, Any] = self._call("POST", f"/v1/tasks/{task_id}/cancel")
+        return out
+
+    def cancel_many(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """Cancel those of the tasks ``ids`` that are queued; every task as it now is, in order
+        (one that had started keeps its state). :data:`LOOKUP_BATCH` ids a request.
+
+        :raises ServiceError: 404 naming the first id that is not the tenant's (in that batch,
+            nothing was cancelled).
+        """
+        out: list[dict[str, Any]] = []
+        for k in range(0, len(ids), LOOKUP_BATCH):
+            out += self._call("POST", "/v1/tasks/cancel", json={"ids": list(ids[k : k + LOOKUP_BATCH])})
         return out
 
     def cluster(self) -> dict[str, Any]:

@@ -268,15 +268,25 @@ class TaskStore:
                 )
         return {r.id: r for r in rows if r.tenant == tenant}
 
-    def list_tasks(self, tenant: str, state: str | None, after: int, limit: int) -> list[TaskRow]:
+    def list_tasks(
+        self, tenant: str, state: str | None, after: int, limit: int, key_prefix: str | None = None
+    ) -> list[TaskRow]:
         """A tenant's tasks with id > ``after``, oldest first, at most ``limit``: a range of the
         ``tasks_tenant`` (or ``tasks_tenant_state``) index, whose entries are in id order (an
-        index ends with the rowid), not a sort of every task of the tenant (137 ms at a million)."""
+        index ends with the rowid), not a sort of every task of the tenant (137 ms at a million).
+
+        :param key_prefix: only tasks whose idempotency key starts with it (a submission's tasks:
+            ``rlsched submit --key K`` gives them ``K/...``).
+        """
         sql = f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND id > ?"
         args: tuple[Any, ...] = (tenant, after)
         if state is not None:
             sql += " AND state = ?"
             args += (state,)
+        if key_prefix:
+            # A range, not LIKE: no wildcard in a key can widen it, and the key's index serves it.
+            sql += " AND idem_key >= ? AND idem_key < ?"
+            args += (key_prefix, key_prefix[:-1] + chr(ord(key_prefix[-1]) + 1))
         with self._lock:
             return self._rows(sql + " ORDER BY id LIMIT ?", (*args, limit))
 
@@ -294,6 +304,26 @@ class TaskStore:
             self._delta[tenant, "queued"] -= cur.rowcount
             self._delta[tenant, "cancelled"] += cur.rowcount
         return self.get(tenant, task_id)
+
+    def cancel_many(self, tenant: str, ids: Sequence[int]) -> int:
+        """Cancel those of ``ids`` that are queued tasks of ``tenant``, in one transaction; how
+        many were (the others already started, or finished).
+
+        :raises StorageError: nothing changed.
+        """
+        unique, n = sorted(set(ids)), 0
+        with self._write():
+            for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
+                part = unique[k : k + 500]
+                cur = self._db.execute(
+                    "UPDATE tasks SET state = 'cancelled', finished_at = ? WHERE tenant = ? "
+                    f"AND state = 'queued' AND id IN ({','.join('?' * len(part))})",
+                    (time.time(), tenant, *part),
+                )
+                n += cur.rowcount
+            self._delta[tenant, "queued"] -= n
+            self._delta[tenant, "cancelled"] += n
+        return n
 
     def counts(self, pruned: bool = False) -> dict[tuple[str, str], int]:
         """(tenant, state) -> tasks in the file (counted as transactions commit: no query).
