@@ -207,6 +207,46 @@ def test_listing_a_tenants_tasks_walks_an_index_in_id_order(tmp_path: Path) -> N
     con.close()
 
 
+def test_a_submissions_tasks_are_a_range_of_the_key_index_and_cancel_in_one_go(tmp_path: Path) -> None:
+    """``GET /v1/tasks?key_prefix=`` lists one submission's tasks, in id order, from the range of
+    the key's unique index — not a walk through every task of the tenant in id order, which the
+    planner picks unless told. ``cancel_many`` cancels the queued ones among given ids, once."""
+    path = tmp_path / "q.db"
+    store = TaskStore(path)
+    seen: list[str] = []
+    try:
+        new = [
+            NewTask("fft", chunk=k, idem_key=f"{p}/fft/0/{k}")
+            for p in ("job-1", "job-10", "job-2")
+            for k in range(3)
+        ]
+        new += [NewTask("fft", chunk=9), NewTask("fft", chunk=8, idem_key="job-1/fft/0/8")]
+        ids = {r.idem_key: r.id for r, _ in store.submit("a", new)}
+        store.submit("b", [NewTask("fft", idem_key="job-1/fft/0/0")])  # another tenant's
+        store._db.set_trace_callback(seen.append)
+        got = store.list_tasks("a", None, 0, 10, "job-1/")
+        store._db.set_trace_callback(None)
+        assert [r.idem_key for r in got] == [
+            "job-1/fft/0/0",
+            "job-1/fft/0/1",
+            "job-1/fft/0/2",
+            "job-1/fft/0/8",
+        ]
+        assert [r.chunk for r in store.list_tasks("a", None, ids["job-1/fft/0/1"], 2, "job-1/")] == [2, 8]
+        assert store.cancel_many("a", [ids["job-1/fft/0/0"], ids["job-1/fft/0/0"], ids["job-2/fft/0/1"]]) == 2
+        assert store.cancel_many("a", [ids["job-1/fft/0/0"]]) == 0  # no longer queued
+        assert store.cancel_many("b", [ids["job-1/fft/0/1"]]) == 0  # not b's
+        assert [r.chunk for r in store.list_tasks("a", "queued", 0, 10, "job-1/")] == [1, 2, 8]
+        assert store.counts()["a", "cancelled"] == 2 and store.counts()["a", "queued"] == 9
+    finally:
+        store.close()
+    con = sqlite3.connect(path)
+    q = next(q for q in seen if q.lstrip().upper().startswith("SELECT"))
+    plan = " ".join(str(r[3]) for r in con.execute(f"EXPLAIN QUERY PLAN {q}"))
+    assert "sqlite_autoindex_tasks_1 (tenant=? AND idem_key>? AND idem_key<?)" in plan, plan
+    con.close()
+
+
 def test_a_lookup_finds_a_tenants_tasks_by_id_however_many(tmp_path: Path) -> None:
     """``get_many``: every one of a thousand ids at once (in statements of 500 parameters, as
     SQLite before 3.32 allows 999), another tenant's and unknown ids left out."""

@@ -14,7 +14,9 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from tests.conftest import interrupt_rlsched
 from tests.service_helpers import TOKENS, Server, cluster_nodes, free_port, headers, service_config, wait_done
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +40,7 @@ def _keys(db: Path, tenant: str) -> list[tuple[int, str]]:
         return c.execute("SELECT id, idem_key FROM tasks WHERE tenant = ? ORDER BY id", (tenant,)).fetchall()
 
 
-def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
+def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """More tasks than a request takes go in batches. Stopped by a quota part-way (no retries),
     the command says what was queued and how to queue the rest; run again with its key, it
     queues only the rest — the batch already queued is found by its keys even while the tenant
@@ -70,6 +72,13 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         assert [t["id"] for t in json.loads(r.stdout)] == [1, 1200, 7]
         assert _cli(s, "video", "status", "1", "2").stdout.splitlines()[-1] == "2 tasks: 2 queued"
+        # Ctrl-C while it waits: the tasks stay queued, and the message says how to find them.
+        monkeypatch.setenv("RLSCHED_TOKEN", TOKENS["video"])
+        argv = ["submit", "--app", "fft", "--chunks", "2", "--key", "ctrl-c", "--wait", "--url", s.url]
+        code, err = interrupt_rlsched(argv, lambda: len(_keys(tmp_path / "queue.db", "video")) == 1202, 0.3)
+        assert code == 130 and "rlsched cancel --key ctrl-c cancels what has not started" in err, err
+        r = _cli(s, "video", "cancel", "--key", "ctrl-c")
+        assert r.stdout.splitlines()[-1] == "2 tasks: 2 cancelled", r.stdout
         # A submission is named by its key: listed, and cancelled, as one.
         r = _cli(s, "video", "tasks", "--key", "job-1", "--limit", "5", "--after", "10")
         assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1", r.stdout
@@ -86,7 +95,7 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path) -> None:
         assert r.returncode == 2 and "task ids or --key KEY" in r.stderr, r.stderr
         with sqlite3.connect(tmp_path / "queue.db") as c:
             assert c.execute("SELECT state, COUNT(*) FROM tasks GROUP BY state").fetchall() == [
-                ("cancelled", 1200)
+                ("cancelled", 1202)
             ]
         # A quota of 20 and 45 tasks: with retries the command waits for room, as the nodes,
         # open again a second later, run what is queued.

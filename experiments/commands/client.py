@@ -9,6 +9,7 @@ import os
 import re
 import sys
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
@@ -211,10 +212,17 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
             for k in range(args.chunks)
         ]
         told = _told()
-        rows = c.submit(keyed(body, args.key), retry_for_s=args.retry_for, on_retry=told)
-        if args.wait:
-            timeout = math.inf if args.timeout is None else args.timeout
-            rows = c.wait([r["id"] for r in rows], timeout, on_retry=told)
+        key = args.key or uuid.uuid4().hex  # the command's own resends never queue twice
+        try:
+            rows = c.submit(keyed(body, key), retry_for_s=args.retry_for, on_retry=told)
+            if args.wait:
+                timeout = math.inf if args.timeout is None else args.timeout
+                rows = c.wait([r["id"] for r in rows], timeout, on_retry=told)
+        except KeyboardInterrupt:
+            raise KeyboardInterrupt(
+                f"interrupted; what was queued stays queued: rlsched tasks --key {key} shows it, "
+                f"rlsched cancel --key {key} cancels what has not started"
+            ) from None
         print(json.dumps(rows) if args.json else task_table(rows))
 
     return with_client(args.url, args.token_env, act)

@@ -278,17 +278,21 @@ class TaskStore:
         :param key_prefix: only tasks whose idempotency key starts with it (a submission's tasks:
             ``rlsched submit --key K`` gives them ``K/...``).
         """
-        sql = f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND id > ?"
+        # With a key prefix, the range of the key's unique index (tenant, idem_key) holds only the
+        # submission's tasks, sorted by id after; the unary + keeps SQLite off the id-ordered
+        # indexes, whose scan walks every task of the tenant to find them.
+        plus = "+" if key_prefix else ""
+        sql = f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND {plus}id > ?"
         args: tuple[Any, ...] = (tenant, after)
         if state is not None:
-            sql += " AND state = ?"
+            sql += f" AND {plus}state = ?"
             args += (state,)
         if key_prefix:
-            # A range, not LIKE: no wildcard in a key can widen it, and the key's index serves it.
+            # A range, not LIKE: no wildcard in a key can widen it.
             sql += " AND idem_key >= ? AND idem_key < ?"
             args += (key_prefix, key_prefix[:-1] + chr(ord(key_prefix[-1]) + 1))
         with self._lock:
-            return self._rows(sql + " ORDER BY id LIMIT ?", (*args, limit))
+            return self._rows(sql + f" ORDER BY {plus}id LIMIT ?", (*args, limit))
 
     def cancel(self, tenant: str, task_id: int) -> TaskRow | None:
         """Cancel a queued task of ``tenant``; the task as it now is (``None``: not found).
