@@ -1,5 +1,5 @@
 """A third-party policy package, registered through the ``rlsched.policies`` entry-point group,
-runs in ``rlsched simulate`` and on the live runtime (``rlsched demo --live``).
+runs in ``rlsched simulate``, on the live runtime (``rlsched demo --live``) and in ``rlsched serve``.
 
 The package is real: the README's example module next to a ``.dist-info`` folder with its
 ``entry_points.txt``, found by ``importlib.metadata`` on ``PYTHONPATH`` exactly as an installed
@@ -92,3 +92,24 @@ def test_the_readme_shows_the_example_policy() -> None:
     readme = (ROOT / "README.md").read_text()
     block = readme.split("### Your own policy", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert block.strip() and block in EXAMPLE.read_text()
+
+
+def test_a_plugin_policy_serves_tasks_through_rlsched_serve(plugin_path: Path, tmp_path: Path) -> None:
+    """An operator names the plug-in's pair in the service's config: ``rlsched serve`` places
+    every task with it, and says so (``/v1/cluster``)."""
+    from runtime.service.client import Client
+    from tests.service_helpers import TOKENS, Server, free_port, service_config
+
+    port = free_port()
+    pythonpath = f"{plugin_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    s = Server(service_config(tmp_path, port, scheduler=SPEC), port, env={"PYTHONPATH": pythonpath})
+    s.start()
+    try:
+        with Client(s.url, TOKENS["video"]) as c:
+            assert c.cluster()["scheduler"] == SPEC
+            rows = c.wait(
+                [t["id"] for t in c.submit([{"app": "video_synopsis", "chunk": k} for k in range(6)])], 90
+            )
+        assert [r["state"] for r in rows] == ["done"] * 6, rows
+    finally:
+        s.stop()
