@@ -13,7 +13,7 @@ from typing import Any
 
 from rlsched.defaults import default
 from rlsched.seeds import DEFAULT_VALIDATION, VALIDATION
-from runtime.cluster.workload import LiveWorkload
+from runtime.cluster.workload_spec import LiveWorkload
 
 
 @dataclass
@@ -277,7 +277,7 @@ class DemoConfig:
     seeds: int = 3
     paper_rate_per_min: float = 60.0
     live_seeds: int = 2
-    # The live workload's own defaults (runtime.cluster.workload.LiveWorkload), written there.
+    # The live workload's own defaults (runtime.cluster.workload_spec.LiveWorkload), written there.
     live_tasks: int = default(LiveWorkload, "tasks")
     live_streams: int = default(LiveWorkload, "streams")
     live_rate_per_min: float = 60.0 * default(LiveWorkload, "rate_per_s")

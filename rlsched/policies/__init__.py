@@ -7,18 +7,47 @@ Everything outside this folder reaches a policy by name, through the registry (c
     sched = parse_scheduler("ldwp+iawp")
 """
 
-from rlsched.policies.registry import (
-    DEFAULT_PLACER,
-    ENTRY_POINT_GROUP,
-    SHIPPED,
-    PolicyOptions,
-    make_placer,
-    make_selector,
-    parse_scheduler,
-    placer_names,
-    register_placer,
-    register_selector,
-    selector_names,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rlsched.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from rlsched.policies.registry import (
+        DEFAULT_PLACER,
+        ENTRY_POINT_GROUP,
+        SHIPPED,
+        PolicyOptions,
+        make_placer,
+        make_selector,
+        parse_scheduler,
+        placer_names,
+        register_placer,
+        register_selector,
+        selector_names,
+    )
+
+# Names are imported on first use (PEP 562): a light module of this folder (``names``, read by
+# the CLI as it builds its parser) must not bring in the registry and every policy with it.
+__getattr__ = lazy_exports(
+    __name__,
+    dict.fromkeys(
+        (
+            "DEFAULT_PLACER",
+            "ENTRY_POINT_GROUP",
+            "SHIPPED",
+            "PolicyOptions",
+            "make_placer",
+            "make_selector",
+            "parse_scheduler",
+            "placer_names",
+            "register_placer",
+            "register_selector",
+            "selector_names",
+        ),
+        "rlsched.policies.registry",
+    ),
 )
 
 __all__ = [

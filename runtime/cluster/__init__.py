@@ -25,7 +25,7 @@ _EXPORTS = {
     "LiveClusterSpec": "runtime.cluster.config",
     "default_live_cluster": "runtime.cluster.config",
     "load_live_cluster": "runtime.cluster.config_io",
-    "LiveWorkload": "runtime.cluster.workload",
+    "LiveWorkload": "runtime.cluster.workload_spec",
     "build_work": "runtime.cluster.workload",
     "LiveSchedulingEnv": "runtime.cluster.gym_env",
 }

@@ -13,19 +13,17 @@ what placers must find room for; not the nominal model of the simulator, whose f
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from rlsched.tasks import Device, Subtask, SubtaskGraph, Task
 from rlsched.workloads import KINDS, build_graph
+from runtime.cluster.workload_spec import VIDEO_APPS, LiveWorkload
 from runtime.kernels import TaskData, make_task_data, run_task_numpy, stage_plan
 from runtime.kernels.working_memory import working_bytes
 
 MIB = float(1 << 20)
-#: Video apps with live kernels (the TPDS pipelines the runtime implements).
-VIDEO_APPS: tuple[str, ...] = ("intrusion_detection", "video_synopsis")
+__all__ = ["VIDEO_APPS", "LiveWorkload", "build_work", "input_id", "live_task", "stage_mem_mb", "stream_apps"]
 
 
 def input_id(task_id: int, data: TaskData, name: str) -> str:
@@ -61,33 +59,6 @@ def live_task(task_id: int, data: TaskData, arrival_s: float, scale: str = "smal
     )
     host_mb = sum(int(a.nbytes) for a in data.inputs.values()) / MIB
     return Task(task_id, data.app, data.input_mb, arrival_s, SubtaskGraph(subs), host_mem_mb=host_mb)
-
-
-@dataclass(frozen=True)
-class LiveWorkload:
-    """Streams of tasks for a live run.
-
-    :param apps: app name -> weight; streams are dealt to apps in proportion.
-    :param streams: number of streams (cameras, signal sources); chunk ``k`` of a stream is task
-        data ``make_task_data(app, stream, k)``.
-    :param tasks: tasks in all.
-    :param rate_per_s: Poisson arrival rate over all streams, tasks per second.
-    :param scale: kernel data size, ``small`` or ``medium``.
-    :param seed: arrivals and data seed.
-    """
-
-    apps: Mapping[str, float] = field(default_factory=lambda: {a: 1.0 for a in VIDEO_APPS})
-    streams: int = 6
-    tasks: int = 300
-    rate_per_s: float = 40.0
-    scale: str = "small"
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.streams < 1 or self.tasks < 0 or self.rate_per_s <= 0:
-            raise ValueError("streams must be >= 1, tasks >= 0 and rate_per_s > 0")
-        if not self.apps or any(w <= 0 for w in self.apps.values()):
-            raise ValueError("apps must name at least one app with a positive weight")
 
 
 def stream_apps(w: LiveWorkload) -> list[str]:
