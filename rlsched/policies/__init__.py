@@ -28,28 +28,6 @@ if TYPE_CHECKING:
         selector_names,
     )
 
-# Names are imported on first use (PEP 562): a light module of this folder (``names``, read by
-# the CLI as it builds its parser) must not bring in the registry and every policy with it.
-__getattr__ = lazy_exports(
-    __name__,
-    dict.fromkeys(
-        (
-            "DEFAULT_PLACER",
-            "ENTRY_POINT_GROUP",
-            "SHIPPED",
-            "PolicyOptions",
-            "make_placer",
-            "make_selector",
-            "parse_scheduler",
-            "placer_names",
-            "register_placer",
-            "register_selector",
-            "selector_names",
-        ),
-        "rlsched.policies.registry",
-    ),
-)
-
 __all__ = [
     "DEFAULT_PLACER",
     "ENTRY_POINT_GROUP",
@@ -64,6 +42,12 @@ __all__ = [
     "register_selector",
     "selector_names",
 ]
+# The registry's names are imported on first use (PEP 562): a light module of this folder
+# (``names``, read by the CLI as it builds its parser) must not bring in the registry and every
+# policy with it.
+__getattr__ = lazy_exports(
+    __name__, {n: "rlsched.policies.registry" for n in __all__ if n != "ldwp_from_network"}
+)
 
 
 def ldwp_from_network(net: object, meta: dict, source: str) -> object:
