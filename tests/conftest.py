@@ -45,7 +45,8 @@ FULL_PROPERTIES = os.environ.get("RLSCHED_FULL_PROPERTIES") == "1"
 #: Test files whose tests run real servers, clusters, live kernels, Ray or signals, against the
 #: clock: `make test` runs them alone, one at a time, after the others have run two at a time
 #: (pytest-xdist). They pace work to what 2 cores do in a given time, which another test on the
-#: other core would change. Marked here, by file, so a new test in one of them is serial too.
+#: other core would change. Marked here, by file, so a new test in one of them is serial too; a
+#: test elsewhere that times a signal is marked ``@pytest.mark.serial`` itself (test_train.py).
 SERIAL_FILES = (
     "test_active_profiling.py",
     "test_bench_live.py",
@@ -56,7 +57,6 @@ SERIAL_FILES = (
     "test_runtime_",
     "test_serve_extra.py",
     "test_service",
-    "test_train.py",
 )
 
 

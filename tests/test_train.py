@@ -238,6 +238,7 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     assert err.index("finetune: zero-shot evaluation of") < err.index("finetune: mct ")
 
 
+@pytest.mark.serial  # a signal at a moment of the run: timed against the clock
 def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> None:
     """SIGINT during DQN: exit 130, last/ holds the current (unevaluated) weights, and the
     message says how to resume from them."""
@@ -280,6 +281,7 @@ def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Pat
     assert summary["after_dqn"]["step"] == 400.0
 
 
+@pytest.mark.serial  # a signal at a moment of the run: timed against the clock
 def test_a_run_killed_with_sigkill_resumes_to_the_same_final_step_count(tiny: Path, tmp_path: Path) -> None:
     """kill -9 after the first evaluations (no handler runs), then --resume from last/: the run
     ends at the configured total with one history, not a second count from zero."""

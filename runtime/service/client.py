@@ -240,7 +240,7 @@ class Client:
                         raise PartlySubmitted(out, len(todo), e) from e
                     raise
                 if isinstance(e, ServiceError) and e.status == 429:
-                    size = max(1, size // 2)
+                    size = max(1, len(part) // 2)  # of what was sent: fewer may be left than a batch
                 if on_retry is not None:
                     on_retry(f"{_said(e)}; sending {len(todo) - len(out)} tasks again in {pause:g} s")
                 time.sleep(pause)
