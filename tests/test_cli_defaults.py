@@ -125,6 +125,7 @@ def test_flags_parse_into_the_options_with_their_spelling() -> None:
     _, u = parse(["submit", "--app", "fft", "--key", "job-7", "--deadline", "30", "--retry-for", "0"])
     assert (u.key, u.deadline, u.retry_for) == ("job-7", 30.0, 0.0)
     assert parse(["submit", "--app", "fft"])[1].retry_for == 60.0
+    assert parse(["status", "--key", "job-7"])[1].key == "job-7"
     for bad in (
         ["status", "0"],
         ["submit", "--app", "fft", "--key", "a/b"],

@@ -80,7 +80,11 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.Monke
         assert code == 130 and "rlsched cancel --key ctrl-c cancels what has not started" in err, err
         r = _cli(s, "video", "cancel", "--key", "ctrl-c")
         assert r.stdout.splitlines()[-1] == "2 tasks: 2 cancelled", r.stdout
-        # A submission is named by its key: listed, and cancelled, as one.
+        # A submission is named by its key: listed, shown, and cancelled, as one.
+        assert (
+            _cli(s, "video", "status", "--key", "job-1").stdout.splitlines()[-1] == "1200 tasks: 1200 queued"
+        )
+        assert _cli(s, "video", "status", "--key", "job-2").stdout.strip() == "no tasks of submission job-2"
         r = _cli(s, "video", "tasks", "--key", "job-1", "--limit", "5", "--after", "10")
         assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1", r.stdout
         assert _cli(s, "video", "tasks", "--key", "job-", "--limit", "5").stdout.strip() == "no tasks"

@@ -83,10 +83,13 @@ class StatusArgs(ClientArgs):
     """Options of ``rlsched status``.
 
     :param ids: the tasks' ids (as submit printed them), one or more
-    :param json: print the full task records as JSON (a list)
+    :param key: instead of ids: every task of the submission made with submit --key KEY, and a
+        line counting them by state
+    :param json: print the full task records as JSON (a list for several)
     """
 
-    ids: list[int] = flag(positional=True, repeat=True, parse=values.int_at_least(1))  # noqa: RUF009 (no default)
+    ids: list[int] = flag([], positional=True, repeat=True, parse=values.int_at_least(1))  # noqa: RUF009 (flag() copies it)
+    key: str | None = flag(None, parse=values.idempotency_prefix)
     json: bool = False
 
 
@@ -229,23 +232,27 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
 
 
 def status(args: StatusArgs, argv: Sequence[str]) -> int:
-    """Print the records of one or more tasks (one lookup per 1,000), in the order asked."""
+    """Print the records of one or more tasks (one lookup per 1,000), in the order asked, or of
+    a submission's tasks (``--key``, oldest first)."""
+    _ids_or_key("rlsched status", args.ids, args.key)
 
     def act(c: Client) -> None:
         if len(args.ids) == 1:
             row = c.get(args.ids[0])
             print(json.dumps(row) if args.json else task_table([row]))
             return
-        rows = c.lookup(args.ids)
-        print(json.dumps(rows) if args.json else task_table(rows))
+        rows = c.lookup(args.ids) if args.ids else list(c.tasks(page=MAX_PAGE, key_prefix=f"{args.key}/"))
+        if args.json:
+            print(json.dumps(rows))
+        else:
+            print(task_table(rows) if rows else f"no tasks of submission {args.key}")
 
     return with_client(args.url, args.token_env, act)
 
 
 def cancel(args: CancelArgs, argv: Sequence[str]) -> int:
     """Cancel queued tasks, by id or by submission (``--key``); print their records."""
-    if bool(args.ids) == (args.key is not None):
-        raise InputError("rlsched cancel", "arguments", "task ids or --key KEY (one of the two)")
+    _ids_or_key("rlsched cancel", args.ids, args.key)
 
     def act(c: Client) -> None:
         if len(args.ids) == 1:  # one task: a refusal (it started) is the command's failure
@@ -260,6 +267,11 @@ def cancel(args: CancelArgs, argv: Sequence[str]) -> int:
             print(task_table(rows) if rows else f"no queued tasks of submission {args.key}")
 
     return with_client(args.url, args.token_env, act)
+
+
+def _ids_or_key(command: str, ids: list[int], key: str | None) -> None:
+    if bool(ids) == (key is not None):
+        raise InputError(command, "arguments", "task ids or --key KEY (one of the two)")
 
 
 def _cancel_submission(c: Client, prefix: str) -> list[dict[str, Any]]:
