@@ -247,6 +247,27 @@ def test_a_submissions_tasks_are_a_range_of_the_key_index_and_cancel_in_one_go(t
     con.close()
 
 
+def test_a_key_names_one_task_of_its_tenant_within_a_batch_and_across_batches(tmp_path: Path) -> None:
+    """A repeated idempotency key answers the task it first created — later in the same batch,
+    in a batch sent again, past 500 keys (the lookup's statements) — and another tenant's key is
+    its own."""
+    store = TaskStore(tmp_path / "q.db")
+    try:
+        batch = [NewTask("fft", chunk=k, idem_key=f"s/{k % 700}") for k in range(1400)]
+        first = store.submit("a", batch)
+        assert [c for _, c in first] == [True] * 700 + [False] * 700
+        assert [r.id for r, _ in first[700:]] == [r.id for r, _ in first[:700]]
+        again = store.submit("a", [*batch[:700], NewTask("fft", chunk=9, idem_key="s/new")])
+        assert [r.id for r, _ in again[:700]] == [r.id for r, _ in first[:700]]
+        assert [c for _, c in again] == [False] * 700 + [True]
+        assert store.known_keys("a", ["s/0", "s/699", "s/new", "s/nope"]) == 3
+        other = store.submit("b", [NewTask("fft", idem_key="s/0")])
+        assert other[0][1] and other[0][0].id not in {r.id for r, _ in first}
+        assert store.counts()["a", "queued"] == 701 and store.counts()["b", "queued"] == 1
+    finally:
+        store.close()
+
+
 def test_a_lookup_finds_a_tenants_tasks_by_id_however_many(tmp_path: Path) -> None:
     """``get_many``: every one of a thousand ids at once (in statements of 500 parameters, as
     SQLite before 3.32 allows 999), another tenant's and unknown ids left out."""

@@ -209,15 +209,13 @@ class TaskStore:
         now = time.time()
         out = []
         with self._write():
+            # The keys already used, in one lookup (a query per task cost ~12 ms a 1,000), inside
+            # the transaction: a concurrent batch with the same keys waits for this one.
+            seen = self._by_key(tenant, [t.idem_key for t in tasks if t.idem_key is not None])
             for t in tasks:
-                if t.idem_key is not None:
-                    old = self._rows(
-                        f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND idem_key = ?",
-                        (tenant, t.idem_key),
-                    )
-                    if old:
-                        out.append((old[0], False))
-                        continue
+                if t.idem_key is not None and t.idem_key in seen:
+                    out.append((seen[t.idem_key], False))
+                    continue
                 cur = self._db.execute(
                     "INSERT INTO tasks (tenant, app, stream, chunk, priority, deadline_s, idem_key, "
                     "state, submitted_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', ?)",
@@ -229,22 +227,28 @@ class TaskStore:
                     t.idem_key, "queued", 0, 0, None, None, now, None, None,
                 )  # fmt: skip
                 out.append((row, True))
+                if t.idem_key is not None:
+                    seen[t.idem_key] = row  # the same key again in this batch is this task
                 self._delta[tenant, "queued"] += 1
         return out
+
+    def _by_key(self, tenant: str, keys: Sequence[str]) -> dict[str, TaskRow]:
+        """``tenant``'s tasks with these idempotency keys, by key (the caller holds the lock)."""
+        unique = sorted(set(keys))
+        rows: list[TaskRow] = []
+        for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
+            part = unique[k : k + 500]
+            marks = ",".join("?" * len(part))
+            rows += self._rows(
+                f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND idem_key IN ({marks})", (tenant, *part)
+            )
+        return {str(r.idem_key): r for r in rows}
 
     def known_keys(self, tenant: str, keys: Sequence[str]) -> int:
         """How many of ``keys`` (idempotency keys) already name a task of ``tenant``: a batch sent
         again creates only the others, and only those count against a queue bound."""
-        unique = sorted(set(keys))
-        n = 0
         with self._lock:
-            for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
-                part = unique[k : k + 500]
-                marks = ",".join("?" * len(part))
-                n += self._db.execute(
-                    f"SELECT COUNT(*) FROM tasks WHERE tenant = ? AND idem_key IN ({marks})", (tenant, *part)
-                ).fetchone()[0]
-        return int(n)
+            return len(self._by_key(tenant, keys))
 
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
         """A task, if it exists and belongs to ``tenant`` (``None``: any tenant)."""
