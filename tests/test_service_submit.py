@@ -85,6 +85,8 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.Monke
             _cli(s, "video", "status", "--key", "job-1").stdout.splitlines()[-1] == "1200 tasks: 1200 queued"
         )
         assert _cli(s, "video", "status", "--key", "job-2").stdout.strip() == "no tasks of submission job-2"
+        r = httpx.get(f"{s.url}/v1/tasks", params={"key_prefix": "\U0010ffff"}, headers=headers("video"))
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "key_prefix"], r.text
         r = _cli(s, "video", "tasks", "--key", "job-1", "--limit", "5", "--after", "10")
         assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1", r.stdout
         assert _cli(s, "video", "tasks", "--key", "job-", "--limit", "5").stdout.strip() == "no tasks"

@@ -79,6 +79,11 @@ RETRY_AFTER_S = 1
 log = logging.getLogger(__name__)
 
 
+#: What a listing's ``key_prefix`` may hold: the characters of the keys ``rlsched submit`` makes
+#: (``KEY/APP/STREAM/CHUNK``); a key of other characters is found by its task's id.
+KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.:/-]{1,200}$"
+
+
 class TaskIn(BaseModel):
     """A task to run: chunk ``chunk`` of stream ``stream`` of ``app``."""
 
@@ -340,7 +345,7 @@ def create_app(service: Service) -> FastAPI:
         state: Annotated[str | None, Query(pattern="^(" + "|".join(STATES) + ")$")] = None,
         after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
         limit: Annotated[int, Query(ge=1, le=1000)] = 100,
-        key_prefix: Annotated[str | None, Query(min_length=1, max_length=200)] = None,
+        key_prefix: Annotated[str | None, Query(pattern=KEY_PREFIX_PATTERN)] = None,
     ) -> TaskList:
         rows = service.store.list_tasks(who.name, state, after, limit, key_prefix)
         return TaskList(tasks=[_out(r) for r in rows], next_after=rows[-1].id if len(rows) == limit else None)

@@ -280,7 +280,8 @@ class TaskStore:
         index ends with the rowid), not a sort of every task of the tenant (137 ms at a million).
 
         :param key_prefix: only tasks whose idempotency key starts with it (a submission's tasks:
-            ``rlsched submit --key K`` gives them ``K/...``).
+            ``rlsched submit --key K`` gives them ``K/...``); ASCII (the API's pattern), so that
+            its last character has a successor.
         """
         # With a key prefix, the range of the key's unique index (tenant, idem_key) holds only the
         # submission's tasks, sorted by id after; the unary + keeps SQLite off the id-ordered
