@@ -128,6 +128,7 @@ def test_flags_parse_into_the_options_with_their_spelling() -> None:
     assert parse(["status", "--key", "job-7"])[1].key == "job-7"
     for bad in (
         ["status", "0"],
+        ["submit", "--app", "fft", "--chunks", "100001"],
         ["submit", "--app", "fft", "--key", "a/b"],
         ["submit", "--app", "fft", "--key", "x" * 121],
     ):

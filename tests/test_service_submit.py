@@ -152,6 +152,7 @@ def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) 
         _drain_all(s)  # the tasks stay queued until the service restarts (its nodes open again)
         env = {**os.environ, "RLSCHED_TOKEN": TOKENS["video"]}
         cmd = [sys.executable, "-m", "experiments.cli", "submit", "--app", "fft", "--chunks", "5", "--wait"]
+        cmd += ["--first-chunk", "100"]  # a stream's later chunks
         p = subprocess.Popen(
             [*cmd, "--url", s.url],
             cwd=ROOT,
@@ -173,7 +174,9 @@ def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) 
             err
         )
         assert out.splitlines()[-1].startswith("5 tasks: 5 done"), out
-        assert len(_keys(tmp_path / "queue.db", "video")) == 5
+        assert [int(k.rsplit("/", 1)[1]) for _, k in _keys(tmp_path / "queue.db", "video")] == list(
+            range(100, 105)
+        )
     finally:
         s.stop()
 

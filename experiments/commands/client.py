@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 #: Tasks one ``rlsched tasks`` call lists at most (the API's page).
 MAX_PAGE = 1000
+#: Tasks one ``rlsched submit`` sends at most (the default queue bound; the tasks are built in
+#: memory first).
+MAX_SUBMIT = 100_000
 #: States a task can be in (the store's ``STATES``; the client does not import the server's
 #: modules, and a test keeps the two equal).
 STATES = ("queued", "running", "done", "failed", "cancelled")
@@ -50,7 +53,8 @@ class SubmitArgs(ClientArgs):
 
     :param app: app of the tasks
     :param stream: stream id
-    :param chunks: chunks 0..N-1 of the stream
+    :param chunks: how many chunks of the stream: FIRST..FIRST+N-1
+    :param first_chunk: the first chunk's index (a stream's later chunks, as they come)
     :param priority: priority of the tasks (higher first)
     :param deadline: seconds after submission by which each task should finish (LDWP sees the
         slack; /metrics counts deadlines met and missed; --wait counts the missed)
@@ -68,7 +72,8 @@ class SubmitArgs(ClientArgs):
 
     app: str = flag()
     stream: int = flag(0, parse=values.SEED)
-    chunks: int = flag(1, parse=values.COUNT)
+    chunks: int = flag(1, parse=values.int_at_least(1, MAX_SUBMIT))
+    first_chunk: int = flag(0, parse=values.SEED)
     priority: int = 0
     deadline: float | None = flag(None, parse=values.positive_float)
     key: str | None = flag(None, parse=values.idempotency_prefix)
@@ -204,7 +209,8 @@ def _told(stream: TextIO = sys.stderr, every_s: float = 5.0) -> Callable[[str], 
 
 
 def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
-    """Submit chunks 0..N-1 of one stream; print their records (after they finished with ``--wait``)."""
+    """Submit chunks FIRST..FIRST+N-1 of one stream; print their records (after they finished with
+    ``--wait``)."""
 
     def act(c: Client) -> None:
         from runtime.service.client import keyed
@@ -212,7 +218,7 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
         body = [
             {"app": args.app, "stream": args.stream, "chunk": k, "priority": args.priority}
             | ({"deadline_s": args.deadline} if args.deadline is not None else {})
-            for k in range(args.chunks)
+            for k in range(args.first_chunk, args.first_chunk + args.chunks)
         ]
         told = _told()
         key = args.key or uuid.uuid4().hex  # the command's own resends never queue twice
