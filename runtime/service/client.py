@@ -17,6 +17,7 @@ outlives a restart of the service.
 
 from __future__ import annotations
 
+import random
 import ssl
 import time
 import urllib.parse
@@ -235,6 +236,10 @@ class Client:
             except (ServiceError, httpx.TransportError) as e:
                 answered |= isinstance(e, ServiceError)
                 pause = _pause(e, resend, backoff, answered)
+                if pause is not None:
+                    # Up to a quarter more, drawn: clients refused together do not all come back
+                    # in the same instant (Retry-After is a least wait).
+                    pause = round(pause * (1 + random.random() / 4), 2)
                 if pause is None or time.monotonic() + pause > give_up:
                     if out:
                         raise PartlySubmitted(out, len(todo), e) from e
