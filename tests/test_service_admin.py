@@ -188,6 +188,15 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         rest = cli("batch", "tasks", "--state", "done", "--after", str(rows[1]["id"]))
         assert [ln.split()[0] for ln in rest.stdout.splitlines()[1:]] == [str(rows[2]["id"])], rest.stdout
         assert cli("video", "tasks").stdout == "no tasks\n"
+        # top: an admin sees a line per tenant; another tenant sees none (403 is not an error).
+        frame = cli("video", "top", "--once", "--interval", "0.1").stdout.splitlines()
+        assert frame[-3].split() == ["tenant", "weight", "queued", "running", "done", "failed", "cancelled"]
+        assert frame[-2:] == [
+            f"{'video':<16} {1:>6} {0:>7} {0:>7} {0:>8} {0:>7} {0:>9}",
+            f"{'batch':<16} {1:>6} {0:>7} {0:>7} {3:>8} {0:>7} {0:>9}",
+        ], frame
+        plain = cli("batch", "top", "--once", "--interval", "0.1")
+        assert plain.returncode == 0 and "tenant" not in plain.stdout, plain.stderr
     finally:
         s.stop()
 

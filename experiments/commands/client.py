@@ -18,6 +18,7 @@ from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
+from experiments.commands.top_frames import frame, unreachable_frame
 from rlsched.errors import InputError, Unavailable
 
 if TYPE_CHECKING:
@@ -369,25 +370,39 @@ def _top(client: Client, once: bool, interval: float) -> None:
         last = (time.monotonic(), client.cluster()["done"])
         time.sleep(interval)
     lost: float | None = None  # wall time the service stopped answering
+    admin = True  # until the service says otherwise (403): then no tenant lines
     while True:
         try:
             state = client.cluster()
+            tenants, admin = _tenants(client) if admin else (None, False)
         except Exception as e:
             if once or not _transient(e):
                 raise
             lost = lost or time.time()
             last = None  # no rate across the gap
-            print(_unreachable_frame(lost, e, interval), flush=True)
+            print(unreachable_frame(lost, e, interval), flush=True)
         else:
             lost = None
             done, now = state["done"], time.monotonic()
             rate = (done - last[1]) / (now - last[0]) if last else 0.0
             last = (now, done)
-            print(_frame(state, rate, client.url), flush=True)
+            print(frame(state, rate, client.url, tenants), flush=True)
         if once:
             return
         time.sleep(interval)
         print("\x1b[2J\x1b[H", end="")  # clear the terminal for the next frame
+
+
+def _tenants(client: Client) -> tuple[list[dict[str, Any]] | None, bool]:
+    """The tenants' limits and tasks by state, and whether the caller may read them (an admin)."""
+    from runtime.service.client import ServiceError
+
+    try:
+        return client.tenants(), True
+    except ServiceError as e:
+        if e.status == 403:
+            return None, False
+        raise
 
 
 def _transient(e: Exception) -> bool:
@@ -398,27 +413,6 @@ def _transient(e: Exception) -> bool:
     from runtime.service.client import ServiceError
 
     return isinstance(e, httpx.TransportError) or (isinstance(e, ServiceError) and e.status >= 500)
-
-
-def _unreachable_frame(since: float, e: Exception, interval: float) -> str:
-    when = time.strftime("%H:%M:%S", time.localtime(since))
-    return f"service unreachable since {when} ({type(e).__name__}: {e}); trying again every {interval:g} s"
-
-
-def _frame(state: dict[str, Any], rate: float, url: str) -> str:
-    lines = [
-        f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}: "
-        f"{state['queued']} queued, {state['running']} running, {state['done']} done, {rate:.1f}/s",
-        "node        gpu model      streams running mem MiB        speed  rate",
-    ]
-    for n in state["nodes"]:
-        for j, g in enumerate(n["gpus"]):
-            mem = f"{g['mem_used_mib']:.0f}/{g['mem_mib']:.0f}"
-            lines.append(
-                f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
-                f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
-            )
-    return "\n".join(lines)
 
 
 def token(args: TokenArgs, argv: Sequence[str]) -> int:
