@@ -133,6 +133,8 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.Monke
         assert r.returncode == 0 and r.stdout.splitlines()[-1].endswith("; deadline missed by 3 of 3"), (
             r.stdout
         )
+        key = r.stderr.split("these tasks' key is ", 1)[1].split(":", 1)[0]  # the key it made up
+        assert _cli(s, "batch", "status", "--key", key).stdout.splitlines()[-1].startswith("3 tasks: 3 done")
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
         assert 'rlsched_deadlines_total{result="met",tenant="batch"} 30.0' in metrics, metrics
         assert 'rlsched_deadlines_total{result="missed",tenant="batch"} 3.0' in metrics

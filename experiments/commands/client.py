@@ -234,6 +234,12 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
                 f"rlsched cancel --key {key} cancels what has not started"
             ) from None
         print(json.dumps(rows) if args.json else task_table(rows))
+        if args.key is None and not args.json:  # a key it made up: the user's handle on them
+            print(
+                f"rlsched: these tasks' key is {key}: rlsched status --key {key} shows them, "
+                f"rlsched cancel --key {key} cancels those not started",
+                file=sys.stderr,
+            )
 
     return with_client(args.url, args.token_env, act)
 
