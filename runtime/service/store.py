@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from runtime import failpoints
+from runtime.service import store_reads as reads
 from runtime.service.dblock import DatabaseLock
 from runtime.service.store_rows import (
     COLUMNS,
@@ -115,7 +116,7 @@ class TaskStore:
         self._file_lock.release()
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[TaskRow]:
-        return [TaskRow(*r) for r in self._db.execute(sql, args).fetchall()]
+        return reads.rows(self._db, sql, args)
 
     @contextmanager
     def _write(self, durable: bool = True) -> Iterator[None]:
@@ -209,9 +210,9 @@ class TaskStore:
         now = time.time()
         out = []
         with self._write():
-            # The keys already used, in one lookup (a query per task cost ~12 ms a 1,000), inside
-            # the transaction: a concurrent batch with the same keys waits for this one.
-            seen = self._by_key(tenant, [t.idem_key for t in tasks if t.idem_key is not None])
+            # The keys already used, looked up inside the transaction: a concurrent batch with the
+            # same keys waits for this one.
+            seen = reads.by_keys(self._db, tenant, [t.idem_key for t in tasks if t.idem_key is not None])
             for t in tasks:
                 if t.idem_key is not None and t.idem_key in seen:
                     out.append((seen[t.idem_key], False))
@@ -232,23 +233,11 @@ class TaskStore:
                 self._delta[tenant, "queued"] += 1
         return out
 
-    def _by_key(self, tenant: str, keys: Sequence[str]) -> dict[str, TaskRow]:
-        """``tenant``'s tasks with these idempotency keys, by key (the caller holds the lock)."""
-        unique = sorted(set(keys))
-        rows: list[TaskRow] = []
-        for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
-            part = unique[k : k + 500]
-            marks = ",".join("?" * len(part))
-            rows += self._rows(
-                f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND idem_key IN ({marks})", (tenant, *part)
-            )
-        return {str(r.idem_key): r for r in rows}
-
     def known_keys(self, tenant: str, keys: Sequence[str]) -> int:
         """How many of ``keys`` (idempotency keys) already name a task of ``tenant``: a batch sent
         again creates only the others, and only those count against a queue bound."""
         with self._lock:
-            return len(self._by_key(tenant, keys))
+            return len(reads.by_keys(self._db, tenant, keys))
 
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
         """A task, if it exists and belongs to ``tenant`` (``None``: any tenant)."""
@@ -261,43 +250,16 @@ class TaskStore:
     def get_many(self, tenant: str, ids: Sequence[int]) -> dict[int, TaskRow]:
         """The tasks ``ids`` that exist and belong to ``tenant``, by id: one lookup of the primary
         key for them all (a client waiting on a batch asks once, not once per task)."""
-        unique = sorted(set(ids))
-        rows: list[TaskRow] = []
         with self._lock:
-            # SQLite before 3.32 takes at most 999 parameters a statement.
-            for k in range(0, len(unique), 500):
-                part = unique[k : k + 500]
-                rows += self._rows(
-                    f"SELECT {COLUMNS} FROM tasks WHERE id IN ({','.join('?' * len(part))})", tuple(part)
-                )
-        return {r.id: r for r in rows if r.tenant == tenant}
+            found = reads.by_ids(self._db, ids)
+        return {r.id: r for r in found if r.tenant == tenant}
 
     def list_tasks(
         self, tenant: str, state: str | None, after: int, limit: int, key_prefix: str | None = None
     ) -> list[TaskRow]:
-        """A tenant's tasks with id > ``after``, oldest first, at most ``limit``: a range of the
-        ``tasks_tenant`` (or ``tasks_tenant_state``) index, whose entries are in id order (an
-        index ends with the rowid), not a sort of every task of the tenant (137 ms at a million).
-
-        :param key_prefix: only tasks whose idempotency key starts with it (a submission's tasks:
-            ``rlsched submit --key K`` gives them ``K/...``); ASCII (the API's pattern), so that
-            its last character has a successor.
-        """
-        # With a key prefix, the range of the key's unique index (tenant, idem_key) holds only the
-        # submission's tasks, sorted by id after; the unary + keeps SQLite off the id-ordered
-        # indexes, whose scan walks every task of the tenant to find them.
-        plus = "+" if key_prefix else ""
-        sql = f"SELECT {COLUMNS} FROM tasks WHERE tenant = ? AND {plus}id > ?"
-        args: tuple[Any, ...] = (tenant, after)
-        if state is not None:
-            sql += f" AND {plus}state = ?"
-            args += (state,)
-        if key_prefix:
-            # A range, not LIKE: no wildcard in a key can widen it.
-            sql += " AND idem_key >= ? AND idem_key < ?"
-            args += (key_prefix, key_prefix[:-1] + chr(ord(key_prefix[-1]) + 1))
+        """A page of a tenant's tasks, oldest first (:func:`runtime.service.store_reads.page`)."""
         with self._lock:
-            return self._rows(sql + f" ORDER BY {plus}id LIMIT ?", (*args, limit))
+            return reads.page(self._db, tenant, state, after, limit, key_prefix)
 
     def cancel(self, tenant: str, task_id: int) -> TaskRow | None:
         """Cancel a queued task of ``tenant``; the task as it now is (``None``: not found).
@@ -320,13 +282,12 @@ class TaskStore:
 
         :raises StorageError: nothing changed.
         """
-        unique, n = sorted(set(ids)), 0
+        n = 0
         with self._write():
-            for k in range(0, len(unique), 500):  # SQLite before 3.32: 999 parameters a statement
-                part = unique[k : k + 500]
+            for part, marks in reads.in_parts(ids):
                 cur = self._db.execute(
                     "UPDATE tasks SET state = 'cancelled', finished_at = ? WHERE tenant = ? "
-                    f"AND state = 'queued' AND id IN ({','.join('?' * len(part))})",
+                    f"AND state = 'queued' AND id IN ({marks})",
                     (time.time(), tenant, *part),
                 )
                 n += cur.rowcount
