@@ -290,11 +290,14 @@ def create_app(service: Service) -> FastAPI:
             if t.app not in LIVE_APPS:  # where the schema's own errors would put it
                 where = ("body", i, "app") if isinstance(body, list) else ("body", "app")
                 _invalid(where, f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
-        # A batch sent again (its answer was lost) holds tasks already queued: only the new ones
-        # count against the bounds, so a tenant at its quota gets its first answer back.
+        reason = service.admission(who, len(items))
         keys = [t.idempotency_key for t in items if t.idempotency_key is not None]
-        fresh = len(items) - (service.store.known_keys(who.name, keys) if keys else 0)
-        reason = service.admission(who, fresh) if fresh else None
+        if reason is not None and keys:
+            # A batch sent again (its answer was lost) holds tasks already queued: only the new
+            # ones count against the bounds, so a tenant at its quota gets its first answer back.
+            # Asked only when the whole batch would not fit: the queue looks the keys up anyway.
+            fresh = len(items) - service.store.known_keys(who.name, keys)
+            reason = service.admission(who, fresh) if fresh else None
         if reason is not None:
             service.metrics.rejected.labels(who.name).inc(len(items))
             raise HTTPException(429, reason, {"Retry-After": str(RETRY_AFTER_S)})
