@@ -67,6 +67,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.serial)
 
 
+def cli_in_a_fresh_interpreter(argv: Sequence[str], modules: Sequence[str]) -> tuple[int, list[str], str]:
+    """``rlsched ARGV`` run by ``experiments.cli.main`` in a new interpreter (nothing imported
+    before it): its exit code, which of ``modules`` it imported, and its stderr."""
+    code = (
+        "import sys\nfrom experiments.cli import main\n"
+        f"try:\n    rc = main({list(argv)!r})\n"
+        "except SystemExit as e:  # --help\n    rc = e.code if isinstance(e.code, int) else 0\n"
+        f"print('imported:', rc, *[m for m in {tuple(modules)!r} if m in sys.modules])\n"
+    )
+    root = Path(__file__).resolve().parents[1]
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.rfind("imported: ") >= 0, (r.stdout[-500:], r.stderr)
+    _, rc, *loaded = r.stdout[r.stdout.rfind("imported: ") :].split()
+    return int(rc), loaded, r.stderr
+
+
 def examples(n: int) -> int:
     """Examples a heavy property test draws: ``n`` under ``make test-all``, else an eighth."""
     return n if FULL_PROPERTIES else max(4, n // 8)

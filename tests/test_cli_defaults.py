@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import subprocess
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -26,8 +23,7 @@ from experiments.configs import (
 )
 from experiments.live_demo import LiveDemoConfig
 from runtime.cluster.workload import LiveWorkload
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import cli_in_a_fresh_interpreter
 
 
 def test_train_flags_default_to_the_train_config() -> None:
@@ -142,14 +138,7 @@ def test_the_parser_is_built_without_heavy_imports() -> None:
     """``rlsched --help`` (and every command's parser, built at start) imports neither numpy,
     torch, httpx nor the policy registry: each command's options read only light modules, so a
     command starts in ~0.1 s. A command's own work imports what it needs."""
-    code = (
-        "import sys\n"
-        "from experiments.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "heavy = ('numpy', 'torch', 'httpx', 'scipy', 'rlsched.policies.registry',\n"
-        "         'runtime.cluster.workload')\n"
-        "print('loaded:', *[m for m in heavy if m in sys.modules])\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.splitlines()[-1] == "loaded:", out.stdout[-300:]
+    heavy = ("numpy", "torch", "httpx", "scipy", "rlsched.policies.registry", "runtime.cluster.workload")
+    rc, loaded, err = cli_in_a_fresh_interpreter(["--help"], heavy)
+    assert rc == 0, err
+    assert loaded == [], loaded

@@ -5,11 +5,11 @@ The service's own refusals: tests/test_serve_refusals.py."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import cli_in_a_fresh_interpreter
 
 HEAVY = ("torch", "stable_baselines3", "matplotlib", "scipy.stats")
 
@@ -33,13 +33,7 @@ REFUSALS = {
 @pytest.mark.parametrize("case", sorted(REFUSALS))
 def test_a_refusal_comes_before_the_heavy_imports(tmp_path: Path, case: str) -> None:
     argv = [*REFUSALS[case], "--out", str(tmp_path / "out")]
-    code = (
-        "import sys\nfrom experiments.cli import main\n"
-        f"rc = main({argv!r})\n"
-        f"print(rc, *(m in sys.modules for m in {HEAVY!r}))\n"
-    )
-    root = Path(__file__).resolve().parents[1]
-    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
-    assert r.stdout.split() == ["2", *["False"] * len(HEAVY)], (r.stdout, r.stderr)
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    rc, loaded, err = cli_in_a_fresh_interpreter(argv, HEAVY)
+    assert (rc, loaded) == (2, []), (rc, loaded, err)
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()

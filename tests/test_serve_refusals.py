@@ -18,7 +18,7 @@ from experiments.benchmarks.service_process import ROOT, free_port, write_config
 from models import PRETRAINED_LDWP
 from runtime.service.config import load_service_config
 from runtime.service.models import build_scheduler
-from tests.conftest import toy_recogniser
+from tests.conftest import cli_in_a_fresh_interpreter, toy_recogniser
 
 TOKENS = {"ops": "tok-ops"}
 
@@ -122,17 +122,13 @@ def test_a_config_it_cannot_run_is_refused_before_the_services_heavy_imports(
     else:
         config = write_config(tmp_path, free_port(), TOKENS, None, extra, scheduler)
     flags = tuple(str(_corrupt_checkpoint(tmp_path / "run")) if f == CORRUPT else f for f in flags)
-    code = (
-        "import sys\nfrom experiments.cli import main\n"
-        f"rc = main(['serve', '--config', {str(config)!r}, *{list(flags)!r}])\n"
-        "print(rc, *(m in sys.modules for m in ('torch', 'scipy.stats', 'uvicorn')))\n"
-    )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert r.stdout.split() == ["2", "False", "False", "False"], (r.stdout, r.stderr)
-    lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and key in lines[0] and "Traceback" not in r.stderr, r.stderr
+    argv = ["serve", "--config", str(config), *flags]
+    rc, loaded, err = cli_in_a_fresh_interpreter(argv, ("torch", "scipy.stats", "uvicorn"))
+    assert (rc, loaded) == (2, []), (rc, loaded, err)
+    lines = [x for x in err.splitlines() if x.strip()]
+    assert len(lines) == 1 and key in lines[0] and "Traceback" not in err, err
     if case == "corrupt selector":
-        assert "weights.pt: sha256" in lines[0], r.stderr
+        assert "weights.pt: sha256" in lines[0], err
 
 
 def test_a_service_whose_state_dir_it_cannot_write_is_refused_naming_it(tmp_path: Path) -> None:
