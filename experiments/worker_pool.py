@@ -20,6 +20,8 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+from experiments.process_exit import freeze_heap_at_exit
+
 _ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 #: How often a worker checks that the process that started it is still there, s.
@@ -43,8 +45,8 @@ def exit_with_parent(parent: int, every_s: float = PARENT_CHECK_S) -> None:
 
 
 def worker_init() -> None:
-    """A worker process's set-up: one BLAS and torch thread (workers are one per core), and exit
-    with the process that started it."""
+    """A worker process's set-up: one BLAS and torch thread (workers are one per core), exit
+    with the process that started it, and exit quickly (:mod:`experiments.process_exit`)."""
     # The environment is read when a library starts its pool, and the worker imported numpy (its
     # BLAS) while unpickling this function: limit the pools that have started, too.
     from threadpoolctl import threadpool_limits
@@ -53,6 +55,7 @@ def worker_init() -> None:
     threadpool_limits(limits=1)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(1)
+    freeze_heap_at_exit()
     threading.Thread(
         target=exit_with_parent, args=(os.getppid(),), name="exit-with-parent", daemon=True
     ).start()
