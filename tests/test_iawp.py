@@ -172,6 +172,24 @@ def test_a_held_subtask_does_not_hold_back_higher_priorities(fitted: IawpPlacer)
     assert placer.place(batch_task, batch, 0, v) is None  # the batch line is still held
 
 
+def test_the_line_lets_its_held_subtask_in_and_ends_when_the_gpus_are_idle(fitted: IawpPlacer) -> None:
+    """``line``: the held subtask itself is admitted as soon as joining gains enough (a GPU fell
+    idle while another still runs), and a node whose GPUs run nothing holds no line: a younger
+    subtask then takes a stream. (The placer refuses a subtask behind the line without scoring
+    its GPUs; these are the cases where it must not.)"""
+    held_task, held = _ready("matmul", "matmul")
+    batch_task, batch = _ready("kmeans_assign", "kmeans")
+    batch_task = dataclasses.replace(batch_task, id=held_task.id + 1)
+    placer = IawpPlacer(predictor=fitted.predictor, online=False, min_gain=0.3, hold="line")
+    placer._fill(["matmul", "fft", "kmeans_assign"], ["V100M16"])
+    assert placer.place(held_task, held, 0, _view_two_gpus((["fft"], ["fft"]), busy_cores=2)) is None
+    one_idle = _view_two_gpus((["fft"], []), busy_cores=2)
+    assert placer.place(batch_task, batch, 0, one_idle) is None  # behind the line
+    assert placer.place(held_task, held, 0, one_idle) == 1  # the held one goes first
+    assert placer.place(held_task, held, 0, _view_two_gpus((["fft"], ["fft"]), busy_cores=2)) is None
+    assert placer.place(batch_task, batch, 0, _view_two_gpus(([], []), busy_cores=2)) == 0
+
+
 def test_iawp_learns_online_from_observed_co_runs() -> None:
     kinds = ["matmul", "fft"]
     data = _pair_data("kmeans_assign", "fft", kinds)  # fft with matmul profiled at 0.95
@@ -179,12 +197,15 @@ def test_iawp_learns_online_from_observed_co_runs() -> None:
     assert isinstance(placer, ObservingPlacer)
     placer._fill(kinds, ["V100M16"])
     before = placer._slow[("V100M16", "fft")]["matmul"]
+    # The placer keeps the sums it scores GPUs by; an update must reach them too.
+    assert placer._corun_terms("V100M16", "fft", ["matmul"])[0] == before
     placer.observe("V100M16", "fft", (), 1.0)  # solo reference
     for _ in range(ONLINE_BATCH * 3):
         placer.observe("V100M16", "fft", ("matmul",), 0.3)  # measured: far slower than predicted
     assert placer.updates == 3
     after = placer._slow[("V100M16", "fft")]["matmul"]
     assert after > before + 0.3  # the predicted slowdown (1/n - 1) moved toward 1/0.3 - 1
+    assert placer._corun_terms("V100M16", "fft", ["matmul"])[0] == after
 
 
 def test_a_co_run_with_a_partner_half_the_time_teaches_twice_the_pair_slowdown() -> None:

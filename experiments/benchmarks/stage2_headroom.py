@@ -162,6 +162,7 @@ class TruePairsPlacer(PredictedGainPlacer):
             for k in kinds.values():
                 for p in kinds.values():
                     self._slow.setdefault((d, k.name), {})[p.name] = slowdown(co_run(model, k, p))
+        self._table_changed()
 
 
 def _options(parts: list[str]) -> dict[str, Any]:

@@ -47,6 +47,8 @@ MIN_GAIN = 0.3
 HOLD = "line"
 #: How far ``iawp`` doubts its model by default (see :class:`IawpPlacer`'s ``doubt``).
 DOUBT = 0.0
+#: Sums of predicted slowdowns a placer keeps at most (:meth:`IawpPlacer._corun_terms`).
+TERMS_KEPT = 100_000
 
 
 class IawpPlacer(InterferenceModelUse, MlsmPlacer):
@@ -114,6 +116,8 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
         # The same slowdowns lowered by ``doubt`` spreads (only kept when doubt > 0).
         self._slow_low: dict[tuple[str, str], dict[str, float]] = {}
         self._solo: dict[tuple[str, str], float] = {}
+        self._terms: dict[tuple[str, str, tuple[str, ...]], tuple[float, float]] = {}
+        self._table_version = 0
         self._batch: list[tuple[str, str, str, float]] = []
         #: Online samples gathered before one update (the service sets its own).
         self.online_batch = ONLINE_BATCH
@@ -138,8 +142,10 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
             return CPU if core_free(node, view) else None
         if self._falls_back(node, view):
             return self._plain.place(task, sub, node, view)
-        gpus = fitting_gpus(task, sub, node, view)
         cpu_ok = dev is Device.BOTH and core_free(node, view)
+        if not cpu_ok and self._behind_the_held(task, sub, node, view):
+            return None
+        gpus = fitting_gpus(task, sub, node, view)
         if gpus:
             g, t_gpu = self._best_gpu(sub, node, gpus, view)
             if cpu_ok and cpu_seconds(sub, node, view) < t_gpu:
@@ -156,6 +162,18 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
             return False
         self._held.pop(node, None)
         return True
+
+    def _behind_the_held(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> bool:
+        """Whether ``sub``, which may not take a core, waits in line behind the subtask held on
+        its node (``hold="line"``): :meth:`_admit` would refuse it whichever GPU it scored best,
+        so its GPUs are not scored. In a saturated run most offers end here: the node's whole
+        queue is offered again after every completion, and the line refuses it all."""
+        if self.hold != "line" or self.min_gain <= 0:
+            return False
+        held = self._held.get(node)
+        if held is None or view.fast.node_gpu_running[node] == 0:  # _admit lets it go then
+            return False
+        return held[:2] != (task.id, sub.index) and held[2] >= task.priority
 
     def _when_streams_full(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         """A core, or ``None`` to wait for a stream, for a subtask that may run on either side.
@@ -235,23 +253,44 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
     def _best_gpu(self, sub: Subtask, node: int, gpus: list[int], view: ClusterView) -> tuple[int, float]:
         """The GPU with the smallest predicted cost, and the subtask's predicted time there."""
         f = view.fast
-        names, models = view.model_names, f.gpu_model[node]
+        names, models, kinds = view.model_names, f.gpu_model[node], view.gpu_kinds[node]
         kind = sub.kind.name
         best, best_cost, best_t = gpus[0], float("inf"), float("inf")
         for g in gpus:
             device = names[models[g]]
             solo = self._solo_seconds(sub, node, g, device, view)
-            own = harm = 0.0
-            running = view.gpu_kinds[node][g]
-            for p in running:
-                own += self._pair_slowdown(device, kind, p)
-                if self.harm_weight:
-                    harm += self._pair_slowdown(device, p, kind)
+            own, harm = self._corun_terms(device, kind, kinds[g])
             t = solo * (1.0 + own)
             cost = t + self.harm_weight * solo * harm
             if cost < best_cost:
                 best, best_cost, best_t = g, cost, t
         return best, best_t
+
+    def _corun_terms(self, device: str, kind: str, running: list[str]) -> tuple[float, float]:
+        """The predicted slowdowns ``kind`` would suffer beside ``running`` on ``device``, summed,
+        and those it would inflict on them (0 without ``harm_weight``).
+
+        Kept per (device, kind, co-runners) until the prediction table changes: a saturated
+        node's queue is offered to the placer again after every completion, so the same sums
+        were taken millions of times a run (half of ``mct+iawp``'s time on
+        ``interference-saturated``). A sum taken while a lazy fill changed the table is not kept,
+        so a kept sum is the one the table gives now, bit for bit.
+        """
+        key = (device, kind, tuple(running))
+        kept = self._terms.get(key)
+        if kept is not None:
+            return kept
+        version = self._table_version
+        own = harm = 0.0
+        for p in running:
+            own += self._pair_slowdown(device, kind, p)
+            if self.harm_weight:
+                harm += self._pair_slowdown(device, p, kind)
+        if self._table_version == version:
+            if len(self._terms) >= TERMS_KEPT:  # a service runs for ever: bounded
+                self._terms.clear()
+            self._terms[key] = (own, harm)
+        return own, harm
 
     def _solo_seconds(self, sub: Subtask, node: int, g: int, device: str, view: ClusterView) -> float:
         """Predicted seconds of ``sub`` alone on GPU ``g``: roofline time over the measured solo

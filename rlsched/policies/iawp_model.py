@@ -74,6 +74,9 @@ class InterferenceModelUse:
     _slow: dict[tuple[str, str], dict[str, float]]
     _slow_low: dict[tuple[str, str], dict[str, float]]
     _solo: dict[tuple[str, str], float]
+    #: Sums of predicted slowdowns by (device, kind, co-runners), valid for one table version.
+    _terms: dict[tuple[str, str, tuple[str, ...]], tuple[float, float]]
+    _table_version: int
     _batch: list[tuple[str, str, str, float]]
 
     # ---- calibration and learning ------------------------------------------------------------
@@ -130,6 +133,7 @@ class InterferenceModelUse:
         self.predictor = predictor
         self._slow.clear()
         self._slow_low.clear()
+        self._table_changed()
         self._fill(kinds, known)
 
     def predictions(self) -> dict[str, dict[str, dict[str, float]]]:
@@ -209,6 +213,7 @@ class InterferenceModelUse:
 
     def _fill(self, kinds: list[str], devices: list[str]) -> None:
         """Predict every (device, kind, partner) triple of these kinds and devices into the table."""
+        self._table_changed()
         if self.predictor is None or not kinds or not devices:
             return
         dev, kind, part = [], [], []
@@ -237,6 +242,11 @@ class InterferenceModelUse:
             self._slow_low.setdefault((d, k), {})[p] = max(low, 0.0)
 
     # ---- the prediction table ----------------------------------------------------------------
+    def _table_changed(self) -> None:
+        """Forget the sums taken from the prediction table (it is being changed)."""
+        self._table_version += 1
+        self._terms.clear()
+
     def _pair_slowdown_low(self, device: str, kind: str, partner: str) -> float:
         """The predicted slowdown lowered by ``doubt`` times its uncertainty (never above the
         prediction itself)."""
