@@ -17,6 +17,14 @@ its predecessor only in the ``mct`` and ``mct-mem`` runs: their ETC began to cou
 subtasks running side by side. The reference before that one differed from issue 14's only by
 the CPU-queue fix of the ``mct`` family and LDWP feature version 3 in the Gym observations.)
 
+The reference is of the machine that made it. On another container (2026-12-07) the code of the
+reference's own commit (41ecbb1) differed from it in 7 runs of ``paper@60`` and
+``interference-saturated#1200`` alone (14 of the grid's 276 at 14448e2), every one a run through
+torch: ``ldwp`` (its network's scores) and placers fitted by NCF (``iawp-rl``, ``iawp-cosine``,
+``coloc-greedy``); torch's floating-point results depend on the CPU's instruction set. To check a
+change, run the grid before and after it on one machine (``--out before.json`` in a worktree of
+the old commit, ``--compare before.json`` in the new one).
+
 Each run keeps every metric except wall-clock ones (and the ``clairvoyant`` label), and a
 SHA-256 of its per-task latencies and completion times (``repr`` of each float, so one changed bit
 in one task shows). The Gym environment is covered too: a fixed round-robin-over-feasible-nodes
