@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 
@@ -20,6 +21,8 @@ from rlsched.policies.placers import (
     MlsmPlacer,
     SpeedupPlacer,
     cpu_seconds,
+    ever_fits,
+    gpus_ever_fitting,
 )
 from rlsched.policies.registry import (
     DEFAULT_PLACER,
@@ -344,3 +347,31 @@ def test_why_infeasible_names_the_requirement_no_node_meets(small_scenario, node
     assert why_infeasible(wrong_model, v) == "need a GPU of model H100 (the cluster has none)"
     big_gpu = TaskNeeds(10.0, 1e7, 1e7, True, False, frozenset())
     assert why_infeasible(big_gpu, v).startswith("need 10,000,000 MB on one GPU")
+
+
+def test_the_gpus_a_subtask_ever_fits_read_from_the_lists_are_the_masks(small_scenario, node) -> None:  # type: ignore[no-untyped-def]
+    """``gpus_ever_fitting`` (the placers' list read) marks the GPUs ``ever_fits`` does: on nodes
+    of none, one and four GPUs (padded columns), for subtasks of every size and tasks limited to
+    some GPU models, and after a node joins (the view grows its columns)."""
+    sc = small_scenario(
+        nodes=(
+            node("cpu", gpus=()),
+            node("one", gpus=("T4",)),
+            node("mix", gpus=("K80", "A100", "T4", "V100M16")),
+        ),
+        apps=dict.fromkeys(APPS, 1.0),
+        tasks=40,
+    )
+    view = ClusterView.from_spec(sc.cluster)
+    view.append_nodes(ClusterView.from_spec(ClusterSpec((node("late", gpus=("H100", "P4")),))))
+    limits = (frozenset(), frozenset({"T4"}), frozenset({"A100", "H100", "K80"}))
+    seen = 0
+    for i, task in enumerate(generate_tasks(sc, 0)):
+        task = dataclasses.replace(task, gpu_models=limits[i % len(limits)])
+        # mem_mb 0 as well: a padded column has no memory, so only its mask keeps it out then.
+        for sub in (*task.graph.subtasks, dataclasses.replace(task.graph.subtasks[0], mem_mb=0.0)):
+            for n in range(len(view.node_names)):
+                want = [int(g) for g in np.flatnonzero(ever_fits(task, sub, n, view))]
+                assert gpus_ever_fitting(task, sub, n, view) == want, (task.gpu_models, sub.mem_mb, n)
+                seen += bool(want)
+    assert seen > 100

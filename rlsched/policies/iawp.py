@@ -28,8 +28,8 @@ from rlsched.policies.placers import (
     SpeedupPlacer,
     core_free,
     cpu_seconds,
-    ever_fits,
     fitting_gpus,
+    gpus_ever_fitting,
 )
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
@@ -182,7 +182,7 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
         present co-runners once a stream frees, plus the wait behind the older ready subtasks
         queued for the node's streams; take the core only if it still finishes sooner.
         """
-        able = [int(g) for g in np.flatnonzero(ever_fits(task, sub, node, view))]
+        able = gpus_ever_fitting(task, sub, node, view)
         if not able:
             return self._release(node, task, sub)
         _, t_gpu = self._best_gpu(sub, node, able, view)

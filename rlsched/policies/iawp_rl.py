@@ -33,7 +33,7 @@ import numpy as np
 from models import PRETRAINED_IAWP_RL
 from rlsched.interference.predictor import InterferencePredictor
 from rlsched.policies.iawp import IawpPlacer
-from rlsched.policies.placers import core_free, cpu_seconds, ever_fits, fitting_gpus
+from rlsched.policies.placers import core_free, cpu_seconds, fitting_gpus, gpus_ever_fitting
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
@@ -146,7 +146,7 @@ class LearnedIawpPlacer(IawpPlacer):
 
     def _core_or_wait(self, task: Task, sub: Subtask, node: int, view: ClusterView) -> int | None:
         """Every stream is taken: a core, or wait for a stream (GPU time includes the wait)."""
-        able = [int(g) for g in np.flatnonzero(ever_fits(task, sub, node, view))]
+        able = gpus_ever_fitting(task, sub, node, view)
         if not able:
             return CPU
         _, t_gpu, _, _ = self._choose_gpu(sub, node, able, view)
