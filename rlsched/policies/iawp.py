@@ -167,7 +167,8 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
         """Whether ``sub``, which may not take a core, waits in line behind the subtask held on
         its node (``hold="line"``): :meth:`_admit` would refuse it whichever GPU it scored best,
         so its GPUs are not scored. In a saturated run most offers end here: the node's whole
-        queue is offered again after every completion, and the line refuses it all."""
+        queue is offered again after every completion, and the line refuses it all. It restates
+        ``_admit``'s line: a subclass that changes one changes both."""
         if self.hold != "line" or self.min_gain <= 0:
             return False
         held = self._held.get(node)
