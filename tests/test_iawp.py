@@ -199,6 +199,8 @@ def test_iawp_learns_online_from_observed_co_runs() -> None:
     before = placer._slow[("V100M16", "fft")]["matmul"]
     # The placer keeps the sums it scores GPUs by; an update must reach them too.
     assert placer._corun_terms("V100M16", "fft", ["matmul"])[0] == before
+    beside_matmul = _view_two_gpus((["matmul"], []))
+    gain = placer._gain("fft", 0, 0, beside_matmul)
     placer.observe("V100M16", "fft", (), 1.0)  # solo reference
     for _ in range(ONLINE_BATCH * 3):
         placer.observe("V100M16", "fft", ("matmul",), 0.3)  # measured: far slower than predicted
@@ -206,6 +208,7 @@ def test_iawp_learns_online_from_observed_co_runs() -> None:
     after = placer._slow[("V100M16", "fft")]["matmul"]
     assert after > before + 0.3  # the predicted slowdown (1/n - 1) moved toward 1/0.3 - 1
     assert placer._corun_terms("V100M16", "fft", ["matmul"])[0] == after
+    assert placer._gain("fft", 0, 0, beside_matmul) < gain - 0.1  # joining matmul now gains less
 
 
 def test_a_co_run_with_a_partner_half_the_time_teaches_twice_the_pair_slowdown() -> None:

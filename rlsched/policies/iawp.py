@@ -14,6 +14,8 @@ partner, and the usual first-order model for several.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rlsched.estimates import subtask_gpu_seconds
@@ -47,7 +49,7 @@ MIN_GAIN = 0.3
 HOLD = "line"
 #: How far ``iawp`` doubts its model by default (see :class:`IawpPlacer`'s ``doubt``).
 DOUBT = 0.0
-#: Sums of predicted slowdowns a placer keeps at most (:meth:`IawpPlacer._corun_terms`).
+#: Sums of predicted slowdowns, and gains, a placer keeps at most (:meth:`IawpPlacer._keep`).
 TERMS_KEPT = 100_000
 
 
@@ -117,6 +119,7 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
         self._slow_low: dict[tuple[str, str], dict[str, float]] = {}
         self._solo: dict[tuple[str, str], float] = {}
         self._terms: dict[tuple[str, str, tuple[str, ...]], tuple[float, float]] = {}
+        self._gains: dict[tuple[str, str, tuple[str, ...], bool], float] = {}
         self._table_version = 0
         self._batch: list[tuple[str, str, str, float]] = []
         #: Online samples gathered before one update (the service sets its own).
@@ -241,6 +244,11 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
         if not running:
             return 1.0
         device = view.model_names[view.fast.gpu_model[node][g]]
+        key = (device, kind, tuple(running), optimistic)
+        kept = self._gains.get(key)
+        if kept is not None:  # kept as _corun_terms keeps its sums (iawp-pass asks per offer)
+            return kept
+        version = self._table_version
         ps = self._pair_slowdown_low if optimistic else self._pair_slowdown
         before = after = 0.0
         own = 0.0
@@ -249,7 +257,9 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
             before += 1.0 / (1.0 + s_a)
             after += 1.0 / (1.0 + s_a + ps(device, a, kind))
             own += ps(device, kind, a)
-        return after + 1.0 / (1.0 + own) - before
+        gain = after + 1.0 / (1.0 + own) - before
+        self._keep(self._gains, key, gain, version)
+        return gain
 
     def _best_gpu(self, sub: Subtask, node: int, gpus: list[int], view: ClusterView) -> tuple[int, float]:
         """The GPU with the smallest predicted cost, and the subtask's predicted time there."""
@@ -287,11 +297,17 @@ class IawpPlacer(InterferenceModelUse, MlsmPlacer):
             own += self._pair_slowdown(device, kind, p)
             if self.harm_weight:
                 harm += self._pair_slowdown(device, p, kind)
-        if self._table_version == version:
-            if len(self._terms) >= TERMS_KEPT:  # a service runs for ever: bounded
-                self._terms.clear()
-            self._terms[key] = (own, harm)
+        self._keep(self._terms, key, (own, harm), version)
         return own, harm
+
+    def _keep(self, kept: dict[Any, Any], key: Any, value: Any, version: int) -> None:
+        """Keep ``value`` under ``key`` unless the prediction table changed since ``version``
+        (a lazy fill while it was computed); at most :data:`TERMS_KEPT` (a service runs for ever)."""
+        if self._table_version != version:
+            return
+        if len(kept) >= TERMS_KEPT:
+            kept.clear()
+        kept[key] = value
 
     def _solo_seconds(self, sub: Subtask, node: int, g: int, device: str, view: ClusterView) -> float:
         """Predicted seconds of ``sub`` alone on GPU ``g``: roofline time over the measured solo

@@ -76,6 +76,8 @@ class InterferenceModelUse:
     _solo: dict[tuple[str, str], float]
     #: Sums of predicted slowdowns by (device, kind, co-runners), valid for one table version.
     _terms: dict[tuple[str, str, tuple[str, ...]], tuple[float, float]]
+    #: Gains of joining co-runners by (device, kind, co-runners, optimistic), likewise.
+    _gains: dict[tuple[str, str, tuple[str, ...], bool], float]
     _table_version: int
     _batch: list[tuple[str, str, str, float]]
 
@@ -246,6 +248,7 @@ class InterferenceModelUse:
         """Forget the sums taken from the prediction table (it is being changed)."""
         self._table_version += 1
         self._terms.clear()
+        self._gains.clear()
 
     def _pair_slowdown_low(self, device: str, kind: str, partner: str) -> float:
         """The predicted slowdown lowered by ``doubt`` times its uncertainty (never above the
