@@ -245,7 +245,7 @@ class InterferenceModelUse:
 
     # ---- the prediction table ----------------------------------------------------------------
     def _table_changed(self) -> None:
-        """Forget the sums taken from the prediction table (it is being changed)."""
+        """Forget the sums and gains taken from the prediction table (it is being changed)."""
         self._table_version += 1
         self._terms.clear()
         self._gains.clear()
