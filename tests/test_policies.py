@@ -21,7 +21,6 @@ from rlsched.policies.placers import (
     MlsmPlacer,
     SpeedupPlacer,
     cpu_seconds,
-    ever_fits,
     gpus_ever_fitting,
 )
 from rlsched.policies.registry import (
@@ -36,7 +35,7 @@ from rlsched.policies.selectors import MctSelector
 from rlsched.scenarios.spec import Scenario, WorkloadSpec
 from rlsched.scenarios.taskgen import generate_tasks
 from rlsched.scheduler import CPU, NodeSelector, SubtaskPlacer, TwoStageScheduler, is_clairvoyant
-from rlsched.tasks import Device, Task
+from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
 from rlsched.workloads import APPS, build_graph
 
@@ -350,7 +349,8 @@ def test_why_infeasible_names_the_requirement_no_node_meets(small_scenario, node
 
 
 def test_the_gpus_a_subtask_ever_fits_read_from_the_lists_are_the_masks(small_scenario, node) -> None:  # type: ignore[no-untyped-def]
-    """``gpus_ever_fitting`` (the placers' list read) marks the GPUs ``ever_fits`` does: on nodes
+    """``gpus_ever_fitting`` (the placers' list read) marks the GPUs the view's arrays say could
+    ever take the subtask (the numpy mask it replaced, kept here as the reference): on nodes
     of none, one and four GPUs (padded columns), for subtasks of every size and tasks limited to
     some GPU models, and after a node joins (the view grows its columns)."""
     sc = small_scenario(
@@ -371,7 +371,16 @@ def test_the_gpus_a_subtask_ever_fits_read_from_the_lists_are_the_masks(small_sc
         # mem_mb 0 as well: a padded column has no memory, so only its mask keeps it out then.
         for sub in (*task.graph.subtasks, dataclasses.replace(task.graph.subtasks[0], mem_mb=0.0)):
             for n in range(len(view.node_names)):
-                want = [int(g) for g in np.flatnonzero(ever_fits(task, sub, n, view))]
+                want = [int(g) for g in np.flatnonzero(_ever_fits(task, sub, n, view))]
                 assert gpus_ever_fitting(task, sub, n, view) == want, (task.gpu_models, sub.mem_mb, n)
                 seen += bool(want)
     assert seen > 100
+
+
+def _ever_fits(task: Task, sub: Subtask, node: int, view: ClusterView) -> np.ndarray:
+    """The reference: (G,) GPUs that could take ``sub`` once idle, from the view's arrays."""
+    valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
+    if task.gpu_models:
+        allowed = [i for i, m in enumerate(view.model_names) if m in task.gpu_models]
+        valid &= np.isin(view.gpu_model[node], allowed)
+    return valid

@@ -16,7 +16,7 @@ import numpy as np
 
 from rlsched.interference.calibration import Survey, SurveyRequest
 from rlsched.interference.kind_profiles import METRICS, complete_profiles, cosine_similarity
-from rlsched.policies.placers import MlsmPlacer, core_free, ever_fits, fitting_gpus
+from rlsched.policies.placers import MlsmPlacer, core_free, fitting_gpus, gpus_ever_fitting
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
 from rlsched.view import ClusterView
@@ -74,7 +74,7 @@ class IawpCosinePlacer(MlsmPlacer):
         k = self._index.get(sub.kind.name)
         speedup = float(self._speedup[k]) if k is not None else float("inf")
         if not gpus:
-            if cpu_ok and not ever_fits(task, sub, node, view).any():
+            if cpu_ok and not gpus_ever_fitting(task, sub, node, view):
                 return CPU  # no GPU of the node could ever hold it
             # Every stream taken: a stream slot is worth about 1/streams of a GPU.
             f = view.fast

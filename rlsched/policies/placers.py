@@ -7,8 +7,6 @@ either side goes to a CPU core.
 
 from __future__ import annotations
 
-import numpy as np
-
 from rlsched.estimates import subtask_cpu_seconds, subtask_gpu_seconds
 from rlsched.scheduler import CPU
 from rlsched.tasks import Device, Subtask, Task
@@ -31,9 +29,10 @@ def fitting_gpus(task: Task, sub: Subtask, node: int, view: ClusterView) -> list
 
 
 def gpus_ever_fitting(task: Task, sub: Subtask, node: int, view: ClusterView) -> list[int]:
-    """The GPUs :func:`ever_fits` marks, read from the view's list mirrors: a placer asks on every
-    offer of a subtask, and numpy's per-call overhead on a node's few GPUs was most of the cost
-    (``np.flatnonzero`` of the mask: 3.3 µs a call, 1.1 million calls in a saturated run)."""
+    """GPUs of ``node`` that could take ``sub`` once idle (memory and allowed model), read from
+    the view's list mirrors: a placer asks on every offer of a subtask, and numpy over a node's
+    few GPUs cost more than the answer (``np.flatnonzero`` of a mask: 3.3 µs a call, 1.1 million
+    calls in a saturated run)."""
     f = view.fast
     models, mem, need = f.gpu_model[node], f.gpu_mem[node], sub.mem_mb
     out = [g for g in range(len(models)) if models[g] >= 0 and mem[g] >= need]  # model -1: no GPU
@@ -41,15 +40,6 @@ def gpus_ever_fitting(task: Task, sub: Subtask, node: int, view: ClusterView) ->
         names = view.model_names
         out = [g for g in out if names[models[g]] in task.gpu_models]
     return out
-
-
-def ever_fits(task: Task, sub: Subtask, node: int, view: ClusterView) -> np.ndarray:
-    """(G,) GPUs of ``node`` that could take ``sub`` once idle (memory and allowed model)."""
-    valid = view.gpu_valid[node] & (view.gpu_mem_mb[node] >= sub.mem_mb)
-    if task.gpu_models:
-        allowed = [i for i, m in enumerate(view.model_names) if m in task.gpu_models]
-        valid &= np.isin(view.gpu_model[node], allowed)
-    return valid
 
 
 def cpu_seconds(sub: Subtask, node: int, view: ClusterView) -> float:
@@ -120,7 +110,7 @@ class MlsmPlacer(_Placer):
         gpus = fitting_gpus(task, sub, node, view)
         if gpus:
             return self._choose(gpus, node, view)
-        if sub.kind.device is Device.BOTH and not ever_fits(task, sub, node, view).any():
+        if sub.kind.device is Device.BOTH and not gpus_ever_fitting(task, sub, node, view):
             return CPU if core_free(node, view) else None
         return None
 
@@ -164,12 +154,12 @@ class SpeedupPlacer(MlsmPlacer):
         # No GPU now: expected wait is the node's queued GPU work over the rate its GPUs drain it.
         # Each stream runs at its GPU's measured speed (interference included), so a GPU drains
         # streams × speed nominal seconds per second, not speed.
-        valid = ever_fits(task, sub, node, view)
-        if not valid.any():
+        valid = gpus_ever_fitting(task, sub, node, view)
+        if not valid:
             return CPU  # no GPU of this node could ever take it
         drain = float((view.gpu_streams[node][valid] * view.speed_gpu[node][valid]).sum())
         wait = float(view.backlog_gpu_s[node]) / max(drain, 1e-3)
-        g = int(np.flatnonzero(valid)[0])
+        g = valid[0]
         return CPU if t_cpu < wait + self._gpu_time(sub, node, g, view) else None
 
     @staticmethod
