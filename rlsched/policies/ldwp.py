@@ -58,9 +58,13 @@ class LdwpSelector:
     def reset(self, view: ClusterView, seed: int) -> None:
         """Stateless: the network is fixed during a run."""
 
-    @torch.no_grad()
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
+        return int(self.q_values(task, view, mask).argmax())
+
+    @torch.no_grad()
+    def q_values(self, task: Task, view: ClusterView, mask: np.ndarray) -> np.ndarray:
+        """The network's value of sending ``task`` to each node (:data:`models.qnet.MASKED_Q`
+        where ``mask`` is off)."""
         b = encode_batch(view, task, mask, self.feature_version)
         with one_thread():
-            q = self.net(b["nodes"], b["task"], b["cluster"], b["mask"])
-        return int(q[0].argmax())
+            return self.net(b["nodes"], b["task"], b["cluster"], b["mask"])[0].numpy()
