@@ -71,9 +71,9 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         db.close()
 
         sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
-        assert sw.status_code == 200 and sw.json() == {"scheduler": "round-robin+mlsm"}
+        assert sw.status_code == 200 and sw.json() == {"scheduler": "round-robin+mlsm", "kept": True}
         sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "auto"})  # the shipped recogniser
-        assert sw.status_code == 200 and sw.json() == {"scheduler": "auto"}, sw.text
+        assert sw.status_code == 200 and sw.json() == {"scheduler": "auto", "kept": True}, sw.text
         sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
         bad = _admin(s, "PUT", "/scheduler", json={"scheduler": "nope+mlsm"})
         assert bad.status_code == 422 and bad.json()["detail"][0]["loc"] == ["body", "scheduler"]
@@ -91,6 +91,52 @@ def test_admin_drains_adds_and_removes_nodes_and_switches_the_scheduler(tmp_path
         assert 'rlsched_tasks_requeued_total{tenant="batch"}' in metrics
     finally:
         s.stop()
+
+
+def _state(s: Server) -> tuple[str, dict[str, bool]]:
+    state = httpx.get(f"{s.url}/v1/cluster", headers=headers("batch"), timeout=30).json()
+    return state["scheduler"], {n["name"]: n["draining"] for n in state["nodes"]}
+
+
+def test_an_admins_drain_and_switch_outlive_a_restart_until_the_config_says_otherwise(
+    tmp_path: Path,
+) -> None:
+    """A node drained for maintenance stays drained after a kill -9 and a restart, and the
+    scheduler an admin switched to runs again; once the config's ``scheduler`` is edited, the
+    config's runs (the switch is forgotten, said in the log), and a resumed node takes tasks
+    again after the next restart."""
+    port = free_port()
+    admin = {"video": "admin = true\n"}
+    s = Server(service_config(tmp_path, port, admin), port)
+    s.start()
+    try:
+        assert _admin(s, "POST", "/nodes/volta/drain").json()["kept"] is True
+        sw = _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"})
+        assert sw.json() == {"scheduler": "round-robin+mlsm", "kept": True}, sw.text
+        s.kill9()
+        s.start()
+        assert _state(s) == ("round-robin+mlsm", {"volta": True, "turing": False})
+        rows = wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(6)]))
+        assert {r["node"] for r in rows} == {"turing"}  # round robin would use both
+        s.stop()
+        service_config(tmp_path, port, admin, scheduler="least-loaded+least-loaded")  # the operator edits it
+        s.start()
+        assert _state(s) == ("least-loaded+least-loaded", {"volta": True, "turing": False})
+        assert _admin(s, "POST", "/nodes/volta/resume").json() == {
+            "name": "volta",
+            "index": 0,
+            "draining": False,
+            "kept": True,
+        }
+        s.stop()
+        s.start()
+        assert _state(s) == ("least-loaded+least-loaded", {"volta": False, "turing": False})
+    finally:
+        s.stop()
+    log = s.log.read_text()
+    assert "node volta stays drained, as an admin left it" in log, log[-3000:]
+    assert "scheduler round-robin+mlsm, as an admin switched it before the restart" in log, log[-3000:]
+    assert "switch to round-robin+mlsm (over mct+mlsm) is forgotten: the config names" in log, log[-3000:]
 
 
 def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:

@@ -84,7 +84,7 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         assert re.search(r"rlsched_tasks_accepted\S* 16", metrics), metrics[:2000]
         for spec in ("mct+speedup", "auto"):  # an admin's switch back to auto takes the configured recogniser
             r = httpx.put(f"{s.url}/v1/admin/scheduler", json={"scheduler": spec}, headers=H, timeout=30)
-            assert r.status_code == 200 and r.json() == {"scheduler": spec}, r.text
+            assert r.status_code == 200 and r.json() == {"scheduler": spec, "kept": True}, r.text
         m = _models(s)
         assert m["auto"]["candidates"] == ["mct+iawp", "mct+iawp-pass", "mct+speedup"], m["auto"]
         assert m["auto"]["choice"] is None, m["auto"]  # switched back: a fresh decision

@@ -203,6 +203,8 @@ def test_tasks_of_a_tenant_removed_while_the_service_was_down_still_run(tmp_path
     write_config(tmp_path, port, {"ops": "tok-ops"}, {"ops": OPS})
     s.start()
     try:
+        assert _states(tmp_path / "queue.db", ids) == ["queued"] * 2  # the drains outlived the stop
+        _drain(s, "tok-ops", on=False)
         deadline = time.monotonic() + 60
         while _states(tmp_path / "queue.db", ids) != ["done"] * 2:
             assert time.monotonic() < deadline, _states(tmp_path / "queue.db", ids)

@@ -64,6 +64,8 @@ def _node(args: NodeArgs, on: bool) -> int:
     def act(c: Client) -> None:
         out = c.drain(args.node, on)
         what = "draining: it takes no new tasks, what runs there finishes" if on else "takes new tasks again"
+        if out.get("kept") is False:  # the queue file took no writes: said, not hidden
+            what += " (not kept across a restart: the queue file takes no writes; see the service log)"
         print(json.dumps(out) if args.json else f"node {out['name']}: {what}")
 
     return with_client(args.url, args.token_env, act)

@@ -389,20 +389,23 @@ def create_app(service: Service) -> FastAPI:
 
     @app.delete("/v1/admin/nodes/{name}")
     def remove_node(name: NodeName, who: Admin) -> dict[str, Any]:
-        return {"name": name, "requeued": admin_nodes().remove(name)}
+        admin_nodes()  # 503 until the service has started
+        return service.remove_node(name)
 
     @app.post("/v1/admin/nodes/{name}/drain")
     def drain_node(name: NodeName, who: Admin) -> dict[str, Any]:
-        return {"name": name, "index": admin_nodes().drain(name), "draining": True}
+        admin_nodes()  # 503 until the service has started
+        return service.drain_node(name)
 
     @app.post("/v1/admin/nodes/{name}/resume")
     def resume_node(name: NodeName, who: Admin) -> dict[str, Any]:
-        return {"name": name, "index": admin_nodes().drain(name, on=False), "draining": False}
+        admin_nodes()  # 503 until the service has started
+        return service.drain_node(name, on=False)
 
     @app.put("/v1/admin/scheduler")
-    def set_scheduler(body: SchedulerIn, who: Admin) -> dict[str, str]:
+    def set_scheduler(body: SchedulerIn, who: Admin) -> dict[str, Any]:
         try:
-            return {"scheduler": service.set_scheduler(body.scheduler)}
+            return service.switch_scheduler(body.scheduler)
         except ValueError as e:
             _invalid(("body", "scheduler"), str(e), body.scheduler)
 

@@ -83,7 +83,11 @@ class NodeAdmin:
             raise UnknownNode(f"node {name!r}: no such node")
         return (alive or rows)[-1]
 
-    def _alive(self, name: str) -> int:
+    def live_index(self, name: str) -> int:
+        """The row of the live node called ``name``.
+
+        :raises UnknownNode: no such node, or it has left the cluster.
+        """
         i = self.index(name)
         if not self.cluster.view.alive[i]:
             raise UnknownNode(f"node {name!r} has left the cluster")
@@ -91,7 +95,7 @@ class NodeAdmin:
 
     def drain(self, name: str, on: bool = True) -> int:
         """Stop (``on``) or restart giving ``name`` new tasks; its row."""
-        i = self._alive(name)
+        i = self.live_index(name)
         if on:
             self.dispatcher.closed.add(i)
         else:
@@ -102,7 +106,7 @@ class NodeAdmin:
     def remove(self, name: str) -> int:
         """Stop ``name``'s agent now; how many tasks it held (they run again elsewhere)."""
         with self._lock:
-            i = self._alive(name)
+            i = self.live_index(name)
             held = self.cluster.remove_node(i)
             self.dispatcher.closed.discard(i)
             return held

@@ -22,13 +22,14 @@ from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
 from runtime.cluster.local import LocalCluster
+from runtime.service import admin_changes
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
 from runtime.service.log_format import set_format
 from runtime.service.metrics import ServiceMetrics
 from runtime.service.models import ModelVersion, build_scheduler
-from runtime.service.nodes import NodeAdmin
+from runtime.service.nodes import NodeAdmin, UnknownNode
 from runtime.service.promotion import Promotion
 from runtime.service.reload import Reloader, ReloadRefused
 from runtime.service.retention import Retention
@@ -80,6 +81,9 @@ class Service:
         #: Re-reads the config on ``SIGHUP`` and ``POST /v1/admin/reload`` (set by ``serve``).
         self.reloader: Reloader | None = None
         self._reload_wanted = threading.Event()
+        #: An admin's drains and scheduler switch, kept in the queue file
+        #: (:mod:`runtime.service.admin_changes`).
+        self.admin_changes = admin_changes.load(self.store)
 
     def _build(
         self, config: ServiceConfig, cluster: ClusterBackend | None, scheduler: TwoStageScheduler | None
@@ -115,6 +119,7 @@ class Service:
             "run again",
             self.recovered,
         )
+        self._restore_switch()
         sched = self.scheduler
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
@@ -125,10 +130,75 @@ class Service:
             self.dispatcher.recorder = self.learning.selector.record
             self.learning.selector.start()
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
+        self._restore_drains()
         self.dispatcher.start()
         self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
         self._feedback.start()
         self.ready.set()
+
+    def _restore_switch(self) -> None:
+        """The scheduler an admin switched to before the restart, while the config still names
+        the one it was switched from (else the config's runs, and the switch is forgotten)."""
+        c = self.admin_changes
+        if c.scheduler is None:
+            return
+        spec = c.restorable_switch(self.config.scheduler)
+        if spec is None:
+            log.warning(
+                "rlsched serve: an admin's switch to %s (over %s) is forgotten: the config names %s now",
+                c.scheduler,
+                c.over,
+                self.config.scheduler,
+            )
+        else:
+            try:
+                self.scheduler = self.scheduler_for(spec)
+                log.info("rlsched serve: scheduler %s, as an admin switched it before the restart", spec)
+                return
+            except ValueError as e:
+                log.warning("rlsched serve: an admin's switch to %s is forgotten: %s", spec, e)
+        c.scheduler = c.over = None
+        admin_changes.save(self.store, c)
+
+    def _restore_drains(self) -> None:
+        """Drain again the nodes an admin drained before the restart (those the cluster has)."""
+        assert self.nodes is not None and self.dispatcher is not None
+        for name in self.admin_changes.drained:
+            try:
+                self.dispatcher.closed.add(self.nodes.live_index(name))
+                log.warning("rlsched serve: node %s stays drained, as an admin left it", name)
+            except UnknownNode:
+                log.warning(
+                    "rlsched serve: drained node %s is not in the cluster; its drain is forgotten", name
+                )
+        if self.admin_changes.drained:
+            self._keep_drains()
+
+    def _keep_drains(self) -> bool:
+        """Keep the names of the nodes drained now; whether the file took them."""
+        assert self.dispatcher is not None
+        names = self.cluster.spec.nodes
+        self.admin_changes.drained = sorted({names[i].name for i in self.dispatcher.closed})
+        return admin_changes.save(self.store, self.admin_changes)
+
+    def drain_node(self, name: str, on: bool = True) -> dict[str, Any]:
+        """An admin's drain (``on``) or resume of node ``name``, kept across restarts.
+
+        :raises UnknownNode: no live node of that name.
+        """
+        assert self.nodes is not None
+        i = self.nodes.drain(name, on)
+        return {"name": name, "index": i, "draining": on, "kept": self._keep_drains()}
+
+    def remove_node(self, name: str) -> dict[str, Any]:
+        """An admin's removal of node ``name`` (a drain of it is forgotten).
+
+        :raises UnknownNode: no live node of that name.
+        """
+        assert self.nodes is not None
+        held = self.nodes.remove(name)
+        self._keep_drains()
+        return {"name": name, "requeued": held}
 
     def _selector_learner(self, versions: list[ModelVersion]) -> Any:
         """The LDWP learner (``selector_learning``); a network it had promoted before a restart
@@ -267,7 +337,21 @@ class Service:
         assert self.dispatcher is not None
         with self.cluster.lock:
             self.dispatcher.scheduler = self.scheduler = sched
+        if self.admin_changes.scheduler is not None:  # a reload: the file's scheduler runs now
+            self.admin_changes.scheduler = self.admin_changes.over = None
+            admin_changes.save(self.store, self.admin_changes)
         return sched.name
+
+    def switch_scheduler(self, spec: str) -> dict[str, Any]:
+        """An admin's switch (``PUT /v1/admin/scheduler``): :meth:`set_scheduler`, kept across
+        restarts while the config names the scheduler it was made over.
+
+        :raises ValueError: as :meth:`scheduler_for`.
+        """
+        name = self.set_scheduler(spec)
+        c, configured = self.admin_changes, self.config.scheduler
+        c.scheduler, c.over = (None, None) if spec == configured else (spec, configured)
+        return {"scheduler": name, "kept": admin_changes.save(self.store, c)}
 
     def _promote(self, selector: Any, name: str) -> None:
         """Make ``selector`` the incumbent stage 1 (the placer stays)."""

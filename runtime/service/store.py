@@ -180,6 +180,20 @@ class TaskStore:
             else:
                 self._db.execute(f"PRAGMA query_only = {int(want)}")
 
+    def meta(self, key: str) -> str | None:
+        """The value kept under ``key`` in the file's ``meta`` table (``None``: none)."""
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` (on disk when this returns).
+
+        :raises StorageError: the file takes no writes (nothing changed).
+        """
+        with self._write():
+            self._db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
     def checkpoint_wal(self) -> None:
         """Copy committed WAL frames into the database file without waiting for, or blocking,
         writers (a passive checkpoint, on a connection of its own: the queue's lock is not
