@@ -151,7 +151,7 @@ def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) 
     s = Server(cfg, port, env={"RLSCHED_FAILPOINTS": "submit-late=2"})
     s.start()
     try:
-        _drain_all(s)  # the tasks stay queued until the service restarts (its nodes open again)
+        _drain_all(s)  # the tasks stay queued until the nodes are resumed, after the restart
         env = {**os.environ, "RLSCHED_TOKEN": TOKENS["video"]}
         cmd = [sys.executable, "-m", "experiments.cli", "submit", "--app", "fft", "--chunks", "5", "--wait"]
         cmd += ["--first-chunk", "100"]  # a stream's later chunks
@@ -170,6 +170,7 @@ def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) 
         s.kill9()
         time.sleep(0.5)  # a wait that does not outlive the outage ends here
         s.start()
+        _drain_all(s, on=False)  # the drains outlived the restart
         out, err = p.communicate(timeout=60)
         assert p.returncode == 0, err
         assert "HTTP 503: request: no answer within 1 s" in err and "asking again until it answers" in err, (

@@ -19,11 +19,15 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from runtime.service.store import StorageError, TaskStore
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The queue file's ``meta`` key that holds them.
 META_KEY = "admin_changes"
@@ -74,3 +78,63 @@ def save(store: TaskStore, changes: AdminChanges) -> bool:
         log.warning("rlsched serve: an admin's change applies now but will not outlive a restart: %s", e)
         return False
     return True
+
+
+class AdminKeeper:
+    """A service's kept changes: restored at start, written on each change, one at a time (two
+    drains at once must not each write the set as it saw it, the later dropping the other's).
+
+    :param store: the service's queue.
+    """
+
+    def __init__(self, store: TaskStore) -> None:
+        self.store = store
+        self.changes = load(store)
+        self.lock = threading.Lock()
+
+    def restore_switch(self, configured: str, build: Callable[[str], T]) -> T | None:
+        """The scheduler an admin switched to, built by ``build``, while the config names the one
+        it was switched from (``configured``); else ``None``, and the switch is forgotten."""
+        c = self.changes
+        if c.scheduler is None:
+            return None
+        spec = c.restorable_switch(configured)
+        if spec is None:
+            log.warning(
+                "rlsched serve: an admin's switch to %s (over %s) is forgotten: the config names %s now",
+                c.scheduler,
+                c.over,
+                configured,
+            )
+        else:
+            try:
+                sched = build(spec)
+                log.info("rlsched serve: scheduler %s, as an admin switched it before the restart", spec)
+                return sched
+            except ValueError as e:
+                log.warning("rlsched serve: an admin's switch to %s is forgotten: %s", spec, e)
+        self.switched(None, None)
+        return None
+
+    def restore_drains(self, live_index: Callable[[str], int], closed: set[int]) -> None:
+        """Add to ``closed`` the row of each node an admin drained (``live_index`` finds it, or
+        raises :class:`~runtime.service.nodes.UnknownNode`, a :class:`ValueError`)."""
+        for name in self.changes.drained:
+            try:
+                closed.add(live_index(name))
+                log.warning("rlsched serve: node %s stays drained, as an admin left it", name)
+            except ValueError:
+                log.warning(
+                    "rlsched serve: drained node %s is not in the cluster; its drain is forgotten", name
+                )
+
+    def drained(self, names: Iterable[str]) -> bool:
+        """Keep ``names`` as the nodes drained now; whether the file took them."""
+        self.changes.drained = sorted(set(names))
+        return save(self.store, self.changes)
+
+    def switched(self, spec: str | None, over: str | None) -> bool:
+        """Keep a switch to ``spec`` made over the config's ``over`` (``None``: the config's
+        scheduler runs); whether the file took it."""
+        self.changes.scheduler, self.changes.over = spec, over
+        return save(self.store, self.changes)

@@ -22,14 +22,14 @@ from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
 from runtime.cluster.local import LocalCluster
-from runtime.service import admin_changes
+from runtime.service.admin_changes import AdminKeeper
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
 from runtime.service.log_format import set_format
 from runtime.service.metrics import ServiceMetrics
 from runtime.service.models import ModelVersion, build_scheduler
-from runtime.service.nodes import NodeAdmin, UnknownNode
+from runtime.service.nodes import NodeAdmin
 from runtime.service.promotion import Promotion
 from runtime.service.reload import Reloader, ReloadRefused
 from runtime.service.retention import Retention
@@ -81,9 +81,8 @@ class Service:
         #: Re-reads the config on ``SIGHUP`` and ``POST /v1/admin/reload`` (set by ``serve``).
         self.reloader: Reloader | None = None
         self._reload_wanted = threading.Event()
-        #: An admin's drains and scheduler switch, kept in the queue file
-        #: (:mod:`runtime.service.admin_changes`).
-        self.admin_changes = admin_changes.load(self.store)
+        #: An admin's drains and scheduler switch, kept in the queue file.
+        self.admin = AdminKeeper(self.store)
 
     def _build(
         self, config: ServiceConfig, cluster: ClusterBackend | None, scheduler: TwoStageScheduler | None
@@ -119,7 +118,9 @@ class Service:
             "run again",
             self.recovered,
         )
-        self._restore_switch()
+        self.scheduler = (
+            self.admin.restore_switch(self.config.scheduler, self.scheduler_for) or self.scheduler
+        )
         sched = self.scheduler
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
@@ -130,56 +131,19 @@ class Service:
             self.dispatcher.recorder = self.learning.selector.record
             self.learning.selector.start()
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
-        self._restore_drains()
+        if self.admin.changes.drained:
+            self.admin.restore_drains(self.nodes.live_index, self.dispatcher.closed)
+            self._keep_drains()
         self.dispatcher.start()
         self._feedback = threading.Thread(target=self._tick, name="rlsched-feedback", daemon=True)
         self._feedback.start()
         self.ready.set()
 
-    def _restore_switch(self) -> None:
-        """The scheduler an admin switched to before the restart, while the config still names
-        the one it was switched from (else the config's runs, and the switch is forgotten)."""
-        c = self.admin_changes
-        if c.scheduler is None:
-            return
-        spec = c.restorable_switch(self.config.scheduler)
-        if spec is None:
-            log.warning(
-                "rlsched serve: an admin's switch to %s (over %s) is forgotten: the config names %s now",
-                c.scheduler,
-                c.over,
-                self.config.scheduler,
-            )
-        else:
-            try:
-                self.scheduler = self.scheduler_for(spec)
-                log.info("rlsched serve: scheduler %s, as an admin switched it before the restart", spec)
-                return
-            except ValueError as e:
-                log.warning("rlsched serve: an admin's switch to %s is forgotten: %s", spec, e)
-        c.scheduler = c.over = None
-        admin_changes.save(self.store, c)
-
-    def _restore_drains(self) -> None:
-        """Drain again the nodes an admin drained before the restart (those the cluster has)."""
-        assert self.nodes is not None and self.dispatcher is not None
-        for name in self.admin_changes.drained:
-            try:
-                self.dispatcher.closed.add(self.nodes.live_index(name))
-                log.warning("rlsched serve: node %s stays drained, as an admin left it", name)
-            except UnknownNode:
-                log.warning(
-                    "rlsched serve: drained node %s is not in the cluster; its drain is forgotten", name
-                )
-        if self.admin_changes.drained:
-            self._keep_drains()
-
     def _keep_drains(self) -> bool:
-        """Keep the names of the nodes drained now; whether the file took them."""
+        """Keep the names of the nodes drained now (admin lock held); whether the file took them."""
         assert self.dispatcher is not None
         names = self.cluster.spec.nodes
-        self.admin_changes.drained = sorted({names[i].name for i in self.dispatcher.closed})
-        return admin_changes.save(self.store, self.admin_changes)
+        return self.admin.drained(names[i].name for i in self.dispatcher.closed)
 
     def drain_node(self, name: str, on: bool = True) -> dict[str, Any]:
         """An admin's drain (``on``) or resume of node ``name``, kept across restarts.
@@ -187,8 +151,9 @@ class Service:
         :raises UnknownNode: no live node of that name.
         """
         assert self.nodes is not None
-        i = self.nodes.drain(name, on)
-        return {"name": name, "index": i, "draining": on, "kept": self._keep_drains()}
+        with self.admin.lock:
+            i = self.nodes.drain(name, on)
+            return {"name": name, "index": i, "draining": on, "kept": self._keep_drains()}
 
     def remove_node(self, name: str) -> dict[str, Any]:
         """An admin's removal of node ``name`` (a drain of it is forgotten).
@@ -196,8 +161,9 @@ class Service:
         :raises UnknownNode: no live node of that name.
         """
         assert self.nodes is not None
-        held = self.nodes.remove(name)
-        self._keep_drains()
+        with self.admin.lock:
+            held = self.nodes.remove(name)
+            self._keep_drains()
         return {"name": name, "requeued": held}
 
     def _selector_learner(self, versions: list[ModelVersion]) -> Any:
@@ -337,9 +303,9 @@ class Service:
         assert self.dispatcher is not None
         with self.cluster.lock:
             self.dispatcher.scheduler = self.scheduler = sched
-        if self.admin_changes.scheduler is not None:  # a reload: the file's scheduler runs now
-            self.admin_changes.scheduler = self.admin_changes.over = None
-            admin_changes.save(self.store, self.admin_changes)
+        with self.admin.lock:
+            if self.admin.changes.scheduler is not None:  # a reload: the file's scheduler runs now
+                self.admin.switched(None, None)
         return sched.name
 
     def switch_scheduler(self, spec: str) -> dict[str, Any]:
@@ -349,9 +315,14 @@ class Service:
         :raises ValueError: as :meth:`scheduler_for`.
         """
         name = self.set_scheduler(spec)
-        c, configured = self.admin_changes, self.config.scheduler
-        c.scheduler, c.over = (None, None) if spec == configured else (spec, configured)
-        return {"scheduler": name, "kept": admin_changes.save(self.store, c)}
+        configured = self.config.scheduler
+        with self.admin.lock:
+            kept = (
+                self.admin.switched(None, None)
+                if spec == configured
+                else self.admin.switched(spec, configured)
+            )
+        return {"scheduler": name, "kept": kept}
 
     def _promote(self, selector: Any, name: str) -> None:
         """Make ``selector`` the incumbent stage 1 (the placer stays)."""
