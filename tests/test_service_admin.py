@@ -139,6 +139,39 @@ def test_an_admins_drain_and_switch_outlive_a_restart_until_the_config_says_othe
     assert "switch to round-robin+mlsm (over mct+mlsm) is forgotten: the config names" in log, log[-3000:]
 
 
+def test_a_drain_of_a_node_not_in_the_cluster_waits_for_it_to_join(tmp_path: Path) -> None:
+    """A node added through the API and drained is not in the cluster file: after a restart its
+    drain waits, and the node is drained the moment it joins again; a resume forgets a drain
+    that waits."""
+    port = free_port()
+    s = Server(service_config(tmp_path, port, {"video": "admin = true\n"}), port)
+    extra = {"name": "extra", "cpu_cores": 1, "gpus": [{"model": "T4"}]}
+    s.start()
+    try:
+        assert _admin(s, "POST", "/nodes", json=extra).status_code == 201
+        assert _admin(s, "POST", "/nodes/extra/drain").json()["kept"] is True
+        s.kill9()
+        s.start()
+        assert _state(s)[1] == {"volta": False, "turing": False}
+        assert _admin(s, "POST", "/nodes", json=extra).status_code == 201
+        assert _state(s)[1] == {"volta": False, "turing": False, "extra": True}
+        s.stop()
+        s.start()  # extra is waited for again; a resume forgets it
+        r = _admin(s, "POST", "/nodes/extra/resume")
+        assert r.json() == {"name": "extra", "index": None, "draining": False, "kept": True}, r.text
+        assert _admin(s, "POST", "/nodes/extra/resume").status_code == 404  # nothing left to forget
+        assert _admin(s, "POST", "/nodes/extra/drain").status_code == 404  # not a node, not waited for
+        s.stop()
+        s.start()
+        assert _admin(s, "POST", "/nodes", json=extra).status_code == 201
+        assert _state(s)[1] == {"volta": False, "turing": False, "extra": False}
+    finally:
+        s.stop()
+    log = s.log.read_text()
+    assert log.count("drained node extra is not in the cluster: it is drained if it joins") == 2, log[-3000:]
+    assert log.count("node extra joined: drained, as an admin left it") == 1, log[-3000:]
+
+
 def test_priorities_gpu_share_and_request_timeouts(tmp_path: Path) -> None:
     port = free_port()
     extra = {"video": "max_running = 1\n", "batch": "gpu_share = 0.1\n"}

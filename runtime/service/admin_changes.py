@@ -7,9 +7,10 @@ again, with nothing said.
 
 The config stays the source of what a service runs. A switch is restored only while the config
 names the scheduler it was made over: an operator who has edited ``scheduler`` since has the
-last word, as a reload that changes it has. A drain is restored only if the cluster still has a
-node of that name. Nodes added or removed through the API are not kept: the cluster file is the
-membership.
+last word, as a reload that changes it has. A drain of a node the cluster does not have at start (a
+Ray node not yet discovered, a node added through the API) waits for a node of that name to
+join, until an admin resumes it. Nodes added or removed through the API are not kept: the
+cluster file is the membership.
 
 A change the file refuses (full, read-only) still applies in memory: the answer says it would
 not outlive a restart (``"kept": false``), and the log says why.
@@ -91,6 +92,8 @@ class AdminKeeper:
         self.store = store
         self.changes = load(store)
         self.lock = threading.Lock()
+        #: Drained nodes not in the cluster: drained when a node of the name joins.
+        self.pending: set[str] = set()
 
     def restore_switch(self, configured: str, build: Callable[[str], T]) -> T | None:
         """The scheduler an admin switched to, built by ``build``, while the config names the one
@@ -124,13 +127,33 @@ class AdminKeeper:
                 closed.add(live_index(name))
                 log.warning("rlsched serve: node %s stays drained, as an admin left it", name)
             except ValueError:
+                self.pending.add(name)
                 log.warning(
-                    "rlsched serve: drained node %s is not in the cluster; its drain is forgotten", name
+                    "rlsched serve: drained node %s is not in the cluster: it is drained if it joins "
+                    "(rlsched resume %s forgets it)",
+                    name,
+                    name,
                 )
 
+    def joined(self, name: str, row: int, closed: set[int]) -> None:
+        """A node joined: drain its ``row`` if an admin drained a node of that name."""
+        with self.lock:
+            if name in self.pending:
+                self.pending.discard(name)
+                closed.add(row)
+                log.warning("rlsched serve: node %s joined: drained, as an admin left it", name)
+
+    def forget_pending(self, name: str) -> bool:
+        """Forget the drain waiting for ``name`` to join (lock held); False if there was none."""
+        if name not in self.pending:
+            return False
+        self.pending.discard(name)
+        return True
+
     def drained(self, names: Iterable[str]) -> bool:
-        """Keep ``names`` as the nodes drained now; whether the file took them."""
-        self.changes.drained = sorted(set(names))
+        """Keep ``names``, and the drains waiting for their nodes, as the nodes drained now;
+        whether the file took them."""
+        self.changes.drained = sorted(set(names) | self.pending)
         return save(self.store, self.changes)
 
     def switched(self, spec: str | None, over: str | None) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rlsched.hardware import gpu_model
@@ -69,6 +70,8 @@ class NodeAdmin:
     def __init__(self, cluster: ClusterBackend, dispatcher: Dispatcher) -> None:
         self.cluster, self.dispatcher = cluster, dispatcher
         self._lock = threading.Lock()  # one membership change at a time
+        #: Told ``(name, row)`` of each node that joins, before the dispatcher is woken for it.
+        self.on_join: Callable[[str, int], None] | None = None
 
     def index(self, name: str) -> int:
         """The row of the live node called ``name`` (else of its latest, dead, row).
@@ -121,6 +124,8 @@ class NodeAdmin:
                 i = self.cluster.add_node(node, where)
             except ValueError as e:
                 raise NodeError(str(e)) from e
+        if self.on_join is not None:  # outside the lock: it takes the admin's, held around remove
+            self.on_join(node.name, i)
         self.dispatcher.wake()
         return i
 

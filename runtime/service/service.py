@@ -29,7 +29,7 @@ from runtime.service.learning import Learning
 from runtime.service.log_format import set_format
 from runtime.service.metrics import ServiceMetrics
 from runtime.service.models import ModelVersion, build_scheduler
-from runtime.service.nodes import NodeAdmin
+from runtime.service.nodes import NodeAdmin, UnknownNode
 from runtime.service.promotion import Promotion
 from runtime.service.reload import Reloader, ReloadRefused
 from runtime.service.retention import Retention
@@ -131,6 +131,8 @@ class Service:
             self.dispatcher.recorder = self.learning.selector.record
             self.learning.selector.start()
         self.nodes = NodeAdmin(self.cluster, self.dispatcher)
+        closed = self.dispatcher.closed
+        self.nodes.on_join = lambda name, row: self.admin.joined(name, row, closed)
         if self.admin.changes.drained:
             self.admin.restore_drains(self.nodes.live_index, self.dispatcher.closed)
             self._keep_drains()
@@ -148,11 +150,17 @@ class Service:
     def drain_node(self, name: str, on: bool = True) -> dict[str, Any]:
         """An admin's drain (``on``) or resume of node ``name``, kept across restarts.
 
-        :raises UnknownNode: no live node of that name.
+        :raises UnknownNode: no live node of that name (and, for a resume, no drain waiting
+            for one to join).
         """
         assert self.nodes is not None
         with self.admin.lock:
-            i = self.nodes.drain(name, on)
+            try:
+                i: int | None = self.nodes.drain(name, on)
+            except UnknownNode:
+                if on or not self.admin.forget_pending(name):
+                    raise
+                i = None  # a drain that waited for the node to join, forgotten
             return {"name": name, "index": i, "draining": on, "kept": self._keep_drains()}
 
     def remove_node(self, name: str) -> dict[str, Any]:
