@@ -157,10 +157,14 @@ def test_a_drain_of_a_node_not_in_the_cluster_waits_for_it_to_join(tmp_path: Pat
         assert _state(s)[1] == {"volta": False, "turing": False, "extra": True}
         s.stop()
         s.start()  # extra is waited for again; a resume forgets it
+        assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["drains_waiting"] == [
+            "extra"
+        ]
         r = _admin(s, "POST", "/nodes/extra/resume")
         assert r.json() == {"name": "extra", "index": None, "draining": False, "kept": True}, r.text
         assert _admin(s, "POST", "/nodes/extra/resume").status_code == 404  # nothing left to forget
         assert _admin(s, "POST", "/nodes/extra/drain").status_code == 404  # not a node, not waited for
+        assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["drains_waiting"] == []
         s.stop()
         s.start()
         assert _admin(s, "POST", "/nodes", json=extra).status_code == 201

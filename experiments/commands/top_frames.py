@@ -13,8 +13,8 @@ def unreachable_frame(since: float, e: Exception, interval: float) -> str:
 
 
 def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, Any]] | None = None) -> str:
-    """One frame: the service, its queue and rate, a line per GPU, and for an admin a line per
-    tenant (``tenants``: ``GET /v1/admin/tenants``)."""
+    """One frame: the service, its queue and rate, a line per GPU, the drained nodes (if any),
+    and for an admin a line per tenant (``tenants``: ``GET /v1/admin/tenants``)."""
     lines = [
         f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}: "
         f"{state['queued']} queued, {state['running']} running, {state['done']} done, {rate:.1f}/s",
@@ -27,6 +27,14 @@ def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, 
                 f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
                 f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
             )
+    drained = [n["name"] for n in state["nodes"] if n.get("draining") and n.get("alive", True)]
+    waiting = state.get("drains_waiting", [])
+    if drained or waiting:  # nodes that take no new tasks, said where an operator looks
+        lines.append(
+            "drained: "
+            + (", ".join(drained) or "none")
+            + (f"; drained as they join: {', '.join(waiting)}" if waiting else "")
+        )
     if tenants:
         lines.append("tenant           weight  queued running     done  failed cancelled")
         for t in tenants:

@@ -451,6 +451,7 @@ class Service:
             "backend": c.backend_name,
             **self.learning.describe(),
             "nodes": nodes,
+            "drains_waiting": sorted(self.admin.pending),  # drained nodes not in the cluster yet
             **{state: sum(v for (_, s), v in counts.items() if s == state) for state in STATES},
         }
 

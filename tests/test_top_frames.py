@@ -1,0 +1,36 @@
+"""``rlsched top``'s frame (experiments/commands/top_frames.py): drained nodes are named."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from experiments.commands.top_frames import frame
+
+
+def _state(nodes: list[dict[str, Any]], waiting: list[str]) -> dict[str, Any]:
+    gpu = {"model": "T4", "streams": 2, "running": 0, "mem_used_mib": 0.0, "mem_mib": 15360.0}
+    return {
+        "version": "1",
+        "scheduler": "mct+mlsm",
+        "backend": "local",
+        "queued": 0,
+        "running": 0,
+        "done": 0,
+        "nodes": [{**n, "gpus": [gpu]} for n in nodes],
+        "drains_waiting": waiting,
+    }
+
+
+def test_drained_nodes_and_drains_that_wait_are_named_and_nothing_else() -> None:
+    nodes = [
+        {"name": "volta", "alive": True, "draining": True},
+        {"name": "turing", "alive": True, "draining": False},
+        {"name": "gone", "alive": False, "draining": True},
+    ]
+    lines = frame(_state(nodes, ["extra"]), 1.0, "http://x").splitlines()
+    assert lines[-1] == "drained: volta; drained as they join: extra"
+    lines = frame(_state(nodes[1:2], []), 1.0, "http://x").splitlines()
+    assert not any(x.startswith("drained") for x in lines)
+    assert frame(_state(nodes[1:2], ["extra"]), 1.0, "http://x").splitlines()[-1] == (
+        "drained: none; drained as they join: extra"
+    )
