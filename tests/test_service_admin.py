@@ -258,6 +258,17 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         r = cli("video", "resume", "volta")
         assert r.returncode == 0 and r.stdout == "node volta: takes new tasks again\n", r.stderr
         assert [n["draining"] for n in cluster_nodes(s) if n["name"] == "volta"] == [False]
+        r = cli("video", "switch", "round-robin+mlsm")
+        assert r.returncode == 0 and r.stdout.startswith("scheduler round-robin+mlsm for every task"), (
+            r.stderr
+        )
+        assert "kept across restarts" in r.stdout, r.stdout
+        bad = cli("video", "switch", "nope+mlsm")
+        assert bad.returncode == 4 and "HTTP 422" in bad.stderr and "nope" in bad.stderr, bad.stderr
+        assert cli("batch", "switch", "mct+mlsm").returncode == 4  # not an admin
+        assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["scheduler"] == (
+            "round-robin+mlsm"
+        )
         refused = cli("batch", "drain", "turing")
         assert refused.returncode == 4 and "admin role" in refused.stderr
         assert cli("video", "drain", "nowhere").returncode == 4

@@ -1,5 +1,6 @@
 """An admin tenant's commands against a running service: ``rlsched drain | resume`` (a node),
-``rlsched tenants`` and ``rlsched reload`` (the service re-reads its config)."""
+``rlsched switch`` (the scheduler), ``rlsched tenants`` and ``rlsched reload`` (the service
+re-reads its config)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ class NodeArgs(ClientArgs):
     """
 
     node: str = flag(positional=True)
+    json: bool = False
+
+
+@dataclass(kw_only=True)
+class SwitchArgs(ClientArgs):
+    """Options of ``rlsched switch``.
+
+    :param scheduler: SELECTOR+PLACER or auto, as the config's scheduler
+    :param json: print the service's answer as JSON
+    """
+
+    scheduler: str = flag(positional=True)
     json: bool = False
 
 
@@ -67,6 +80,25 @@ def _node(args: NodeArgs, on: bool) -> int:
         if out.get("kept") is False:  # the queue file took no writes: said, not hidden
             what += " (not kept across a restart: the queue file takes no writes; see the service log)"
         print(json.dumps(out) if args.json else f"node {out['name']}: {what}")
+
+    return with_client(args.url, args.token_env, act)
+
+
+def switch(args: SwitchArgs, argv: Sequence[str]) -> int:
+    """Run another scheduler for every task placed from now on (an admin tenant's token)."""
+
+    def act(c: Client) -> None:
+        out = c.switch_scheduler(args.scheduler)
+        kept = (
+            "kept across restarts while the config names the scheduler it replaced"
+            if out.get("kept")
+            else "not kept across a restart: the queue file takes no writes; see the service log"
+        )
+        print(
+            json.dumps(out)
+            if args.json
+            else f"scheduler {out['scheduler']} for every task placed now ({kept})"
+        )
 
     return with_client(args.url, args.token_env, act)
 
@@ -127,6 +159,13 @@ COMMANDS = (
         CLIENT_EXITS,
     ),
     Command("resume", "give a drained node new tasks again (admin)", NodeArgs, resume, CLIENT_EXITS),
+    Command(
+        "switch",
+        "run another scheduler on a running service for every task placed from now on (admin)",
+        SwitchArgs,
+        switch,
+        CLIENT_EXITS,
+    ),
     Command(
         "tenants",
         "a running service's tenants, limits and tasks by state (admin)",

@@ -307,6 +307,12 @@ class Client:
         out: dict[str, Any] = self._call("POST", f"/v1/admin/nodes/{name}/{'drain' if on else 'resume'}")
         return out
 
+    def switch_scheduler(self, spec: str) -> dict[str, Any]:
+        """Run scheduler ``spec`` (``SELECTOR+PLACER`` or ``auto``) for every task placed from now
+        on (admin): ``scheduler``, and ``kept`` (whether it outlives a restart)."""
+        out: dict[str, Any] = self._call("PUT", "/v1/admin/scheduler", json={"scheduler": spec})
+        return out
+
     def cancel(self, task_id: int) -> dict[str, Any]:
         """Cancel a queued task (409 once it started)."""
         out: dict[str, Any] = self._call("POST", f"/v1/tasks/{task_id}/cancel")
