@@ -262,7 +262,7 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         assert r.returncode == 0 and r.stdout.startswith("scheduler round-robin+mlsm for every task"), (
             r.stderr
         )
-        assert "kept across restarts" in r.stdout, r.stdout
+        assert "it outlives a restart" in r.stdout, r.stdout
         bad = cli("video", "switch", "nope+mlsm")
         assert bad.returncode == 4 and "HTTP 422" in bad.stderr and "nope" in bad.stderr, bad.stderr
         assert cli("batch", "switch", "mct+mlsm").returncode == 4  # not an admin

@@ -90,7 +90,7 @@ def switch(args: SwitchArgs, argv: Sequence[str]) -> int:
     def act(c: Client) -> None:
         out = c.switch_scheduler(args.scheduler)
         kept = (
-            "kept across restarts while the config names the scheduler it replaced"
+            "it outlives a restart, until the config's scheduler is edited"
             if out.get("kept")
             else "not kept across a restart: the queue file takes no writes; see the service log"
         )
