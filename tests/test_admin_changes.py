@@ -80,3 +80,37 @@ def test_a_file_that_takes_no_writes_keeps_the_last_changes_and_says_so(
     finally:
         store.close()
         failpoints.set_for_test("")
+
+
+def test_a_service_whose_file_takes_no_writes_still_drains_and_switches_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """The service's answers carry ``kept: false`` when the queue file refuses the write, and the
+    change applies all the same (an operator draining a node during a disk-full incident)."""
+    from runtime.service.config import ServiceConfig, Tenant, hash_token
+    from runtime.service.service import Service
+
+    failpoints.set_for_test("store-readonly=4-60")  # seconds after the queue opens: after the start
+    cfg = ServiceConfig(
+        tenants=(Tenant("a", hash_token("t")),),
+        db=str(tmp_path / "q.db"),
+        state_dir=str(tmp_path / "state"),
+        scheduler="mct+mlsm",
+    )
+    svc = Service(cfg)
+    try:
+        svc.start()
+        time.sleep(max(0.0, 4.2 - (time.monotonic() - svc.store._opened)))
+        out = svc.drain_node("volta")
+        assert out == {"name": "volta", "index": 0, "draining": True, "kept": False}
+        assert [n["draining"] for n in svc.cluster_state()["nodes"]] == [True, False]
+        assert svc.switch_scheduler("round-robin+mlsm") == {"scheduler": "round-robin+mlsm", "kept": False}
+        assert svc.scheduler.name == "round-robin+mlsm"
+    finally:
+        svc.stop()
+        failpoints.set_for_test("")
+    store = TaskStore(tmp_path / "q.db")
+    try:
+        assert admin_changes.load(store) == AdminChanges()  # nothing was written
+    finally:
+        store.close()
