@@ -298,39 +298,39 @@ class Service:
         return sched
 
     def set_scheduler(self, spec: str, sched: TwoStageScheduler | None = None) -> str:
-        """Switch to scheduler ``spec`` (built by :meth:`scheduler_for` unless given) for tasks
-        not yet placed; tasks already on a node keep running; their remaining subtasks use the
-        new placer.
+        """Switch to the config's scheduler ``spec`` (a reload; built by :meth:`scheduler_for`
+        unless given): :meth:`_install`, and an admin's kept switch is forgotten.
 
         :raises ValueError: as :meth:`scheduler_for`.
         """
-        sched = sched if sched is not None else self.scheduler_for(spec)
+        name = self._install(sched if sched is not None else self.scheduler_for(spec))
+        with self.admin.lock:
+            if self.admin.changes.scheduler is not None:
+                self.admin.switched(None, None)
+        return name
+
+    def switch_scheduler(self, spec: str) -> dict[str, Any]:
+        """An admin's switch (``PUT /v1/admin/scheduler``): :meth:`_install`, kept across
+        restarts while the config names the scheduler it was made over.
+
+        :raises ValueError: as :meth:`scheduler_for`.
+        """
+        name = self._install(self.scheduler_for(spec))
+        configured = self.config.scheduler
+        with self.admin.lock:
+            kept = self.admin.switched(*((None, None) if spec == configured else (spec, configured)))
+        return {"scheduler": name, "kept": kept}
+
+    def _install(self, sched: TwoStageScheduler) -> str:
+        """Run ``sched`` for tasks not yet placed; tasks already on a node keep running; their
+        remaining subtasks use the new placer."""
         with self.cluster.lock:
             sched.reset(self.cluster.view, 0)
         self.learning.install(sched, started=True)
         assert self.dispatcher is not None
         with self.cluster.lock:
             self.dispatcher.scheduler = self.scheduler = sched
-        with self.admin.lock:
-            if self.admin.changes.scheduler is not None:  # a reload: the file's scheduler runs now
-                self.admin.switched(None, None)
         return sched.name
-
-    def switch_scheduler(self, spec: str) -> dict[str, Any]:
-        """An admin's switch (``PUT /v1/admin/scheduler``): :meth:`set_scheduler`, kept across
-        restarts while the config names the scheduler it was made over.
-
-        :raises ValueError: as :meth:`scheduler_for`.
-        """
-        name = self.set_scheduler(spec)
-        configured = self.config.scheduler
-        with self.admin.lock:
-            kept = (
-                self.admin.switched(None, None)
-                if spec == configured
-                else self.admin.switched(spec, configured)
-            )
-        return {"scheduler": name, "kept": kept}
 
     def _promote(self, selector: Any, name: str) -> None:
         """Make ``selector`` the incumbent stage 1 (the placer stays)."""

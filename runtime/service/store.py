@@ -105,8 +105,7 @@ class TaskStore:
         self._counts: Counter[tuple[str, str]] = Counter({(t, st): n for t, st, n in rows})
         self._delta: Counter[tuple[str, str]] = Counter()
         # Finished tasks pruned from the file, by (tenant, state): kept in the file's meta table.
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (_PRUNED_KEY,)).fetchone()
-        self._pruned: Counter[tuple[str, str]] = _pruned_counts(row[0] if row else None)
+        self._pruned: Counter[tuple[str, str]] = _pruned_counts(self.meta(_PRUNED_KEY))
 
     def close(self) -> None:
         with self._lock:
@@ -207,10 +206,7 @@ class TaskStore:
         """Try a small write (it grows the file by nothing once written): True if the store
         takes writes again. Clears :attr:`degraded` when it does."""
         try:
-            with self._write():
-                self._db.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('probe', ?)", (str(time.time()),)
-                )
+            self.set_meta("probe", str(time.time()))
         except StorageError:
             return False
         return True
