@@ -118,10 +118,18 @@ def test_an_admins_drain_and_switch_outlive_a_restart_until_the_config_says_othe
         assert _state(s) == ("round-robin+mlsm", {"volta": True, "turing": False})
         rows = wait_done(s, "batch", _submit(s, "batch", [{"app": "matmul", "chunk": k} for k in range(6)]))
         assert {r["node"] for r in rows} == {"turing"}  # round robin would use both
+        service_config(tmp_path, port, admin, scheduler="least-loaded+least-loaded")  # edited, reloaded
+        reload = _admin(s, "POST", "/reload").json()
+        assert reload["applied"] == [
+            "scheduler: round-robin+mlsm (an admin's switch over mct+mlsm, forgotten) "
+            "-> least-loaded+least-loaded"
+        ], reload
+        assert _state(s)[0] == "least-loaded+least-loaded"
+        assert _admin(s, "PUT", "/scheduler", json={"scheduler": "round-robin+mlsm"}).json()["kept"] is True
         s.stop()
-        service_config(tmp_path, port, admin, scheduler="least-loaded+least-loaded")  # the operator edits it
+        service_config(tmp_path, port, admin, scheduler="mct+mlsm")  # edited, then a restart
         s.start()
-        assert _state(s) == ("least-loaded+least-loaded", {"volta": True, "turing": False})
+        assert _state(s) == ("mct+mlsm", {"volta": True, "turing": False})
         assert _admin(s, "POST", "/nodes/volta/resume").json() == {
             "name": "volta",
             "index": 0,
@@ -130,13 +138,16 @@ def test_an_admins_drain_and_switch_outlive_a_restart_until_the_config_says_othe
         }
         s.stop()
         s.start()
-        assert _state(s) == ("least-loaded+least-loaded", {"volta": False, "turing": False})
+        assert _state(s) == ("mct+mlsm", {"volta": False, "turing": False})
     finally:
         s.stop()
     log = s.log.read_text()
     assert "node volta stays drained, as an admin left it" in log, log[-3000:]
     assert "scheduler round-robin+mlsm, as an admin switched it before the restart" in log, log[-3000:]
-    assert "switch to round-robin+mlsm (over mct+mlsm) is forgotten: the config names" in log, log[-3000:]
+    assert "rlsched serve: round-robin+mlsm on http" in log, log[-3000:]  # the banner says what runs
+    for over, now in (("mct+mlsm", "least-loaded+least-loaded"), ("least-loaded+least-loaded", "mct+mlsm")):
+        said = f"switch to round-robin+mlsm (over {over}) is forgotten: the config names {now} now"
+        assert said in log, log[-3000:]  # at the reload, then at the restart
 
 
 def test_a_drain_of_a_node_not_in_the_cluster_waits_for_it_to_join(tmp_path: Path) -> None:

@@ -70,6 +70,8 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         assert m["auto"]["choice"]["pair"] == "mct+iawp-pass" == m["auto"]["running"], m["auto"]
         assert set(m["auto"]["choice"]["features"]) == set(FEATURES)
         m = _until(s, _calibrated, "auto's interference-aware candidates calibrated")
+        calibrated = m["calibration"]
+        assert all(c["pairs"] > 0 for c in calibrated.values()), calibrated
         current = tmp_path / "rlsched-state" / "current.json"
 
         def saved(_m: dict[str, Any]) -> bool:  # the checkpoint holds every calibrated GPU model
@@ -86,6 +88,7 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
             r = httpx.put(f"{s.url}/v1/admin/scheduler", json={"scheduler": spec}, headers=H, timeout=30)
             assert r.status_code == 200 and r.json() == {"scheduler": spec, "kept": True}, r.text
         m = _models(s)
+        assert m["calibration"] == calibrated  # the model taken back, with how it was calibrated
         assert m["auto"]["candidates"] == ["mct+iawp", "mct+iawp-pass", "mct+speedup"], m["auto"]
         assert m["auto"]["choice"] is None, m["auto"]  # switched back: a fresh decision
         ids += _submit(s, 16)
@@ -104,6 +107,7 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         s.start()
         m = _models(s)
         assert {v["state"] for v in m["calibration"].values()} == {"restored"}, m["calibration"]
+        assert m["checkpoint"]["saved_at"] == json.loads(current.read_text())["saved_at"], m["checkpoint"]
         assert m["auto"]["running"] == "mct+iawp-pass" and m["auto"]["restored"], m["auto"]
         assert m["auto"]["choice"]["pair"] == "mct+iawp-pass", m["auto"]
         assert m["auto"]["second"] is None and m["auto"]["revisit_at"] == 24, m["auto"]
@@ -127,6 +131,7 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
         db.close()
     finally:
         s.stop()
+    assert re.search(r"INFO rlsched serve: learned state checkpointed: \S+, version \d+", s.log.read_text())
 
 
 def test_auto_takes_the_services_fallback_line_on_each_of_its_predicting_placers(tmp_path: Path) -> None:

@@ -101,8 +101,11 @@ def test_a_second_service_on_the_same_queue_exits_2_and_touches_nothing(
     assert "rlsched serve:" not in second.stderr  # never announced itself
     other = tmp_path / "other"
     other.mkdir()
-    third = _serve(service_config(other, server.port))
+    config = service_config(other, server.port)
+    made = {p.name for p in other.iterdir()}  # the config (and its cluster file)
+    third = _serve(config)
     assert third.returncode == 4 and f"127.0.0.1:{server.port}: in use" in third.stderr, third.stderr
+    assert {p.name for p in other.iterdir()} == made  # no queue file, no lock file left behind
     rows = wait_done(server, "video", ids, timeout=120)
     assert {r["state"] for r in rows} == {"done"}
     assert db.execute("SELECT COUNT(*) FROM reports WHERE outcome = 'abandoned'").fetchone() == (0,)

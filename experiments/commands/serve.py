@@ -94,9 +94,9 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     from runtime.service.log_format import configure, line
     from runtime.service.server import serve
 
-    def announce() -> None:  # only once it listens: a service that could not start says only why
+    def announce(scheduler: str) -> None:  # only once it listens: one that could not start says why
         banner = (
-            f"rlsched serve: {cfg.scheduler} on {scheme}://{cfg.host}:{cfg.port} "
+            f"rlsched serve: {scheduler} on {scheme}://{cfg.host}:{cfg.port} "
             f"({cfg.backend} cluster, queue {cfg.db})"
         )
         print(banner if cfg.log_format == "text" else line("json", banner), file=sys.stderr)

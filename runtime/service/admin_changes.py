@@ -103,21 +103,16 @@ class AdminKeeper:
             return None
         spec = c.restorable_switch(configured)
         if spec is None:
-            log.warning(
-                "rlsched serve: an admin's switch to %s (over %s) is forgotten: the config names %s now",
-                c.scheduler,
-                c.over,
-                configured,
-            )
-        else:
-            try:
-                sched = build(spec)
-                log.info("rlsched serve: scheduler %s, as an admin switched it before the restart", spec)
-                return sched
-            except ValueError as e:
-                log.warning("rlsched serve: an admin's switch to %s is forgotten: %s", spec, e)
-        self.switched(None, None)
-        return None
+            self.forget_switch(configured)
+            return None
+        try:
+            sched = build(spec)
+        except ValueError as e:
+            log.warning("rlsched serve: an admin's switch to %s is forgotten: %s", spec, e)
+            self.switched(None, None)
+            return None
+        log.info("rlsched serve: scheduler %s, as an admin switched it before the restart", spec)
+        return sched
 
     def restore_drains(self, live_index: Callable[[str], int], closed: set[int]) -> None:
         """Add to ``closed`` the row of each node an admin drained (``live_index`` finds it, or
@@ -155,6 +150,19 @@ class AdminKeeper:
         whether the file took them."""
         self.changes.drained = sorted(set(names) | self.pending)
         return save(self.store, self.changes)
+
+    def forget_switch(self, configured: str) -> None:
+        """Forget an admin's switch, if one is kept: the config names ``configured`` now."""
+        c = self.changes
+        if c.scheduler is None:
+            return
+        log.warning(
+            "rlsched serve: an admin's switch to %s (over %s) is forgotten: the config names %s now",
+            c.scheduler,
+            c.over,
+            configured,
+        )
+        self.switched(None, None)
 
     def switched(self, spec: str | None, over: str | None) -> bool:
         """Keep a switch to ``spec`` made over the config's ``over`` (``None``: the config's

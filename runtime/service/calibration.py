@@ -86,6 +86,19 @@ class Calibrator:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
+    def carry_over(self, before: dict[str, ModelState]) -> None:
+        """Keep, for the GPU models this placer starts knowing, how an earlier placer's survey
+        calibrated them (an admin's switch takes that placer's model, and its figures with it)."""
+        with self._lock:
+            for m, s in before.items():
+                if m in self.models and s.state != "surveying":
+                    self.models[m] = s
+
+    def snapshot(self) -> dict[str, ModelState]:
+        """Each GPU model's calibration as it stands."""
+        with self._lock:
+            return dict(self.models)
+
     def states(self) -> dict[str, dict[str, object]]:
         """Each GPU model's calibration, for ``/v1/cluster`` and ``/metrics``."""
         with self._lock:
@@ -143,7 +156,7 @@ class Calibrator:
         with self._lock:
             for m in new:
                 self.models[m] = ModelState("calibrated", rows.count(m), round(took, 2))
-        log.warning("rlsched serve: calibrated %s from %d co-runs in %.1f s", ", ".join(new), len(rows), took)
+        log.info("rlsched serve: calibrated %s from %d co-runs in %.1f s", ", ".join(new), len(rows), took)
 
     def _take(self, models: list[str], deadline: float) -> Survey:
         instrument = self.make_instrument(self._spec_of(models), deadline)

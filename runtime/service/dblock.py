@@ -45,6 +45,8 @@ class DatabaseLock:
 
     def __init__(self, db: str, owner: str = "") -> None:
         self.path = f"{db}.lock"
+        #: This lock made the lock file (it did not exist before).
+        self.created = not os.path.exists(self.path)
         f: TextIO = open(self.path, "a+")  # noqa: SIM115 (held open for the process's life)
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -60,8 +62,15 @@ class DatabaseLock:
         f.flush()
         self._file: TextIO | None = f
 
-    def release(self) -> None:
-        """Drop the lock (closing the file releases the ``flock``)."""
+    def release(self, remove_created: bool = False) -> None:
+        """Drop the lock (closing the file releases the ``flock``).
+
+        :param remove_created: also remove the lock file if this lock made it (a service that
+            could not start leaves nothing behind); removed while still held, so no other
+            process can hold it then.
+        """
         if self._file is not None:
+            if remove_created and self.created:
+                os.unlink(self.path)
             self._file.close()
             self._file = None

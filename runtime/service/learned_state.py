@@ -141,6 +141,8 @@ class LearnedState:
                 raise CheckpointError(path, "auto", "auto's decision: {recogniser_sha256, choice}", auto)
             out.auto = auto
         self.saved_version = out.version
+        saved_at = doc.get("saved_at")
+        self.saved_at = float(saved_at) if isinstance(saved_at, int | float) else None
         return out
 
     @staticmethod

@@ -22,7 +22,7 @@ from rlsched.scheduler import TwoStageScheduler
 from rlsched.world import hand_over
 from runtime.cluster.backend import ClusterBackend
 from runtime.cluster.config import LiveClusterSpec
-from runtime.service.calibration import FALLBACK_PLACER, Calibrator
+from runtime.service.calibration import FALLBACK_PLACER, Calibrator, ModelState
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import Learned, LearnedState
 from runtime.service.models import ModelVersion, describe, load_interference
@@ -62,6 +62,8 @@ class Learning:
         self.auto: TwoStageScheduler | None = None
         #: The last interference model (and its updates) of a placer that was switched away from.
         self._kept: tuple[InterferencePredictor, int] | None = None
+        #: How the GPU models of that model were calibrated (``/v1/cluster`` keeps showing it).
+        self._kept_calibration: dict[str, ModelState] = {}
         self.learned = self.state.load_at_start(config.source)
         self.configured: InterferencePredictor | None = None
         if config.interference_model is not None:
@@ -100,6 +102,8 @@ class Learning:
             known,
             known_state,
         )
+        if known_state == "calibrated":  # the model of the placer an admin switched away from
+            self.calibrator.carry_over(self._kept_calibration)
         if known:
             self._give(placer, observe, started)
         else:
@@ -113,6 +117,8 @@ class Learning:
         if predictor is not None:
             with self.cluster.lock:
                 self._kept = (copy.deepcopy(predictor), int(getattr(self.placer, "updates", 0)))
+            if self.calibrator is not None:
+                self._kept_calibration = self.calibrator.snapshot()
 
     def _recogniser_sha(self) -> str | None:
         return next((v.sha256 for v in self.versions if v.role == "recogniser"), None)
@@ -260,6 +266,12 @@ class Learning:
         self.last_save_failure = None
         self._saved_key = key
         self._saved_updates = updates
+        log.info(
+            "rlsched serve: learned state checkpointed: %s, version %d (%d interference updates)",
+            self.state.folder,
+            version,
+            updates,
+        )
         return version
 
     def describe(self) -> dict[str, Any]:

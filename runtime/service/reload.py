@@ -151,6 +151,8 @@ class Reloadable(Protocol):
 
     def set_scheduler(self, spec: str, sched: Any = None) -> str: ...
 
+    def admin_switch(self) -> str | None: ...
+
 
 class Reloader:
     """Re-reads the config and applies what can change to a running service.
@@ -194,6 +196,15 @@ class Reloader:
                     metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             applied, pending = changes(running, new)
+            switch = self.service.admin_switch()
+            if sched is not None and switch is not None:
+                # What runs is the admin's switch, not the file's old scheduler: say so, and that
+                # the file's new one ends it (as a restart with an edited file would).
+                was = _moved("scheduler", running.scheduler, new.scheduler)
+                applied[applied.index(was)] = (
+                    f"scheduler: {switch} (an admin's switch over {running.scheduler}, forgotten) -> "
+                    f"{new.scheduler}"
+                )
             if renewed is not None:
                 applied.append(renewed)
             if dry_run:

@@ -90,7 +90,7 @@ def is_loopback(host: str) -> bool:
 
 def serve(
     config: ServiceConfig,
-    announce: Callable[[], None] | None = None,
+    announce: Callable[[str], None] | None = None,
     reread: Callable[[], ServiceConfig] | None = None,
 ) -> None:
     """Run the service in this process until interrupted (uvicorn on ``config.host:port``).
@@ -99,7 +99,8 @@ def serve(
     bind the address, then recover the queue and start the cluster.
 
     :param config: the service.
-    :param announce: called once the service listens and its queue is recovered.
+    :param announce: called once the service listens and its queue is recovered, with the
+        scheduler it runs (the config's, or an admin's switch it restored).
     :param reread: loads the config again as the service was started with it (``SIGHUP`` and
         ``POST /v1/admin/reload`` then apply what can change, :mod:`runtime.service.reload`).
     :raises DatabaseInUse: another service holds the queue file.
@@ -114,7 +115,7 @@ def serve(
     try:
         sock = listen(config.host, config.port)
     except BaseException:
-        store.close()
+        store.close(remove_created=True)  # a new queue file is not left behind
         raise
     if config.tls_certfile is None and not is_loopback(config.host):
         log.warning(
@@ -125,7 +126,7 @@ def serve(
     service = Service(config, store=store)
     service.start()
     if announce is not None:
-        announce()
+        announce(service.scheduler.name)
     # uvicorn shuts down on SIGTERM, then raises the signal again once it has; with the default
     # action that kills the process before the service stops (its last checkpoint unwritten).
     # Raised here instead, it ends the run through the finally below, and the process exits 0.

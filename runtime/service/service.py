@@ -305,9 +305,12 @@ class Service:
         """
         name = self._install(sched if sched is not None else self.scheduler_for(spec))
         with self.admin.lock:
-            if self.admin.changes.scheduler is not None:
-                self.admin.switched(None, None)
+            self.admin.forget_switch(spec)
         return name
+
+    def admin_switch(self) -> str | None:
+        """The scheduler an admin switched to, while it runs (``None``: the config's runs)."""
+        return self.admin.changes.scheduler
 
     def switch_scheduler(self, spec: str) -> dict[str, Any]:
         """An admin's switch (``PUT /v1/admin/scheduler``): :meth:`_install`, kept across

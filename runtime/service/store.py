@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -76,6 +77,10 @@ class TaskStore:
     def __init__(self, path: str | Path, owner: str = "") -> None:
         self.path = str(path)
         self._file_lock = DatabaseLock(self.path, owner)  # before anything reads the file
+        #: The queue's files this store made (a new queue): :meth:`close` may remove them.
+        self._created = [
+            p for p in (self.path, f"{self.path}-wal", f"{self.path}-shm") if not os.path.exists(p)
+        ]
         self._lock = threading.Lock()
         self._opened = time.monotonic()
         self._faults = {n: False for n in ("store-full", "store-readonly") if failpoints.window(n)}
@@ -107,12 +112,21 @@ class TaskStore:
         # Finished tasks pruned from the file, by (tenant, state): kept in the file's meta table.
         self._pruned: Counter[tuple[str, str]] = _pruned_counts(self.meta(_PRUNED_KEY))
 
-    def close(self) -> None:
+    def close(self, remove_created: bool = False) -> None:
+        """Close the queue file and release its lock.
+
+        :param remove_created: also remove the files this store made, the lock file's included
+            (a service that could not start, on a queue file that did not exist, leaves none).
+        """
         with self._lock:
             if self._checkpointer is not None:
                 self._checkpointer.close()
             self._db.close()
-        self._file_lock.release()
+            if remove_created:
+                for path in self._created:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+        self._file_lock.release(remove_created)
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[TaskRow]:
         return reads.rows(self._db, sql, args)
