@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -83,8 +84,7 @@ def validate(cfg: EvalConfig, out: Path) -> None:
                 cfg.placer_model if plc == "iawp-rl" else None,
             )
     for name, d in cfg.runs.items():
-        if not Path(d, "history.json").is_file():
-            raise EvaluateError("--runs", name, "a training run folder with history.json", d)
+        _check_history(name, d)
     runs = held_runs(out)
     if (runs or (out / "results.json").is_file()) and not cfg.resume:
         held = f"{RUNS}: {runs} runs" if runs else "results.json"
@@ -297,6 +297,25 @@ def write_report(
     return len(undrawn)
 
 
+def _check_history(name: str, folder: str) -> None:
+    """A ``--runs`` folder whose ``history.json`` a curve can be drawn from (LDWP's DQN steps, a
+    fine-tuning run's, or stage 2's search iterations), checked before any run starts."""
+    want = "a training, fine-tuning or stage-2 run folder with its history.json"
+    path = Path(folder, "history.json")
+    try:
+        hist = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise EvaluateError("--runs", name, want, folder) from None
+    dqn = {"step", "throughput_per_min"}
+    ok = isinstance(hist, list) and all(
+        isinstance(h, dict)
+        and (dqn <= h.keys() or ("iteration" in h and isinstance(h.get("validation"), dict)))
+        for h in hist
+    )
+    if not ok:
+        raise EvaluateError("--runs", name, want + " (each entry a step or an iteration)", folder)
+
+
 def _curve_blocks(cfg: EvalConfig, out: Path) -> list[Block]:
     runs = dict(cfg.runs)
     if cfg.model is not None:
@@ -309,24 +328,43 @@ def _curve_blocks(cfg: EvalConfig, out: Path) -> list[Block]:
         return []
     from experiments import report_plots as plots  # matplotlib and scipy.stats: 1.1 s to import
 
-    series = {}
+    dqn: dict[str, list[tuple[float, float]]] = {}
+    search: dict[str, list[tuple[float, float]]] = {}
     for name, d in runs.items():
         hist = json.loads(Path(d, "history.json").read_text())
+        if hist and "iteration" in hist[0]:  # stage 2 (iawp-rl): a search over placer weights
+            search[f"{name} (stage 2)"] = [
+                (h["iteration"], statistics.fmean(h["validation"]["tasks_per_min"].values())) for h in hist
+            ]
+            continue
         kind = "transfer" if Path(d, "transfer.json").is_file() else "training"
-        series[f"{name} ({kind})"] = sorted({h["step"]: h["throughput_per_min"] for h in hist}.items())
-    p = plots.curves(
-        out / "img" / "learning-curves.png",
-        "Learning and transfer curves (evaluation throughput during DQN)",
-        "DQN steps",
-        "tasks/min (the run's validation seeds)",
-        series,
-    )
-    return [
+        dqn[f"{name} ({kind})"] = sorted({h["step"]: h["throughput_per_min"] for h in hist}.items())
+    blocks = [
         Block("h2", "Learning curves"),
         Block(
             "p",
-            "From each run's `history.json`: the greedy network's evaluation after each DQN interval, on "
-            "the run's validation seeds (the ones that choose `best/`; not test seeds).",
+            "From each run's `history.json`: the greedy network's evaluation after each DQN interval "
+            "(stage 2: the placer's after each search iteration), on the run's validation seeds (the "
+            "ones that choose `best/`; not test seeds).",
         ),
-        Block("img", text=p.relative_to(out).as_posix(), head=("learning and transfer curves",)),
     ]
+    for series, file, title, xlabel, ylabel in (
+        (
+            dqn,
+            "learning-curves",
+            "Learning and transfer curves (evaluation throughput during DQN)",
+            "DQN steps",
+            "tasks/min (the run's validation seeds)",
+        ),
+        (
+            search,
+            "placer-search-curves",
+            "The learned placer's search (stage 2)",
+            "iteration",
+            "tasks/min, mean over the run's validation cases",
+        ),
+    ):
+        if series:
+            p = plots.curves(out / "img" / f"{file}.png", title, xlabel, ylabel, series)
+            blocks.append(Block("img", text=p.relative_to(out).as_posix(), head=(title.lower(),)))
+    return blocks

@@ -108,6 +108,8 @@ def parse_entry(
         raise InputError(flag, whole, "a positive arrival rate (tasks/min) after '@'", r)
     if "~" in name:
         raise InputError(flag, whole, "either @RATE or ~LOAD, not both", whole)
+    if rate is not None:  # which would win is a guess the user should not have to make
+        raise InputError(flag, whole, "either the entry's @RATE or --rate, not both", whole)
     return name, value, tasks
 
 
@@ -133,6 +135,8 @@ def load_entry(
         return scale_arrivals(load_scenario(entry, rate_per_min=rate), arrival_scale)
     name, r, tasks = parse_entry(entry, rate, flag)
     name, tilde, load_text = name.partition("~")
+    if tilde and rate is not None:
+        raise InputError(flag, entry, "either the entry's ~LOAD or --rate, not both", entry)
     sc = load_scenario(name, rate_per_min=None if tilde else r)
     if tilde:
         sc = scale_arrivals(sc, _load_scale(sc, load_text, entry, flag))

@@ -86,18 +86,19 @@ def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 
     return out
 
 
-def selector(name: str, flag: str) -> str:
+def selector(name: str, flag: str, others: str = "") -> str:
     """A stage-1 policy name, checked against the registry (built-ins and plug-ins).
 
     :param name: the name.
     :param flag: the flag that gave it.
+    :param others: what else the flag takes, for the message (``" or 'auto'"``).
     :raises InputError: naming the flag and listing the known selectors.
     """
     from rlsched.policies.registry import selector_names
 
     names = selector_names()
     if name not in names:
-        raise InputError(flag, "selector", f"a known selector ({_known(names)}) or 'auto'", name)
+        raise InputError(flag, "selector", f"a known selector ({_known(names)}){others}", name)
     return name
 
 
@@ -116,7 +117,7 @@ def scheduler(spec: str, flag: str) -> str:
     sel, plus, plc = spec.partition("+")
     if sel == AUTO:
         raise InputError(flag, "placer", "'auto' alone (it chooses its own pair)", spec)
-    selector(sel, flag)
+    selector(sel, flag, " or 'auto'")
     names = placer_names()
     if plus and plc not in names:
         raise InputError(flag, "placer", f"a known placer after '+' ({_known(names)})", plc)

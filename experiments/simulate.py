@@ -138,6 +138,13 @@ def throughput_bounds(scenario: Scenario, seeds: Sequence[int]) -> list[float]:
     return out
 
 
+def _of_bound(throughputs: Sequence[float], bounds: Sequence[float]) -> str:
+    """Mean fraction of each seed's bound; a dash where a bound is 0 (no task can run)."""
+    if any(b <= 0 for b in bounds):
+        return "—"
+    return f"{statistics.fmean(t / b for t, b in zip(throughputs, bounds, strict=True)):.3f}"
+
+
 def format_table(
     cmp: Comparison, baseline: str | None = "random+speedup", bounds: Sequence[float] | None = None
 ) -> str:
@@ -150,7 +157,7 @@ def format_table(
     if baseline is not None and baseline in cmp.runs:
         head.append(f"thr. vs {baseline.split('+')[0]}")
         base = cmp.mean_std(baseline, "throughput")[0]
-    has_base = not math.isnan(base)
+    has_base = not math.isnan(base) and base > 0  # nothing completed: no ratio to give
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for s in cmp.runs:
         # A reference that read the simulator's ground truth says so next to its name.
@@ -160,8 +167,7 @@ def format_table(
             prec = 3 if scale == 1.0 and m < 10 else 1
             cells.append(f"{m * scale:.{prec}f} ± {sd * scale:.{prec}f}")
             if key == "throughput" and bounds is not None:
-                frac = [r.throughput / b for r, b in zip(cmp.runs[s], bounds, strict=True)]
-                cells.append(f"{statistics.fmean(frac):.3f}")
+                cells.append(_of_bound([r.throughput for r in cmp.runs[s]], bounds))
         cells.append(f"{sum(m.not_completed for m in cmp.runs[s])}")
         if has_base:
             cells.append(f"{cmp.mean_std(s, 'throughput')[0] / base:.3f}×")

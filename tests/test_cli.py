@@ -134,8 +134,17 @@ def test_bad_scenario_exits_2_naming_file_and_field(tmp_path: Path) -> None:
     [
         (("simulate", "--scheduler", "nope"), "--scheduler: selector: expected a known selector ("),
         (("simulate", "--scheduler", "mct+nope"), "--scheduler: placer: expected a known placer after '+' ("),
-        (("simulate", "--rate", "100"), "paper.toml: --rate: expected an arrival rate from 10 to 60"),
+        (("simulate", "--rate", "100"), "paper.toml: --rate/@RATE: expected an arrival rate from 10 to 60"),
         (("simulate", "--scenario", "no-such-scenario"), "no-such-scenario: <scenario>: expected"),
+        # --rate beside an entry's own rate or load was ignored without a word
+        (
+            ("simulate", "--scenario", "paper@30#100", "--rate", "60"),
+            "expected either the entry's @RATE or --rate",
+        ),
+        (
+            ("simulate", "--scenario", "paper~0.9#100", "--rate", "30"),
+            "expected either the entry's ~LOAD or --rate",
+        ),
     ],
 )
 def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: str) -> None:
@@ -143,6 +152,28 @@ def test_user_errors_exit_2_without_traceback(args: tuple[str, ...], fragment: s
     assert r.returncode == 2
     assert r.stderr.startswith("rlsched: error: ") and r.stderr.count("\n") == 1, r.stderr
     assert fragment in r.stderr and "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (
+            ("train", "--pretrain", "oracle"),
+            "--pretrain: selector: expected a teacher that reads only what a real",
+        ),
+        (("train", "--pretrain", "auto"), "'best' or 'none', got 'auto'"),
+        (("train", "--stage", "2", "--selector", "auto"), "round-robin), got 'auto'"),
+    ],
+)
+def test_a_teacher_or_selector_train_cannot_use_is_refused(
+    args: tuple[str, ...], fragment: str, tmp_path: Path
+) -> None:
+    """The oracle as teacher crashed after set-up (exit 1); 'auto' was refused by a message that
+    listed 'auto' among what the flag takes."""
+    r = rlsched(*args, "--scenario", "paper#100", "--steps", "0", "--out", str(tmp_path / "out"))
+    errors = [x for x in r.stderr.splitlines() if x.startswith("rlsched: error: ")]
+    assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert fragment in errors[0] and not (tmp_path / "out").exists()
 
 
 def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, tmp_path: Path) -> None:
@@ -159,6 +190,13 @@ def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, 
     assert strict.returncode == 3 and "unschedulable" in strict.stderr
     ok = rlsched("simulate", "--scenario", str(small), "--scheduler", "mct", "--strict")
     assert ok.returncode == 0 and "unschedulable" not in ok.stderr
+    # demo's table over a bound of 0 (it divided by it: exit 1)
+    demo = rlsched("demo", "--scenario", str(cpu_only), "--seeds", "1", "--schedulers", "mct,random")
+    assert demo.returncode == 0 and "Traceback" not in demo.stderr, demo.stderr
+    assert "| mct | 0.0 ± 0.0 | — |" in demo.stdout and "the capacity bound is 0" in demo.stdout
+    assert "warning: 20 of 20 tasks were unschedulable" in demo.stderr
+    strict = rlsched("demo", "--scenario", str(cpu_only), "--seeds", "1", "--schedulers", "mct", "--strict")
+    assert strict.returncode == 3, strict.stderr
 
 
 def test_rate_range_of_the_paper_binds_only_on_paper() -> None:

@@ -107,6 +107,17 @@ def test_train_stage_2_writes_a_placer_that_simulate_uses(tmp_path: Path, capsys
     rc = main(["simulate", "--scheduler", "mct+iawp-rl", "--placer-model", str(out / "best"), "--json"])
     assert rc == 0
     assert json.loads(capsys.readouterr().out)["scheduler"] == "mct+iawp-rl"
+    # evaluate draws its search (it read a DQN run's keys from it: exit 1 after every run)
+    ev = ["evaluate", "--scenarios", "paper#60", "--schedulers", "mct", "--seeds", "1", "--jobs", "1"]
+    assert main([*ev, "--runs", f"pl={out}", "--out", str(tmp_path / "ev")]) == 0
+    assert (tmp_path / "ev" / "img" / "placer-search-curves.png").is_file()
+    assert "the learned placer's search (stage 2)" in (tmp_path / "ev" / "report.md").read_text()
+    capsys.readouterr()
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "history.json").write_text('[{"episode": 1}]')
+    assert main([*ev, "--runs", f"odd={tmp_path / 'odd'}", "--out", str(tmp_path / "ev2")]) == 2
+    assert "--runs: odd: expected a training, fine-tuning or stage-2 run folder" in capsys.readouterr().err
+    assert not (tmp_path / "ev2" / "runs.jsonl").exists()
 
 
 def test_a_bad_placer_checkpoint_exits_2(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -169,7 +180,12 @@ def test_ctrl_c_in_stage_2_exits_130_and_names_the_parameters_to_resume_from(tmp
 
 @pytest.mark.parametrize(
     ("stage", "flag", "value"),
-    [("2", "--steps", "5"), ("2", "--no-double-q", None), ("1", "--iterations", "3")],
+    [
+        ("2", "--steps", "5"),
+        ("2", "--no-double-q", None),
+        ("2", "--objective", "latency"),
+        ("1", "--iterations", "3"),
+    ],
 )
 def test_a_flag_the_stage_ignores_is_named(
     tmp_path: Path, capsys, stage: str, flag: str, value: str | None

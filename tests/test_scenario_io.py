@@ -151,12 +151,14 @@ def test_rate_override() -> None:
     assert bursty.rate_per_min == pytest.approx(25)
     assert bursty.high_rate_per_min == pytest.approx(45) and bursty.low_rate_per_min == pytest.approx(15)
     for bad in (5, 61, float("nan")):
-        with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate from 10 to 60") as info:
+        with pytest.raises(
+            ScenarioError, match=r"--rate/@RATE: expected an arrival rate from 10 to 60"
+        ) as info:
             load_scenario("paper", rate_per_min=bad)
-        assert info.value.field == "--rate"
+        assert info.value.field == "--rate/@RATE"
     # The paper's range binds only on `paper`: other scenarios take any rate up to the limit.
     assert load_scenario("interference", rate_per_min=3000).workload.arrival.rate_per_min == 3000
-    with pytest.raises(ScenarioError, match=r"--rate: expected an arrival rate > 0"):
+    with pytest.raises(ScenarioError, match=r"--rate/@RATE: expected an arrival rate > 0"):
         load_scenario("interference", rate_per_min=0)
     own = load_scenario("interference").workload.arrival.rate_per_min
     with pytest.raises(ScenarioError, match=rf"up to {100 * own:g} tasks/min \(100x the scenario's own"):
@@ -341,7 +343,7 @@ def test_drift_bounds(tmp_path: Path) -> None:
 def test_overrides_that_do_not_apply(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL)
     assert _error(path, trace_dir=str(tmp_path)).field == "--trace-dir"
-    assert _error(path, rate_per_min=2e6).field == "--rate"
+    assert _error(path, rate_per_min=2e6).field == "--rate/@RATE"
 
 
 # --- data files ------------------------------------------------------------------------------------
@@ -547,7 +549,7 @@ def test_alibaba_section_errors(tmp_path: Path) -> None:
     path = _write(tmp_path, ALIBABA + "[cluster]\nnodes = 3\n")
     assert _error(path).field == "cluster.nodes"
     path = _write(tmp_path, ALIBABA)
-    assert _error(path, rate_per_min=30).field == "--rate"
+    assert _error(path, rate_per_min=30).field == "--rate/@RATE"
     err = _error(path, trace_dir=str(tmp_path / "elsewhere"))
     assert err.field == "workload.alibaba.node_csv" and "elsewhere" in str(err)
     moved = tmp_path / "moved"

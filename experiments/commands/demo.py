@@ -116,7 +116,10 @@ def _load_line(scenario: Scenario) -> str:
     from experiments.bound_cache import own_bound
     from experiments.report_stats import ARRIVAL_BOUND
 
-    load = float(own_bound(scenario)["offered_load"])
+    bound = own_bound(scenario)
+    load = float(bound["offered_load"])
+    if float(bound["capacity_per_min"]) <= 0:
+        return "No task of this workload can run on this cluster: the capacity bound is 0 (see the warning)."
     if load < ARRIVAL_BOUND:
         return (
             f"Offered load {load:.2f} of the capacity bound: arrival-bound. Every reasonable scheduler "

@@ -83,7 +83,16 @@ class TrainArgs:
 
 
 #: Options that only one stage reads (a silent no-op misleads, so they are named when ignored).
-_STAGE1 = ("steps", "pretrain", "validation_scenario", "half_life_s", "n_steps", "double_q", "learning_rate")
+_STAGE1 = (
+    "steps",
+    "pretrain",
+    "validation_scenario",
+    "half_life_s",
+    "n_steps",
+    "double_q",
+    "learning_rate",
+    "objective",
+)
 _STAGE2 = ("iterations", "selector", "jobs")
 
 
@@ -142,7 +151,7 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     if cfg.validation_scenario is not None:
         inputs.scenario_entries(cfg.validation_scenario, args.rate_per_min, "--validation-scenario")
     if cfg.pretrain not in (None, "best"):
-        inputs.selector(cfg.pretrain, "--pretrain")
+        _teacher(cfg.pretrain)
     if args.resume is not None:
         inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
     from experiments.train import train  # torch and stable-baselines3: once the inputs are read
@@ -170,6 +179,24 @@ def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -
             jobs=args.jobs or defaults.jobs,
         )
     )
+
+
+def _teacher(name: str) -> None:
+    """``--pretrain``'s teacher: a selector that reads only what a real system observes (a
+    clairvoyant one would teach the network the simulator's ground truth)."""
+    from experiments import inputs
+    from rlsched.errors import InputError
+    from rlsched.policies.registry import is_clairvoyant_spec
+
+    inputs.selector(name, "--pretrain", ", 'best' or 'none'")
+    if is_clairvoyant_spec(name):
+        raise InputError(
+            "--pretrain",
+            "selector",
+            "a teacher that reads only what a real cluster shows",
+            name,
+            hint="it reads the simulator's ground truth, which a learning policy never does",
+        )
 
 
 def _check_stage2(args: TrainArgs, selector: str) -> None:

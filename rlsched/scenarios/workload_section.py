@@ -58,9 +58,11 @@ def check_rate(r: ConfigReader, name: str, rate: float | None) -> None:
         return
     lo, hi = RATE_RANGE
     if name == "paper" and not (is_number(rate) and lo <= rate <= hi):
-        raise r.error("--rate", f"an arrival rate from {lo:g} to {hi:g} tasks/min (the paper's range)", rate)
+        raise r.error(
+            "--rate/@RATE", f"an arrival rate from {lo:g} to {hi:g} tasks/min (the paper's range)", rate
+        )
     if not (is_number(rate) and rate > 0):
-        raise r.error("--rate", "an arrival rate > 0 tasks/min", rate)
+        raise r.error("--rate/@RATE", "an arrival rate > 0 tasks/min", rate)
 
 
 def _check_override(r: ConfigReader, rate: float | None, own: float) -> None:
@@ -69,7 +71,7 @@ def _check_override(r: ConfigReader, rate: float | None, own: float) -> None:
     hi = min(RATE_FACTOR * own, MAX_RATE_PER_MIN)
     if rate is not None and not rate <= hi:
         raise r.error(
-            "--rate",
+            "--rate/@RATE",
             f"an arrival rate up to {hi:g} tasks/min ({RATE_FACTOR:g}x the scenario's own {own:g})",
             rate,
         )
@@ -144,7 +146,9 @@ def read_workload(
                 raise r.error(f"workload.{key}", expected, wl[key])
         if rate is not None:
             raise r.error(
-                "--rate", "a scenario with generated arrivals ([workload.alibaba] replays the trace)", rate
+                "--rate/@RATE",
+                "a scenario with generated arrivals ([workload.alibaba] replays the trace)",
+                rate,
             )
         arrival = ArrivalSpec(process="trace", trace_path=ali.pod_csv, time_scale=ali.time_scale)
         return WorkloadSpec(tasks=tasks, apps={}, arrival=arrival, alibaba=ali)
@@ -279,7 +283,9 @@ def _arrival(r: ConfigReader, raw: object, rate: float | None, folder: Path) -> 
     if process == "bursty":
         return _bursty(r, tbl, where, rate)
     if rate is not None:
-        raise r.error("--rate", "a scenario with generated arrivals (process trace replays its file)", rate)
+        raise r.error(
+            "--rate/@RATE", "a scenario with generated arrivals (process trace replays its file)", rate
+        )
     field = f"{where}.trace_path"
     trace = data_file(r, field, r.string(tbl, where, "trace_path"), folder)
     try:
