@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rlsched.errors import InputError, Unavailable
@@ -84,6 +85,34 @@ def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 
         check_fits(sc, processes)
         out.append(sc)
     return out
+
+
+#: What a training or fine-tuning run leaves in its ``--out``.
+RUN_FILES = ("best", "last", "history.json", "summary.json", "transfer.json")
+
+
+def new_run_folder(out: str | Path, resume: str | None = None, flag: str = "--out") -> None:
+    """``--out`` of a training or fine-tuning run: refused if it holds an earlier run (its
+    ``best/`` and ``history.json`` would be overwritten), unless ``--resume`` continues a
+    checkpoint inside it.
+
+    :param out: the folder.
+    :param resume: the ``--resume`` checkpoint, if any.
+    :raises InputError: naming ``flag`` and what the folder holds.
+    """
+    folder = Path(out)
+    held = [n + ("/" if (folder / n).is_dir() else "") for n in RUN_FILES if (folder / n).exists()]
+    if not held:
+        return
+    if resume is not None and Path(resume).resolve().is_relative_to(folder.resolve()):
+        return
+    raise InputError(
+        flag,
+        "value",
+        "a folder without an earlier run",
+        str(out),
+        hint=f"it holds {', '.join(held)}: give another {flag}, or go on with --resume {folder / 'last'}",
+    )
 
 
 def selector(name: str, flag: str, others: str = "") -> str:

@@ -426,3 +426,22 @@ def test_train_on_generated_cases_obeys_the_seed_and_family_rules(tmp_path: Path
     summary = train(cfg, tmp_path / "run")
     (val_case,) = [k for k in summary["reference"] if k != "selector"]
     assert val_case.startswith(str(val_dir))
+
+
+def test_an_out_that_holds_a_run_is_refused_unless_the_run_is_resumed(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second ``train`` into the folder of a finished run overwrote its ``best/`` and
+    ``history.json`` without a word; now it is refused before anything is written, and
+    ``--resume RUN/last`` still continues the run there."""
+    out = tmp_path / "run"
+    args = ["train", "--scenario", str(tiny), "--pretrain", "none", "--out", str(out)]
+    assert main([*args, "--steps", "100"]) == 0
+    history = (out / "history.json").read_bytes()
+    capsys.readouterr()
+    assert main([*args, "--steps", "200"]) == 2
+    err = capsys.readouterr().err
+    assert f"--out: value: expected a folder without an earlier run, got '{out}'; it holds best/" in err, err
+    assert (out / "history.json").read_bytes() == history
+    assert main([*args, "--steps", "200", "--resume", str(out / "last")]) == 0
+    assert json.loads((out / "history.json").read_text())[-1]["step"] == 200

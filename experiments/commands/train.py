@@ -111,6 +111,13 @@ def run(args: TrainArgs, argv: Sequence[str]) -> int:
         _warn_unused(argv, _STAGE2, "1")
     elif args.stage == "2":
         _warn_unused(argv, _STAGE1, "2")
+    from experiments import inputs
+
+    if args.stage == "both":
+        inputs.new_run_folder(Path(args.out) / "stage1", args.resume)
+        inputs.new_run_folder(Path(args.out) / "stage2")
+    else:
+        inputs.new_run_folder(args.out, args.resume)
     if args.stage == "2":
         return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
     if args.stage == "both":  # stage 2's inputs are checked before stage 1 spends its hours
