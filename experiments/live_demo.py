@@ -92,7 +92,7 @@ def run_demo(cfg: LiveDemoConfig) -> dict[str, list[LiveResult]]:
         if not cfg.progress:  # no live bar (CI, a log file): one line per run
             print(
                 f"[{i}/{len(jobs)}] live {spec} seed {seed}: "
-                f"{res.metrics.throughput:.2f} tasks/s ({time.perf_counter() - t0:.0f} s)",
+                f"{res.metrics.throughput:.2f} tasks/s ({time.perf_counter() - t0:.0f} s elapsed)",
                 file=sys.stderr,
                 flush=True,
             )

@@ -351,11 +351,9 @@ def tune(
     """The ``k`` and margin that score best on the validation ``grid`` (ties within :data:`TIE`
     to the larger ``k``, then the larger margin), and every score."""
     features = {(c, s): run_features(c, s, recogniser.window) for c in grid.cases for s in grid.seeds(c)}
-    scores = [
-        score(recogniser.with_choice_rule(min(k, len(recogniser.rows)), m), grid, features)
-        for k in ks
-        for m in margins
-    ]
+    # k beyond the training runs is all of them: each such k is scored once, not once per k.
+    usable = sorted({min(k, len(recogniser.rows)) for k in ks})
+    scores = [score(recogniser.with_choice_rule(k, m), grid, features) for k in usable for m in margins]
     top = max(s.geo_mean for s in scores)
     best = max((s for s in scores if s.geo_mean >= top - TIE), key=lambda s: (s.k, s.margin))
     return recogniser.with_choice_rule(best.k, best.margin), scores

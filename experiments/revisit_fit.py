@@ -98,7 +98,8 @@ def tune(
     """The ``k`` and margin that score best on the validation ``rows`` (ties within :data:`TIE`
     to the larger margin, then the larger ``k``), and every score."""
     n = len(revisit.running)
-    scores = [score(revisit.with_choice_rule(min(k, n), m), rows, best) for k in ks for m in margins]
+    usable = sorted({min(k, n) for k in ks})  # k beyond the runs is all of them: scored once
+    scores = [score(revisit.with_choice_rule(k, m), rows, best) for k in usable for m in margins]
     top = max(s.geo_mean for s in scores)
     pick = max((s for s in scores if s.geo_mean >= top - TIE), key=lambda s: (s.margin, s.k))
     return revisit.with_choice_rule(pick.k, pick.margin), scores

@@ -110,7 +110,7 @@ def compare(
         if plain:
             print(
                 f"[{i}/{len(jobs)}] {scenario.name} {s} seed {seed}: {m.throughput * 60:,.1f} tasks/min "
-                f"({time.perf_counter() - t0:.0f} s)",
+                f"({time.perf_counter() - t0:.0f} s elapsed)",
                 file=sys.stderr,
                 flush=True,
             )

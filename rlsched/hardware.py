@@ -95,6 +95,11 @@ CATALOG: dict[str, GpuModel] = {
 ALIASES: dict[str, str] = {"V100": "V100M16", "V100-16": "V100M16", "V100-32": "V100M32", "A100-40": "A100"}
 
 
+def model_names() -> str:
+    """The catalog's GPU model names, then the aliases, for a message that refuses one."""
+    return ", ".join([*CATALOG, *ALIASES])
+
+
 def gpu_model(name: str) -> GpuModel:
     """Look up a GPU model by catalog name or alias.
 
@@ -105,8 +110,7 @@ def gpu_model(name: str) -> GpuModel:
     try:
         return CATALOG[key]
     except KeyError:
-        known = ", ".join(sorted(CATALOG) + sorted(ALIASES))
-        raise KeyError(f"unknown GPU model {name!r}; known: {known}") from None
+        raise KeyError(f"unknown GPU model {name!r}; known: {model_names()}") from None
 
 
 #: Sustained per-core FP32 GFLOP/s of the reference worker CPU (Xeon E5-2620 v3, Haswell:

@@ -218,6 +218,9 @@ def test_fit_recogniser_chooses_candidates_and_k_by_their_rules(
     top = max(s["geo_mean"] for s in table["scores"])
     assert top == pytest.approx(1.0)  # mct+speedup is the best heuristic of the validation case
     assert (rec.k, rec.margin) == (8, 0.05)  # ties go to the largest k (8 rows), then margin
+    rules = [(s["k"], s["margin"]) for s in table["scores"]]
+    assert len(rules) == len(set(rules)) and max(k for k, _ in rules) == 8  # each k above 8 was 8
+    assert "family (left out)" not in capsys.readouterr().err  # no --families-out: no table
 
 
 def test_grids_repeated_are_read_together_as_one_grid_of_all_their_seeds(

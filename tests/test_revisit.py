@@ -157,7 +157,8 @@ def test_fit_revisit_runs_the_switches_fits_and_chooses_k_on_validation(
             "--validation-grid", str(grid), "--targets", "round-robin+first-free", "--at", "40",
             "--out", str(out)]  # fmt: skip
     assert main(args) == 0
-    text = capsys.readouterr().out
+    text, err = capsys.readouterr()
+    assert "training runs: 1/2\ntraining runs: 2/2\n" in err, err  # a line each when not a terminal
     assert text.startswith("fitted auto's second decision at arrival 40 from 2 training runs")
     assert f"rlsched simulate --scheduler auto --recogniser {out}" in text
     # --json, on the runs just written (read back, not run again)
@@ -171,7 +172,8 @@ def test_fit_revisit_runs_the_switches_fits_and_chooses_k_on_validation(
     runs = [json.loads(line) for line in (out / "train-runs.jsonl").read_text().splitlines()]
     want = [np.log(r["switch"]["round-robin+first-free"] / r["stay"]) for r in runs]
     assert model.gains[:, 0] == pytest.approx(want)  # measured: the switch ran
-    assert len(json.loads((out / "validation.json").read_text())["scores"]) == 16
+    scores = json.loads((out / "validation.json").read_text())["scores"]
+    assert [s["k"] for s in scores] == [2] * 4  # every k above the 2 runs is k = 2: scored once
     sched = parse_scheduler("auto", PolicyOptions(recogniser_model=str(out)))
     assert sched.selector.board.revisit.at == 40  # type: ignore[attr-defined]
     bad = [*args[:-1], str(tmp_path / "bad")]

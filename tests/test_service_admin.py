@@ -289,7 +289,7 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         first = cli("batch", "tasks", "--state", "done", "--limit", "2")
         lines = first.stdout.splitlines()
         assert first.returncode == 0 and len(lines) == 5, first.stdout  # header, 2 tasks, summary, more
-        assert lines[-1] == f"more: rlsched tasks --after {rows[1]['id']} --state done"
+        assert lines[-1] == f"more: rlsched tasks --after {rows[1]['id']} --state done --limit 2"
         rest = cli("batch", "tasks", "--state", "done", "--after", str(rows[1]["id"]))
         assert [ln.split()[0] for ln in rest.stdout.splitlines()[1:]] == [str(rows[2]["id"])], rest.stdout
         assert cli("video", "tasks").stdout == "no tasks\n"

@@ -88,7 +88,7 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.Monke
         r = httpx.get(f"{s.url}/v1/tasks", params={"key_prefix": "\U0010ffff"}, headers=headers("video"))
         assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["query", "key_prefix"], r.text
         r = _cli(s, "video", "tasks", "--key", "job-1", "--limit", "5", "--after", "10")
-        assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1", r.stdout
+        assert r.stdout.splitlines()[-1] == "more: rlsched tasks --after 15 --key job-1 --limit 5", r.stdout
         assert _cli(s, "video", "tasks", "--key", "job-", "--limit", "5").stdout.strip() == "no tasks"
         r = _cli(s, "video", "cancel", "1", "2", "3", "--json")
         assert [t["state"] for t in json.loads(r.stdout)] == ["cancelled"] * 3, r.stderr

@@ -126,6 +126,10 @@ class TopArgs(ClientArgs):
     interval: float = flag(1.0, parse=values.positive_float)
 
 
+#: Tasks ``rlsched tasks`` lists on a page unless ``--limit`` says otherwise.
+TASKS_LIMIT = 50
+
+
 @dataclass(kw_only=True)
 class TasksArgs(ClientArgs):
     """Options of ``rlsched tasks``.
@@ -139,7 +143,7 @@ class TasksArgs(ClientArgs):
 
     state: str | None = flag(None, choices=STATES)
     after: int = flag(0, parse=values.SEED)
-    limit: int = flag(50, parse=values.int_at_least(1, MAX_PAGE))
+    limit: int = flag(TASKS_LIMIT, parse=values.int_at_least(1, MAX_PAGE))
     key: str | None = flag(None, parse=values.idempotency_prefix)
     json: bool = False
 
@@ -321,6 +325,7 @@ def tasks(args: TasksArgs, argv: Sequence[str]) -> int:
                 f"more: rlsched tasks --after {page['next_after']}"
                 + (f" --state {args.state}" if args.state else "")
                 + (f" --key {args.key}" if args.key else "")
+                + (f" --limit {args.limit}" if args.limit != TASKS_LIMIT else "")
             )
 
     return with_client(args.url, args.token_env, act)

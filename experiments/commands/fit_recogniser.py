@@ -120,6 +120,8 @@ def _families_out(model: Recogniser, validation: Grid) -> list[dict]:
 
 
 def _print_families_out(rows: list[dict]) -> None:
+    if not rows:  # no --families-out
+        return
     print("  family (left out)   cases  seen    unseen  default alone", file=sys.stderr)
     for r in rows:
         unseen = "-" if r["unseen"] is None else f"{r['unseen']:.4f}"

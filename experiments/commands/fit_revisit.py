@@ -121,8 +121,13 @@ def _rows(args: FitRevisitArgs, out: Path, use: str) -> list[dict]:
     targets = tuple(t for t in args.targets.split(",") if t)
     jobs = [rr.Job(c, s, args.at, targets, args.recogniser) for c in files for s in seeds]
 
-    def progress(i: int, n: int) -> None:
-        print(f"\r{use} runs: {i}/{n}", end="" if i < n else "\n", file=sys.stderr, flush=True)
+    tty = sys.stderr.isatty()
+
+    def progress(i: int, n: int) -> None:  # one line redrawn on a terminal; a line each in a log
+        if tty:
+            print(f"\r{use} runs: {i}/{n}", end="" if i < n else "\n", file=sys.stderr, flush=True)
+        else:
+            print(f"{use} runs: {i}/{n}", file=sys.stderr, flush=True)
 
     return rr.collect(jobs, out / file, args.jobs, progress)
 

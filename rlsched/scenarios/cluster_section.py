@@ -11,7 +11,7 @@ from rlsched.cluster import ClusterSpec, NodeSpec
 from rlsched.config_reader import ConfigReader
 from rlsched.defaults import default as _d
 from rlsched.errors import InputError, few
-from rlsched.hardware import ALIASES, CATALOG, GpuModel, gpu_model
+from rlsched.hardware import GpuModel, gpu_model, model_names
 from rlsched.scenarios import traces
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_NODES, MAX_STREAMS_PER_GPU
 from rlsched.scenarios.spec import AlibabaSpec, DriftSpec
@@ -130,8 +130,7 @@ def _model(r: ConfigReader, field: str, name: str) -> GpuModel:
     try:
         return gpu_model(name)
     except KeyError:
-        known = ", ".join([*CATALOG, *ALIASES])
-        raise r.error(field, f"a GPU model name from the catalog ({known})", name) from None
+        raise r.error(field, f"a GPU model name from the catalog ({model_names()})", name) from None
 
 
 def read_drift(r: ConfigReader, raw: object) -> DriftSpec:

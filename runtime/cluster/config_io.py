@@ -32,7 +32,7 @@ from typing import Any
 
 from rlsched.config_reader import ConfigReader
 from rlsched.defaults import default
-from rlsched.hardware import gpu_model
+from rlsched.hardware import gpu_model, model_names
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from runtime.cluster.config import LiveClusterSpec, LiveGpu, LiveNode
 
@@ -120,7 +120,7 @@ def _gpu(r: ConfigReader, t: dict[str, Any], where: str, position: int) -> LiveG
     try:
         gpu_model(model)
     except KeyError:
-        raise r.error(f"{where}.model", "a GPU model of the catalog (rlsched.hardware)", model) from None
+        raise r.error(f"{where}.model", f"a GPU model of the catalog ({model_names()})", model) from None
     return LiveGpu(
         model,
         index=r.integer(t, where, "index", position, ge=0, le=MAX_GPU_INDEX),

@@ -52,7 +52,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from rlsched.errors import InputError
-from rlsched.hardware import gpu_model
+from rlsched.hardware import gpu_model, model_names
 from rlsched.policies.registry import describe_auto
 from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_STREAMS_PER_GPU
 from rlsched.version import package_version
@@ -230,7 +230,7 @@ def _live_node(body: NodeIn) -> LiveNode:
         try:
             gpu_model(g.model)
         except KeyError:
-            _invalid(("body", "gpus", i, "model"), "a GPU model of the catalog", g.model)
+            _invalid(("body", "gpus", i, "model"), f"a GPU model of the catalog ({model_names()})", g.model)
     if body.cpu_cores == 0 and not body.gpus:
         _invalid(("body", "cpu_cores"), "at least one CPU core or one GPU", 0)
     gpus = tuple(LiveGpu(g.model, g.index, g.mem_mib, g.speed) for g in body.gpus)

@@ -58,7 +58,7 @@ from typing import Any
 
 from rlsched.config_reader import ConfigReader
 from rlsched.defaults import default
-from rlsched.hardware import gpu_model
+from rlsched.hardware import gpu_model, model_names
 from runtime.service.canary import CanaryRule
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -276,7 +276,7 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     try:
         gpu_model(model)
     except KeyError:
-        raise r.error("ray_gpu_model", "a GPU model of the catalog", model) from None
+        raise r.error("ray_gpu_model", f"a GPU model of the catalog ({model_names()})", model) from None
     timeout = r.number(doc, "", "request_timeout_s", _d("request_timeout_s"), gt=0, le=3600)
     return ServiceConfig(
         tenants=tenants,
