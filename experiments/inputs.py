@@ -201,7 +201,7 @@ def ldwp_model(path: str | None, flag: str = "--model") -> None:
     from models.checkpoint import CheckpointError, read_verified_meta
 
     try:
-        read_verified_meta(PRETRAINED_LDWP if path is None else path)  # a bad path: before torch
+        read_verified_meta(PRETRAINED_LDWP if path is None else path, "ldwp")  # a bad path: before torch
         from rlsched.scorer_io import scorer_from_checkpoint
 
         scorer_from_checkpoint(PRETRAINED_LDWP if path is None else path)
@@ -223,7 +223,7 @@ def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> 
     from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, READABLE_FEATURE_VERSIONS, TASK_FEATURES
 
     try:
-        state, _ = load_checkpoint(path, READABLE_FEATURE_VERSIONS)
+        state, _ = load_checkpoint(path, READABLE_FEATURE_VERSIONS, kind="ldwp")
         net = NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), list(net_arch))
         load_weights(net, state, path)
     except CheckpointError as e:
@@ -240,7 +240,7 @@ def placer_model(path: str, flag: str = "--placer-model") -> None:
     from models.checkpoint import CheckpointError, read_verified_meta
 
     try:
-        read_verified_meta(path)  # a bad path: before the placer's modules load
+        read_verified_meta(path, "iawp-rl")  # a bad path: before the placer's modules load
         from rlsched.policies.iawp_rl import load_params
 
         load_params(path)

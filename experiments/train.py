@@ -302,7 +302,7 @@ def train(
     # A network keeps the feature version it was trained on: resuming or fine-tuning one of an
     # earlier version feeds it that version, and its checkpoints record it.
     origin = resume if resume is not None else start_weights
-    first = load_checkpoint(origin, READABLE_FEATURE_VERSIONS) if origin is not None else None
+    first = load_checkpoint(origin, READABLE_FEATURE_VERSIONS, kind="ldwp") if origin is not None else None
     version = int(first[1]["feature_version"]) if first is not None else FEATURE_VERSION
     env = ClusterSchedulingEnv(scenarios, placer=cfg.placer, feature_version=version)
     model = build_dqn(env, cfg, tensorboard_log=str(out / "tb"))

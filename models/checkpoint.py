@@ -111,11 +111,50 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
     return d
 
 
-def read_verified_meta(directory: str | Path) -> dict[str, Any]:
+#: The kinds of checkpoint, what each is called, and the flag that takes it.
+KINDS: dict[str, tuple[str, str]] = {
+    "ldwp": ("an LDWP network (rlsched train)", "--model"),
+    "iawp-rl": ("a learned placer (rlsched train --stage 2)", "--placer-model"),
+    "interference": ("an interference model (rlsched interference fit)", "--interference-model"),
+    "recogniser": ("auto's recogniser (rlsched fit-recogniser)", "--recogniser"),
+}
+
+
+def checkpoint_kind(meta: dict[str, Any]) -> str | None:
+    """Which of :data:`KINDS` a ``meta.json`` describes, from the keys each kind writes (``None``:
+    none of them)."""
+    files = meta.get("files")
+    if "params" in meta and "iteration" in meta:
+        return "iawp-rl"
+    if "net_arch" in meta and "node_dim" in meta:
+        return "ldwp"
+    if "model_class" in meta and "kinds" in meta:
+        return "interference"
+    if isinstance(files, dict) and "recogniser.json" in files:
+        return "recogniser"
+    return None
+
+
+def _check_kind(meta: dict[str, Any], meta_path: Path, kind: str | None) -> None:
+    """Refuse another kind of checkpoint by name, before its version or files say less."""
+    found = checkpoint_kind(meta)
+    if kind is None or found is None or found == kind:
+        return
+    raise CheckpointError(
+        meta_path,
+        "<kind>",
+        f"a checkpoint of {KINDS[kind][0]}",
+        found,
+        hint=f"the folder holds {KINDS[found][0]}, which {KINDS[found][1]} takes",
+    )
+
+
+def read_verified_meta(directory: str | Path, kind: str | None = None) -> dict[str, Any]:
     """A checkpoint's ``meta.json``, with every file it lists checked against its checksum; no
     weights are read, so it is cheap (a service checks its models with it before importing torch).
 
     :param directory: a directory written by :func:`save_checkpoint` (or the same layout).
+    :param kind: the kind of :data:`KINDS` the caller reads (another is refused by name).
     :raises CheckpointError: naming the file and what is wrong.
     """
     d = Path(directory)
@@ -135,6 +174,7 @@ def read_verified_meta(directory: str | Path) -> dict[str, Any]:
         raise CheckpointError(meta_path, "<file>", "a readable file", e.strerror or str(e)) from None
     if not isinstance(meta, dict):
         raise CheckpointError(meta_path, "<syntax>", "a JSON object", type(meta).__name__)
+    _check_kind(meta, meta_path, kind)
     files = meta.get("files")
     if not isinstance(files, dict) or WEIGHTS not in files:
         raise CheckpointError(meta_path, "files", f"a table with the sha256 checksum of {WEIGHTS}", files)
@@ -146,17 +186,21 @@ def read_verified_meta(directory: str | Path) -> dict[str, Any]:
 
 
 def load_checkpoint(
-    directory: str | Path, feature_version: int | tuple[int, ...], retrain: str = "rlsched train"
+    directory: str | Path,
+    feature_version: int | tuple[int, ...],
+    retrain: str = "rlsched train",
+    kind: str | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Verify and load a checkpoint.
 
     :param directory: a directory written by :func:`save_checkpoint`.
     :param feature_version: the feature-encoder version of the caller, or the versions it encodes.
     :param retrain: the command that makes a checkpoint of this kind (named in the version error).
+    :param kind: as :func:`read_verified_meta`.
     :raises CheckpointError: naming the file and what is wrong.
     """
     d = Path(directory)
-    meta = read_verified_meta(d)
+    meta = read_verified_meta(d, kind)
     meta_path = d / META
     got = meta.get("feature_version")
     accepted = (feature_version,) if isinstance(feature_version, int) else feature_version

@@ -16,7 +16,7 @@ from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, READABLE_FEATURE_V
 def scorer_from_checkpoint(directory: str | Path) -> tuple[NodeScorer, dict]:
     """Build the network a checkpoint describes and load its verified weights; the network's
     ``feature_version`` is the one it was trained on (what it must be fed)."""
-    state, meta = load_checkpoint(directory, READABLE_FEATURE_VERSIONS)
+    state, meta = load_checkpoint(directory, READABLE_FEATURE_VERSIONS, kind="ldwp")
     dims = (len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES))
     if (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim")) != dims:
         got = (meta.get("node_dim"), meta.get("task_dim"), meta.get("cluster_dim"))

@@ -12,6 +12,8 @@ import pytest
 
 from experiments.cli import main
 
+ROOT = Path(__file__).resolve().parents[1]
+
 REQUIRED_KEYS = {
     "throughput",
     "makespan_s",
@@ -174,6 +176,28 @@ def test_a_teacher_or_selector_train_cannot_use_is_refused(
     errors = [x for x in r.stderr.splitlines() if x.startswith("rlsched: error: ")]
     assert r.returncode == 2 and len(errors) == 1 and "Traceback" not in r.stderr, r.stderr
     assert fragment in errors[0] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (
+            ("--scheduler", "mct+iawp-rl", "--placer-model", "models/pretrained/ldwp"),
+            "<kind>: expected a checkpoint of a learned placer (rlsched train --stage 2), got 'ldwp'; "
+            "the folder holds an LDWP network (rlsched train), which --model takes",
+        ),
+        (
+            ("--scheduler", "ldwp+mlsm", "--model", "models/pretrained/iawp-rl"),
+            "got 'iawp-rl'; the folder holds a learned placer (rlsched train --stage 2), which --placer",
+        ),
+        (("--scheduler", "ldwp+mlsm", "--model", "models/pretrained/recogniser"), "which --recogniser takes"),
+    ],
+)
+def test_a_checkpoint_of_another_kind_is_refused_by_its_kind(args: tuple[str, ...], fragment: str) -> None:
+    """A placer's checkpoint given as --model was refused for its feature version, and a
+    recogniser for lacking weights.pt: true, but not what the user got wrong."""
+    r = rlsched("simulate", *(str(ROOT / a) if a.startswith("models/") else a for a in args))
+    assert r.returncode == 2 and fragment in r.stderr, r.stderr
 
 
 def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, tmp_path: Path) -> None:

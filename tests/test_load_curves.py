@@ -109,6 +109,8 @@ def test_the_report_shows_the_curves_and_says_how_to_read_them(swept: Path) -> N
     md = (swept / "report.md").read_text()
     assert "## Latency against offered load" in md and "stops keeping up" in md
     assert "lower bound" in md and "fastest critical path" in md
+    # what `keeps up` is, as keeps_up computes it (it once said "99 % of the bound's throughput")
+    assert "`keeps up`: over the middle 80 % of the arrivals, at least 99% of the tasks that arrived" in md
     png = swept / "img" / "interference-saturated-240-latency-vs-load.png"
     assert png.read_bytes()[:4] == b"\x89PNG"
     page = (swept / "report.html").read_text()

@@ -347,7 +347,9 @@ class InterferencePredictor:
             fmt = FORMAT  # let load_checkpoint report what is wrong
         if fmt != FORMAT:
             raise CheckpointError(meta_path, "format", f"{FORMAT!r} (an interference model)", fmt)
-        state, meta = load_checkpoint(path, FEATURE_VERSION, retrain="rlsched interference fit")
+        state, meta = load_checkpoint(
+            path, FEATURE_VERSION, retrain="rlsched interference fit", kind="interference"
+        )
         try:
             model = build(meta["model_class"], meta["model_config"])
             counts = {k[len(COUNTS) :]: v for k, v in state.items() if k.startswith(COUNTS)}

@@ -67,7 +67,9 @@ def load_params(directory: str | Path) -> np.ndarray:
     """
     from models.checkpoint import CheckpointError, load_checkpoint
 
-    state, meta = load_checkpoint(directory, PLACER_FEATURE_VERSION, retrain="rlsched train --stage 2")
+    state, meta = load_checkpoint(
+        directory, PLACER_FEATURE_VERSION, retrain="rlsched train --stage 2", kind="iawp-rl"
+    )
     if meta.get("params") != list(PARAM_NAMES):
         raise CheckpointError(
             Path(directory) / "meta.json", "params", f"{list(PARAM_NAMES)}", meta.get("params")

@@ -71,10 +71,10 @@ def check_service_config(cfg: ServiceConfig) -> None:
     )
     if cfg.selector_learning and cfg.scheduler.partition("+")[0] != "ldwp":
         raise InputError(where, "selector_learning", "a scheduler whose selector is ldwp", cfg.scheduler)
-    for key in ("selector_model", "placer_model"):
+    for key, kind in (("selector_model", "ldwp"), ("placer_model", "iawp-rl")):
         folder = getattr(cfg, key)
         if folder is not None:
-            _checkpoint_files(folder, f"{key} ({where})")
+            _checkpoint_files(folder, f"{key} ({where})", kind)
     if cfg.recogniser_model is not None:
         try:
             recogniser_version(cfg.recogniser_model)  # plain data (and its second decision's): no torch
@@ -113,9 +113,9 @@ def check_tls(certfile: str | None, keyfile: str | None, where: str) -> None:
         ) from None
 
 
-def _checkpoint_files(folder: str, flag: str) -> dict[str, object]:
+def _checkpoint_files(folder: str, flag: str, kind: str) -> dict[str, object]:
     try:
-        return read_verified_meta(folder)
+        return read_verified_meta(folder, kind)
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, flag) from None
 
@@ -125,7 +125,7 @@ def _interference(path: str, where: str) -> None:
     co-location CSV, read and fitted at start)."""
     p = Path(path)
     if p.is_dir():
-        meta = _checkpoint_files(path, f"interference_model ({where})")
+        meta = _checkpoint_files(path, f"interference_model ({where})", "interference")
         if meta.get("format") != INTERFERENCE_FORMAT:
             raise InputError(
                 str(p / META),
