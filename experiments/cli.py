@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     :returns: the exit code (README "Exit codes"; :mod:`experiments.commands.exit_codes`).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    warnings.showwarning = _show_warning
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     cmd, args = parse(argv)
@@ -57,6 +59,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if rc != 0 and created and made.is_dir() and not any(made.iterdir()):
             made.rmdir()
+
+
+#: The project's packages: a warning raised from their code is one ``rlsched: warning:`` line.
+_OURS = tuple(
+    Path(__file__).resolve().parents[1] / p for p in ("rlsched", "experiments", "runtime", "envs", "models")
+)
+_default_show = warnings.showwarning
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: Any = None,
+    line: Any = None,
+) -> None:
+    """Our own warnings (a plug-in that does not load, ...) as one line, like the CLI's other
+    warnings; a library's keep Python's form (the file and line say where to look)."""
+    path = Path(filename).resolve()
+    if issubclass(category, UserWarning) and any(root in path.parents for root in _OURS):
+        print(f"rlsched: warning: {message}", file=sys.stderr)
+        return
+    _default_show(message, category, filename, lineno, file, line)
 
 
 def _user_path(args: Any, e: OSError) -> tuple[str, str] | None:

@@ -72,6 +72,8 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
         row["status"], row["error"] = r.status, r.error
         for k in METRICS:
             row[k] = r.metrics.get(k) if r.status == "ok" else None
+        thr = row["throughput"]
+        row["throughput_per_min"] = thr * 60.0 if thr is not None else None  # as simulate --json says it
         row["not_completed"] = not_completed(r.metrics) if r.status == "ok" else None
         row["served_share"] = r.metrics.get("served_share") if r.status == "ok" else None
         # What the run did (its metrics) or, for a run that failed, what the policy declares.

@@ -143,6 +143,11 @@ def test_every_file_is_written(report: Path) -> None:
     assert len(rows) == 4 * 2
     assert len((report / "results.csv").read_text().splitlines()) == 1 + 8
     assert len((report / "runs.jsonl").read_text().splitlines()) == 8
+    # every metric of `simulate --json`, as the README says (throughput_per_min was missing)
+    sim = json.loads(rlsched("simulate", "--scenario", "paper#20", "--json").stdout)
+    ok = next(r for r in rows if r["status"] == "ok")
+    assert set(sim) <= set(ok), set(sim) - set(ok)
+    assert ok["throughput_per_min"] == pytest.approx(ok["throughput"] * 60)
 
 
 def test_failed_scheduler_is_reported_not_dropped(report: Path) -> None:

@@ -101,6 +101,10 @@ def test_train_stage_2_writes_a_placer_that_simulate_uses(tmp_path: Path, capsys
     assert "validation seeds [10001, 10002, 10003]" in summary["seed_sets"]["validation"]
     history = json.loads((out / "history.json").read_text())
     assert [h["iteration"] for h in history] == [0, 1]
+    # a new history from a checkpoint: not into the run it came from (it would be overwritten)
+    assert main([*argv, "--jobs", "1", "--out", str(out), "--resume", str(out / "last")]) == 2
+    assert "--out: value: expected a folder without an earlier run" in capsys.readouterr().err
+    assert json.loads((out / "history.json").read_text()) == history
     assert summary["best_iteration"] in (0, 1)
     best = load_params(out / "best")
     assert np.array_equal(best, np.array(history[summary["best_iteration"]]["params"]))

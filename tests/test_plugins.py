@@ -113,3 +113,18 @@ def test_a_plugin_policy_serves_tasks_through_rlsched_serve(plugin_path: Path, t
         assert [r["state"] for r in rows] == ["done"] * 6, rows
     finally:
         s.stop()
+
+
+def test_a_plugin_that_does_not_load_is_one_warning_line_and_the_built_ins_run(tmp_path: Path) -> None:
+    """A broken plug-in is named in one ``rlsched: warning:`` line (it was Python's warning form,
+    with the source line of the call that loaded it); the built-ins still run."""
+    info = tmp_path / "broken-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[rlsched.policies]\nbroken = no_such_module:Policy\n")
+    r = _run(tmp_path, "simulate", "--scenario", "transfer-4", "--scheduler", "mct", "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr.startswith(
+        "rlsched: warning: rlsched.policies entry point 'broken' (no_such_module:Policy)"
+    )
+    assert "UserWarning" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr

@@ -64,7 +64,7 @@ def _add(sub: Any, cmd: Command, path: tuple[str, ...], within: Command | None =
         p.set_defaults(_command=cmd, _within=within)
     if cmd.actions:
         dest = "_" + "_".join((*path, cmd.name))
-        actions = p.add_subparsers(dest=dest, required=cmd.run is None)
+        actions = p.add_subparsers(dest=dest, required=cmd.run is None, metavar="ACTION")
         for action in cmd.actions:
             _add(actions, action, (*path, cmd.name), cmd if cmd.options is not None else None)
 

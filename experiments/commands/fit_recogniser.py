@@ -136,7 +136,7 @@ def _fit(args: FitRecogniserArgs) -> tuple[Recogniser, list[tuple[str, float]]]:
     train = _grid(args.grid, "--grid", "training")
     candidates = rf.candidates_by(args.candidates, train, args.default)
     if args.default not in {p for _, p, _ in train.throughput}:
-        raise InputError("--default", "--default", "a pair that ran in --grid", args.default)
+        raise InputError("--default", "value", "a pair that ran in --grid", args.default)
     model = rf.fit(train, candidates, args.window, args.k, args.margin, args.latency_tie)
     steps: list[tuple[str, float]] = []
     if args.features in ("select", "select-family"):
@@ -161,7 +161,7 @@ def _start_from(args: FitRecogniserArgs) -> Recogniser:
         if getattr(args, name) != getattr(plain, name):
             flag_text = "--" + name
             raise InputError(
-                flag_text, flag_text, "unset with --from (the recogniser's own is kept)", getattr(args, name)
+                flag_text, "value", "unset with --from (the recogniser's own is kept)", getattr(args, name)
             )
     try:
         return load_recogniser(args.start_from)
@@ -217,7 +217,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
 
     t0 = time.perf_counter()
     if args.families_out and not args.validation_grid:
-        raise InputError("--families-out", "--families-out", "a --validation-grid to score on", "none given")
+        raise InputError("--families-out", "value", "a --validation-grid to score on", "none given")
     if bool(args.grid) == (args.start_from is not None):
         given = "both" if args.grid else "neither"
         raise InputError(

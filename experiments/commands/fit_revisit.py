@@ -180,7 +180,7 @@ def _validate(args: FitRevisitArgs, model: Revisit, out: Path) -> Revisit:
     from experiments import revisit_fit as rf
 
     if not args.validation_grid:
-        raise InputError("--validation-grid", "--validation-grid", "the heuristic pairs' grid there")
+        raise InputError("--validation-grid", "value", "the heuristic pairs' grid there")
     rows, best = _rows(args, out, "validation"), _best(args.validation_grid)
     model, scores = rf.tune(model, rows, best)
     stay = rf.score(None, rows, best)
@@ -206,7 +206,7 @@ def run(args: FitRevisitArgs, argv: Sequence[str]) -> int:
     t0 = time.perf_counter()
     _check_targets(args.targets)
     if not args.cases and args.train_rows is None:
-        raise InputError("--cases", "--cases", "a folder of training cases (or --train-rows)")
+        raise InputError("--cases", "value", "a folder of training cases (or --train-rows)")
     out = _start_folder(args)
     model = rf.fit(_rows(args, out, "training"), args.at, args.k, args.margin)
     if args.validation_cases or args.validation_rows:
