@@ -367,3 +367,14 @@ def test_the_readme_lists_every_exit_code() -> None:
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     section = readme.split("- Exit codes", 1)[1].split("\n\n", 2)[1]
     assert {int(c) for c in re.findall(r"^  \| (\d+) \|", section, re.MULTILINE)} == set(EXIT_MEANING)
+
+
+def test_an_unknown_action_and_a_flag_set_twice_are_named_once(tmp_path: Path) -> None:
+    """argparse named the action by its internal dest (``argument _interference``), and a flag
+    error said the flag twice (``--k: --k:``)."""
+    r = rlsched("interference", "fitt")
+    assert r.returncode == 2 and "argument ACTION: invalid choice: 'fitt'" in r.stderr, r.stderr
+    assert "_interference" not in r.stderr
+    k = rlsched("fit-recogniser", "--from", str(ROOT / "models/pretrained/recogniser"), "--k", "5",
+                "--out", str(tmp_path / "x"))  # fmt: skip
+    assert k.returncode == 2 and "rlsched: error: --k: value: expected unset with --from" in k.stderr, k.stderr
