@@ -377,4 +377,5 @@ def test_an_unknown_action_and_a_flag_set_twice_are_named_once(tmp_path: Path) -
     assert "_interference" not in r.stderr
     k = rlsched("fit-recogniser", "--from", str(ROOT / "models/pretrained/recogniser"), "--k", "5",
                 "--out", str(tmp_path / "x"))  # fmt: skip
-    assert k.returncode == 2 and "rlsched: error: --k: value: expected unset with --from" in k.stderr, k.stderr
+    assert k.returncode == 2, k.stderr
+    assert "rlsched: error: --k: value: expected unset with --from" in k.stderr, k.stderr
