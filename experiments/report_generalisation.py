@@ -21,7 +21,7 @@ from pathlib import Path
 from experiments.case_folders import CaseInfo, split_suffix
 from experiments.report_writer import Block, _fmt
 from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
-from rlsched.seeds import describe
+from rlsched.seeds import caption
 
 #: Throughputs within this share of each other tie.
 TIE = 0.01
@@ -298,7 +298,7 @@ def _cells(s: RatioSummary) -> tuple[str, str, str]:
 
 
 def _seed_text(ratios: Sequence[CaseRatio], seeds: Sequence[int]) -> str:
-    text = f"Runs on seeds {list(seeds)} ({describe(list(seeds))} set: rlsched.seeds)."
+    text = f"Runs on seeds {list(seeds)} ({caption(list(seeds))})."
     per_case = {c.scenario: c.seed_set for c in ratios}
     sets = Counter(s for s in per_case.values() if s)
     if not sets:

@@ -28,7 +28,7 @@ from experiments.report_stats import (
 )
 from rlsched.metrics import RunMetrics
 from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
-from rlsched.seeds import describe
+from rlsched.seeds import caption
 
 METRICS = [f.name for f in fields(RunMetrics)]
 BOUND_FIELDS = (
@@ -278,7 +278,8 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
     load = b["offered_load"]
     assert isinstance(load, Summary)
     label = (
-        ("**arrival-bound**" if load.n and load.mean < ARRIVAL_BOUND else "not arrival-bound")
+        # the words of the headroom section's definitions: below ARRIVAL_BOUND, or at and above it
+        ("**arrival-bound**" if load.n and load.mean < ARRIVAL_BOUND else "has headroom")
         if load.n
         else "bound not available"
     )
@@ -392,7 +393,7 @@ def meta_blocks(meta: Meta, title: str) -> list[Block]:
         Block("code", meta.command),
         Block(
             "p",
-            f"Seeds {meta.seeds} ({describe(meta.seeds)} set: rlsched.seeds) · git revision "
+            f"Seeds {meta.seeds} ({caption(meta.seeds)}) · git revision "
             f"{meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall"
             + (
                 f" (resumed: {meta.kept_runs} runs kept from an earlier evaluation of this folder, "

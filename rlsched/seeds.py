@@ -35,6 +35,16 @@ def describe(seeds: tuple[int, ...] | list[int]) -> str:
     return " + ".join(names) if names else "none"
 
 
+def caption(seeds: tuple[int, ...] | list[int]) -> str:
+    """Which sets a list of seeds comes from, with their ranges (e.g. ``"test set, seeds
+    20000-29999, disjoint from training and validation"``)."""
+    ranges = {"training": TRAINING, "validation": VALIDATION, "test": TEST}
+    names = describe(seeds).split(" + ")
+    spans = ", ".join(f"{r.start}-{r.stop - 1}" for n in names if (r := ranges.get(n)) is not None)
+    sets = " + ".join(names)
+    return f"{sets} set, seeds {spans}, disjoint from the others" if spans else f"{sets} seeds"
+
+
 def training_seed(run_seed: int, episode: int) -> int:
     """The seed of training episode ``episode`` of a run seeded ``run_seed`` (in :data:`TRAINING`).
 

@@ -239,6 +239,11 @@ def test_report_states_command_seeds_revision_and_bound(report: Path) -> None:
         assert r["bound_throughput_ub"] > 0 and r["bound_offered_load"] > 0
         if r["status"] == "ok":
             assert r["within_bound"] is True
+    # the scenario's regime, in the headroom section's words ("not arrival-bound" read as a
+    # contradiction beside "binding: arrivals" just under capacity)
+    loads = [r["bound_offered_load"] for r in doc["rows"]]
+    regime = "**arrival-bound**" if sum(loads) / len(loads) < 0.8 else "has headroom"
+    assert re.search(rf"Offered load [^(]+\({re.escape(regime)}\); capacity bound", md), md[:3000]
 
 
 def test_the_clairvoyant_reference_is_marked_and_never_the_best(report: Path) -> None:

@@ -11,7 +11,16 @@ from envs.simulator import Simulator
 from experiments.suites import TEST_SEED_BASE
 from experiments.train import TrainConfig, check_seed_sets, seed_sets
 from rlsched.scenarios.loader import load_scenario
-from rlsched.seeds import DEFAULT_VALIDATION, TEST, TRAINING, VALIDATION, describe, seed_set, training_seed
+from rlsched.seeds import (
+    DEFAULT_VALIDATION,
+    TEST,
+    TRAINING,
+    VALIDATION,
+    caption,
+    describe,
+    seed_set,
+    training_seed,
+)
 
 
 def test_sets_are_disjoint_and_named() -> None:
@@ -28,6 +37,9 @@ def test_sets_are_disjoint_and_named() -> None:
     ]
     assert describe([20_000, 20_001]) == "test"
     assert describe([3, 20_000]) == "training + test"
+    # a report's caption says the ranges, not the module that holds them
+    assert caption([20_000, 20_001]) == "test set, seeds 20000-29999, disjoint from the others"
+    assert caption([30_000]) == "other seeds"
 
 
 @pytest.mark.parametrize("run_seed", [0, 1, 11, 10_000, 123_456])

@@ -17,7 +17,7 @@ def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, 
     and for an admin a line per tenant (``tenants``: ``GET /v1/admin/tenants``)."""
     lines = [
         f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}: "
-        f"{state['queued']} queued, {state['running']} running, {state['done']} done, {rate:.1f}/s",
+        f"{state['queued']} queued, {state['running']} running, {state['done']} done ({rate:.1f}/s)",
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
     for n in state["nodes"]:
