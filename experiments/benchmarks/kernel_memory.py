@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import argparse
 import math
 import platform
 
@@ -15,7 +16,10 @@ import numpy as np
 from runtime.kernels.working_memory import MARGIN, PEAK_PER_INPUT_BYTE, measure_peaks
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(
+        prog="python -m experiments.benchmarks.kernel_memory", description=(__doc__ or "").split("\n\n")[0]
+    ).parse_args(argv)
     print("# command: python -m experiments.benchmarks.kernel_memory")
     print(f"# machine: {platform.machine()}, python {platform.python_version()}, numpy {np.__version__}")
     print("\n| kind | measured peak / input bytes | table (measured x MARGIN, rounded up) | shipped |")

@@ -341,7 +341,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--minutes", type=float, default=10.0)
     p.add_argument("--load", type=float, default=0.8, help="share of the measured capacity offered")
     p.add_argument("--sample-s", type=float, default=60.0)
-    p.add_argument("--plot", default="docs/figures/soak.png")
+    p.add_argument(
+        "--plot",
+        default="docs/figures/soak.png",
+        help="the figure to write (default: the one BENCHMARKS.md shows; give another path to keep it)",
+    )
     p.add_argument("--json", help="write the figures here too")
     p.add_argument(
         "--reload-every",

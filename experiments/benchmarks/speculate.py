@@ -257,11 +257,22 @@ def judge(rows: list[dict[str, Any]], learned: tuple[str, ...]) -> dict[str, Any
     return out
 
 
+def _no_nan(x: Any) -> Any:
+    """``x`` with NaN as ``null`` (strict JSON readers refuse NaN)."""
+    if isinstance(x, float) and x != x:
+        return None
+    if isinstance(x, dict):
+        return {k: _no_nan(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_no_nan(v) for v in x]
+    return x
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m experiments.benchmarks.speculate")
     p.add_argument("--scenarios", required=True, help="folder of scenario files")
     p.add_argument("--schedulers", required=True, help="comma-separated; learned pairs named by --learned")
-    p.add_argument("--learned", default="auto,ldwp+iawp")
+    p.add_argument("--learned", default="auto,ldwp+iawp", help="the learned pairs, each also in --schedulers")
     p.add_argument("--seeds", type=int, default=2)
     p.add_argument("--first-seed", type=int, default=10001)
     p.add_argument("--jobs", type=int, default=2)
@@ -273,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     cases = sorted(str(x) for x in Path(a.scenarios).glob("*.toml"))
     specs = a.schedulers.split(",")
+    missing = sorted(set(a.learned.split(",")) - set(specs))
+    if missing:  # judged after every run: said now, not once the runs are done
+        p.error(f"--learned: {', '.join(missing)} not in --schedulers")
     args = [
         (c, s, seed, on)
         for c in cases
@@ -287,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(r)
             if i % 100 == 0:
                 print(f"{i}/{len(args)} runs, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    Path(a.out).write_text(json.dumps({"rows": rows}, indent=1))  # the runs kept, whatever comes next
     verdict = judge(rows, tuple(a.learned.split(",")))
-    Path(a.out).write_text(json.dumps({"rows": rows, "judgement": verdict}, indent=1))
+    Path(a.out).write_text(json.dumps(_no_nan({"rows": rows, "judgement": verdict}), indent=1))
     print(json.dumps(verdict, indent=1))
     print(f"{len(rows)} runs in {time.perf_counter() - t0:.0f} s")
     return 0
