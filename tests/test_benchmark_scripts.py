@@ -22,7 +22,8 @@ def test_the_script_answers_help(
 ) -> None:
     monkeypatch.setattr(sys, "argv", [f"experiments.benchmarks.{name}", "--help"])
     # another script may have imported this one as a module: run it fresh, as python -m does
-    monkeypatch.delitem(sys.modules, f"experiments.benchmarks.{name}", raising=False)
+    for module in (f"experiments.benchmarks.{name}", f"experiments.benchmarks.{name}.__main__"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
     with pytest.raises(SystemExit) as done:
         runpy.run_module(f"experiments.benchmarks.{name}", run_name="__main__", alter_sys=True)
     assert done.value.code in (0, None), name
