@@ -77,10 +77,10 @@ class TaskStore:
     def __init__(self, path: str | Path, owner: str = "") -> None:
         self.path = str(path)
         self._file_lock = DatabaseLock(self.path, owner)  # before anything reads the file
-        #: The queue's files this store made (a new queue): :meth:`close` may remove them.
-        self._created = [
-            p for p in (self.path, f"{self.path}-wal", f"{self.path}-shm") if not os.path.exists(p)
-        ]
+        #: The files of a queue this store creates (none of an existing one, whose WAL is its
+        #: data): :meth:`close` may remove them.
+        new = not os.path.exists(self.path)
+        self._created = [self.path, f"{self.path}-wal", f"{self.path}-shm"] if new else []
         self._lock = threading.Lock()
         self._opened = time.monotonic()
         self._faults = {n: False for n in ("store-full", "store-readonly") if failpoints.window(n)}
