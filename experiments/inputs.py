@@ -91,13 +91,16 @@ def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 
 RUN_FILES = ("best", "last", "history.json", "summary.json", "transfer.json")
 
 
-def new_run_folder(out: str | Path, resume: str | None = None, flag: str = "--out") -> None:
+def new_run_folder(
+    out: str | Path, resume: str | None = None, flag: str = "--out", resumable: bool = True
+) -> None:
     """``--out`` of a training or fine-tuning run: refused if it holds an earlier run (its
     ``best/`` and ``history.json`` would be overwritten), unless ``--resume`` continues a
     checkpoint inside it.
 
     :param out: the folder.
     :param resume: the ``--resume`` checkpoint, if any.
+    :param resumable: the command can continue a run in place (said in the message).
     :raises InputError: naming ``flag`` and what the folder holds.
     """
     folder = Path(out)
@@ -111,7 +114,8 @@ def new_run_folder(out: str | Path, resume: str | None = None, flag: str = "--ou
         "value",
         "a folder without an earlier run",
         str(out),
-        hint=f"it holds {', '.join(held)}: give another {flag}, or go on with --resume {folder / 'last'}",
+        hint=f"it holds {', '.join(held)}: give another {flag}"
+        + (f", or go on with --resume {folder / 'last'}" if resumable else ""),
     )
 
 

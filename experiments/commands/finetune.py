@@ -59,7 +59,7 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
     from experiments import inputs
 
-    inputs.new_run_folder(args.out)
+    inputs.new_run_folder(args.out, resumable=False)
     if args.live:
         if args.scenario is not None:
             raise InputError(

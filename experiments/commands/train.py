@@ -115,9 +115,10 @@ def run(args: TrainArgs, argv: Sequence[str]) -> int:
 
     if args.stage == "both":
         inputs.new_run_folder(Path(args.out) / "stage1", args.resume)
-        inputs.new_run_folder(Path(args.out) / "stage2")
+        inputs.new_run_folder(Path(args.out) / "stage2", resumable=False)
     else:  # stage 2 starts a new history from a checkpoint: never into the run it came from
-        inputs.new_run_folder(args.out, args.resume if args.stage == "1" else None)
+        one = args.stage == "1"
+        inputs.new_run_folder(args.out, args.resume if one else None, resumable=one)
     if args.stage == "2":
         return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
     if args.stage == "both":  # stage 2's inputs are checked before stage 1 spends its hours
