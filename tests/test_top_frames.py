@@ -34,3 +34,12 @@ def test_drained_nodes_and_drains_that_wait_are_named_and_nothing_else() -> None
     assert frame(_state(nodes[1:2], ["extra"]), 1.0, "http://x").splitlines()[-1] == (
         "drained: none; drained as they join: extra"
     )
+
+
+def test_every_line_fits_80_columns_for_a_plain_cluster() -> None:
+    """The first line held the URL, the scheduler and the queue (about 100 columns): it wrapped."""
+    nodes = [{"name": "volta", "alive": True, "draining": True}]
+    state = _state(nodes, []) | {"version": "0.1.0", "scheduler": "ldwp+iawp-pass", "queued": 12345}
+    lines = frame(state, 26.5, "http://127.0.0.1:8470").splitlines()
+    assert max(len(x) for x in lines) <= 80, lines
+    assert lines[1] == "12345 queued, 0 running, 0 done (26.5/s)"

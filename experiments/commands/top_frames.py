@@ -16,7 +16,8 @@ def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, 
     """One frame: the service, its queue and rate, a line per GPU, the drained nodes (if any),
     and for an admin a line per tenant (``tenants``: ``GET /v1/admin/tenants``)."""
     lines = [
-        f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}: "
+        # two lines: one ran to about 100 columns and wrapped in an 80-column terminal
+        f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}",
         f"{state['queued']} queued, {state['running']} running, {state['done']} done ({rate:.1f}/s)",
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
