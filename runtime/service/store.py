@@ -77,8 +77,7 @@ class TaskStore:
     def __init__(self, path: str | Path, owner: str = "") -> None:
         self.path = str(path)
         self._file_lock = DatabaseLock(self.path, owner)  # before anything reads the file
-        #: The files of a queue this store creates (none of an existing one, whose WAL is its
-        #: data): :meth:`close` may remove them.
+        #: A new queue's files (not an existing one's: its WAL is its data), for :meth:`close`.
         new = not os.path.exists(self.path)
         self._created = [self.path, f"{self.path}-wal", f"{self.path}-shm"] if new else []
         self._lock = threading.Lock()
@@ -113,19 +112,15 @@ class TaskStore:
         self._pruned: Counter[tuple[str, str]] = _pruned_counts(self.meta(_PRUNED_KEY))
 
     def close(self, remove_created: bool = False) -> None:
-        """Close the queue file and release its lock.
-
-        :param remove_created: also remove the files this store made, the lock file's included
-            (a service that could not start, on a queue file that did not exist, leaves none).
-        """
+        """Close the queue file and release its lock; ``remove_created``: also remove the files a
+        new queue made, its lock file's included (a service that could not start leaves none)."""
         with self._lock:
             if self._checkpointer is not None:
                 self._checkpointer.close()
             self._db.close()
-            if remove_created:
-                for path in self._created:
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(path)
+            for path in self._created if remove_created else ():
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
         self._file_lock.release(remove_created)
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[TaskRow]:
