@@ -117,8 +117,12 @@ def bench_step_breakdown(steps: int = 1400, repeats: int = 3) -> tuple[float, fl
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--table", action="store_true", help="also run the baseline table on paper at 60/min")
-    p.add_argument("--seeds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=6000, help="env steps at 11 nodes (1,024 nodes: a third)")
+    p.add_argument(
+        "--seeds", type=int, default=5, help="seeds of --table (the wall-time line runs its own 3)"
+    )
+    p.add_argument(
+        "--steps", type=int, default=6000, help="env steps at 11 nodes (1,024 nodes: a third, at least 500)"
+    )
     args = p.parse_args()
     print(f"# command: python -m experiments.benchmarks.bench_sim {' '.join(sys.argv[1:])}")
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
