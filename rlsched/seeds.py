@@ -17,32 +17,40 @@ TRAINING = range(0, 10_000)
 VALIDATION = range(10_000, 20_000)
 TEST = range(20_000, 30_000)
 
+#: Each named set's seeds, in the order a caption names them.
+SETS = {"training": TRAINING, "validation": VALIDATION, "test": TEST}
+
+
 #: Seeds of the default validation set (checkpoint selection in ``rlsched train``).
 DEFAULT_VALIDATION: tuple[int, ...] = (10_001, 10_002, 10_003)
 
 
 def seed_set(seed: int) -> str:
     """``"training"``, ``"validation"``, ``"test"`` or ``"other"``: the set ``seed`` belongs to."""
-    for name, r in (("training", TRAINING), ("validation", VALIDATION), ("test", TEST)):
+    for name, r in SETS.items():
         if seed in r:
             return name
     return "other"
 
 
+def _sets(seeds: tuple[int, ...] | list[int]) -> list[str]:
+    return sorted({seed_set(s) for s in seeds}, key=[*SETS, "other"].index)
+
+
 def describe(seeds: tuple[int, ...] | list[int]) -> str:
     """Which sets a list of seeds comes from, for a figure's caption (e.g. ``"test"``)."""
-    names = sorted({seed_set(s) for s in seeds}, key=["training", "validation", "test", "other"].index)
-    return " + ".join(names) if names else "none"
+    return " + ".join(_sets(seeds)) or "none"
 
 
 def caption(seeds: tuple[int, ...] | list[int]) -> str:
     """Which sets a list of seeds comes from, with their ranges (e.g. ``"test set, seeds
-    20000-29999, disjoint from training and validation"``)."""
-    ranges = {"training": TRAINING, "validation": VALIDATION, "test": TEST}
-    names = describe(seeds).split(" + ")
-    spans = ", ".join(f"{r.start}-{r.stop - 1}" for n in names if (r := ranges.get(n)) is not None)
-    sets = " + ".join(names)
-    return f"{sets} set, seeds {spans}, disjoint from the others" if spans else f"{sets} seeds"
+    20000-29999, disjoint from the others"``)."""
+    spans = ", ".join(f"{r.start}-{r.stop - 1}" for n in _sets(seeds) if (r := SETS.get(n)) is not None)
+    return (
+        f"{describe(seeds)} set, seeds {spans}, disjoint from the others"
+        if spans
+        else f"{describe(seeds)} seeds"
+    )
 
 
 def training_seed(run_seed: int, episode: int) -> int:

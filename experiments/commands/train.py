@@ -193,7 +193,6 @@ def _teacher(name: str) -> None:
     """``--pretrain``'s teacher: a selector that reads only what a real system observes (a
     clairvoyant one would teach the network the simulator's ground truth)."""
     from experiments import inputs
-    from rlsched.errors import InputError
     from rlsched.policies.registry import is_clairvoyant_spec
 
     inputs.selector(name, "--pretrain", ", 'best' or 'none'")
