@@ -19,11 +19,12 @@ from experiments.commands.exit_codes import (
     EXIT_INPUT,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_REFUSED,
     EXIT_UNAVAILABLE,
 )
 from experiments.commands.flags import path_values
 from experiments.process_exit import freeze_heap_at_exit
-from rlsched.errors import InputError, Unavailable
+from rlsched.errors import InputError, Refused, Unavailable
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,7 +103,8 @@ def _dispatch(cmd: Command, args: Any, argv: Sequence[str], debug: bool) -> int:
     """Run the command; map what it raises to an exit code: the one error boundary.
 
     Only :class:`~rlsched.errors.InputError` (raised where a file or flag is read) is exit 2, and
-    an ``OSError`` on a path the user named; :class:`~rlsched.errors.Unavailable` is exit 4;
+    an ``OSError`` on a path the user named; :class:`~rlsched.errors.Unavailable` is exit 4, its
+    :class:`~rlsched.errors.Refused` (a service's 4xx) exit 5;
     anything else — a ``ValueError`` from inside a run included — is an internal error (exit 1).
     """
     assert cmd.run is not None
@@ -111,6 +113,9 @@ def _dispatch(cmd: Command, args: Any, argv: Sequence[str], debug: bool) -> int:
     except InputError as e:
         print(f"rlsched: error: {e}", file=sys.stderr)
         return EXIT_INPUT
+    except Refused as e:
+        print(f"rlsched: refused: {e}", file=sys.stderr)
+        return EXIT_REFUSED
     except Unavailable as e:
         print(f"rlsched: unavailable: {e}", file=sys.stderr)
         return EXIT_UNAVAILABLE

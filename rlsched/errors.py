@@ -2,7 +2,8 @@
 
 A command of the ``rlsched`` CLI ends in one of three ways besides success: its input was bad
 (:class:`InputError`, exit 2), the machine or a service it needs cannot do what was asked
-(:class:`Unavailable`, exit 4), or something else was raised — a bug (exit 1). Every reader of a
+(:class:`Unavailable`, exit 4), a service refused the request as asked (:class:`Refused`,
+exit 5), or something else was raised — a bug (exit 1). Every reader of a
 user's file or flag raises :class:`InputError` itself, where the input is read; nothing turns
 another exception into one after the fact, so a ``ValueError`` from inside a run is never
 mistaken for a clean refusal of bad input.
@@ -181,7 +182,7 @@ def _rebuild_input_error(
 class Unavailable(Exception):
     """A refusal for a reason of the environment, not of the input (exit 4): a device backend
     that cannot run on this machine, a cluster backend that is not installed, a service that
-    cannot be reached or answers with an error.
+    cannot be reached or is in trouble for now (a 5xx, a queue bound): asking again later may do.
 
     :param what: what was asked for, e.g. ``--backend cupy`` or the service's URL.
     :param reason: why it cannot be had here.
@@ -194,3 +195,11 @@ class Unavailable(Exception):
 
     def __reduce__(self) -> tuple[type, tuple[object, ...]]:
         return (type(self), (self.what, self.reason))
+
+
+class Refused(Unavailable):
+    """The service refused the request as it was asked (exit 5): a 4xx other than "not now" — a
+    bad token, a role the tenant lacks, no such task or node, a field it does not accept, a task
+    that already started, a config file that does not load. Asking the same again will not help,
+    unlike :class:`Unavailable`, which it extends (both name what was asked and why).
+    """

@@ -310,9 +310,10 @@ def test_client_and_cli_commands(server: Server) -> None:
     )
     assert len(r.stdout.splitlines()) == 4 and "crc32" not in r.stdout
     r = cli("cancel", str(ids[0]))
-    assert r.returncode == 4 and "already done" in r.stderr  # the service refused: exit 4
+    assert r.returncode == 5 and r.stderr.startswith("rlsched: refused: ")  # the service said no
+    assert "already done" in r.stderr, r.stderr
     r = cli("submit", "--app", "nope")  # the service's refusal, said as a line a person reads
-    assert r.returncode == 4 and r.stderr.count("\n") == 1, r.stderr
+    assert r.returncode == 5 and r.stderr.count("\n") == 1, r.stderr
     assert "HTTP 422: [0].app: one of " in r.stderr and "(got 'nope')" in r.stderr, r.stderr
     # 200, so that some are unfinished at the first lookup (a CI run found 20 tiny ones all done)
     r = cli("submit", "--app", "matmul", "--chunks", "200", "--wait", "--timeout", "0.01")

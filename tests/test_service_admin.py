@@ -275,16 +275,16 @@ def test_the_cli_drains_resumes_and_lists_tasks_page_by_page(tmp_path: Path) -> 
         )
         assert "it outlives a restart" in r.stdout, r.stdout
         bad = cli("video", "switch", "nope+mlsm")
-        assert bad.returncode == 4 and "HTTP 422" in bad.stderr and "nope" in bad.stderr, bad.stderr
-        assert cli("batch", "switch", "mct+mlsm").returncode == 4  # not an admin
+        assert bad.returncode == 5 and "HTTP 422" in bad.stderr and "nope" in bad.stderr, bad.stderr
+        assert cli("batch", "switch", "mct+mlsm").returncode == 5  # not an admin
         assert httpx.get(f"{s.url}/v1/cluster", headers=headers("batch")).json()["scheduler"] == (
             "round-robin+mlsm"
         )
         refused = cli("batch", "drain", "turing")
-        assert refused.returncode == 4 and "admin role" in refused.stderr
-        assert cli("video", "drain", "nowhere").returncode == 4
+        assert refused.returncode == 5 and "admin role" in refused.stderr
+        assert cli("video", "drain", "nowhere").returncode == 5
         odd = cli("video", "drain", "../../tasks")  # one path segment: no other endpoint reached
-        assert odd.returncode == 4 and "HTTP 404" in odd.stderr, odd.stderr
+        assert odd.returncode == 5 and "HTTP 404" in odd.stderr, odd.stderr
 
         first = cli("batch", "tasks", "--state", "done", "--limit", "2")
         lines = first.stdout.splitlines()

@@ -187,7 +187,12 @@ def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
             text=True,
             timeout=60,
         )
-        assert refused.returncode == 4 and "admin role" in refused.stderr
+        assert refused.returncode == 5 and "admin role" in refused.stderr
+        # A file that does not load: the service says no (exit 5, not 4: asking again won't do).
+        write_config(tmp_path, port, TOKENS, {"ops": OPS}, "queue_bound = 'lots'")
+        bad = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert bad.returncode == 5 and bad.stderr.startswith("rlsched: refused: "), bad.stderr
+        assert "queue_bound" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
     finally:
         s.stop()
 

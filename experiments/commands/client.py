@@ -19,7 +19,7 @@ from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
 from experiments.commands.top_frames import frame, unreachable_frame
-from rlsched.errors import InputError, Unavailable
+from rlsched.errors import InputError, Refused, Unavailable
 
 if TYPE_CHECKING:
     from runtime.service.client import Client, PartlySubmitted
@@ -104,7 +104,7 @@ class CancelArgs(ClientArgs):
     """Options of ``rlsched cancel``.
 
     :param ids: the tasks' ids (as submit printed them); one that already started is refused
-        (exit 4), of several those that started are shown as they are
+        (exit 5), of several those that started are shown as they are
     :param key: instead of ids: every queued task of the submission made with submit --key KEY
     :param json: print the full task records as JSON
     """
@@ -159,7 +159,7 @@ DEFAULT_URL = "http://127.0.0.1:8470"
 
 def with_client(given: str | None, token_env: str, act: Callable[[Client], None]) -> int:
     """Run ``act`` against the service (``--url``, else ``$RLSCHED_URL``, else the default); its
-    refusal or absence is exit 4."""
+    absence or trouble is exit 4, its refusal of the request as asked (a 4xx) exit 5."""
     url = given or os.environ.get("RLSCHED_URL") or DEFAULT_URL
     from runtime.service.extra import CLIENT_MODULES, require_serve_extra
 
@@ -173,17 +173,19 @@ def with_client(given: str | None, token_env: str, act: Callable[[Client], None]
     try:
         with Client(url, token) as c:
             act(c)
-    # The service is another program: its refusal (a 4xx naming the field, a 5xx) or its absence
-    # is the environment's answer, not a bug here and not a file or flag of ours (exit 4).
+    # The service is another program: its answer is not a bug here nor a file or flag of ours.
+    # A script needs to tell "ask again later" (exit 4: not there, a 5xx, a bound) from "no"
+    # (exit 5: a 4xx naming the field, a bad token, a task that already started).
     except ServiceError as e:
-        raise Unavailable(url, f"the service answered {e}") from None
+        raise (Refused if e.refused else Unavailable)(url, f"the service answered {e}") from None
     except httpx.HTTPError as e:  # the service is not there, or the connection broke
         why = f"cannot reach the service ({type(e).__name__}: {e})"
         if "CERTIFICATE_VERIFY_FAILED" in str(e):
             why += "; set SSL_CERT_FILE to the PEM file of the CA that signed its certificate"
         raise Unavailable(url, why) from None
     except PartlySubmitted as e:
-        raise Unavailable(url, _partly(e)) from None
+        refused = isinstance(e.cause, ServiceError) and e.cause.refused
+        raise (Refused if refused else Unavailable)(url, _partly(e)) from None
     except TimeoutError as e:  # submit --wait --timeout: the tasks did not finish in time
         raise Unavailable(url, str(e)) from None
     return EXIT_OK
@@ -375,7 +377,7 @@ def _top(client: Client, once: bool, interval: float) -> None:
     its streams delivered, and completions/s (with ``once``, measured over one ``interval`` before
     the frame). A service that stops answering (a restart, a kill -9 and its recovery) gets a
     frame saying so, and the frames resume once it is back; ``once`` and a refusal (a bad token)
-    end the command instead (exit 4)."""
+    end the command instead (exit 4; a refusal exit 5)."""
     last: tuple[float, int] | None = None
     if once:
         last = (time.monotonic(), client.cluster()["done"])
@@ -438,7 +440,9 @@ def token(args: TokenArgs, argv: Sequence[str]) -> int:
     return EXIT_OK
 
 
-CLIENT_EXITS = exit_help(unavailable="the service cannot be reached or answered with an error")
+CLIENT_EXITS = exit_help(
+    unavailable="the service cannot be reached or cannot take the request now (5xx, 429)", refused=True
+)
 COMMANDS = (
     Command("submit", "submit tasks to a running service", SubmitArgs, submit, CLIENT_EXITS),
     Command("status", "tasks' states on a running service", StatusArgs, status, CLIENT_EXITS),

@@ -40,6 +40,16 @@ class ServiceError(RuntimeError):
         super().__init__(f"HTTP {status}: {detail}")
         self.status, self.detail, self.retry_after_s = status, detail, retry_after_s
 
+    @property
+    def refused(self) -> bool:
+        """The service refused the request as asked (a 4xx but "not now": 408 and 429): the
+        same request again will not help."""
+        return 400 <= self.status < 500 and self.status not in NOT_NOW
+
+
+#: The 4xx answers that mean "not now" (a body too slow, a bound reached), not "no".
+NOT_NOW = frozenset({408, 429})
+
 
 #: Ids a lookup request, or tasks a submission, carries at most: the service's batch bound
 #: (``runtime.service.app.MAX_BATCH``; a test keeps the two equal).
