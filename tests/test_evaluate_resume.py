@@ -5,9 +5,14 @@ folder holding an evaluation is never overwritten without it."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
+import numpy as np
+import pytest
+
 from experiments.cli import main
+from rlsched.policies.registry import SELECTORS, register_selector
 from tests.conftest import interrupt_rlsched
 from tests.test_evaluate import TINY
 
@@ -140,3 +145,43 @@ def test_the_code_digest_changes_with_the_code_runs_depend_on_only(tmp_path: Pat
         now = code_digest(tmp_path)
         assert now != first, f
         first = now
+
+
+class _FailsWhileTold:
+    """A selector that raises while ``RLSCHED_TEST_FAIL`` is set (a worker inherits it): a run
+    that failed for a reason since removed."""
+
+    name = "fails-while-told"
+
+    def reset(self, view: object, seed: int) -> None:
+        pass
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        if os.environ.get("RLSCHED_TEST_FAIL"):
+            raise RuntimeError("told to fail")
+        return int(np.flatnonzero(mask)[0])
+
+
+def test_failed_runs_exit_6_and_resume_runs_only_them_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tiny = tmp_path / "tiny.toml"
+    tiny.write_text(TINY)
+    out = tmp_path / "ev"
+    register_selector("fails-while-told", _FailsWhileTold)
+    try:
+        monkeypatch.setenv("RLSCHED_TEST_FAIL", "1")
+        assert _evaluate(tiny, out, "mct+speedup,fails-while-told+speedup") == 6
+        assert "2 failed (their rows say why; --resume runs them again)" in capsys.readouterr().out
+        first = _rows(out)
+        monkeypatch.delenv("RLSCHED_TEST_FAIL")
+        assert _evaluate(tiny, out, "mct+speedup,fails-while-told+speedup", "--resume") == 0
+        said = capsys.readouterr()
+    finally:
+        SELECTORS.pop("fails-while-told")
+    assert "resuming: 2 of 4 runs kept" in said.err and "none failed" in said.out, said
+    again = _rows(out)
+    assert all(r["status"] == "ok" for r in again.values())
+    for key, row in first.items():  # the runs that were ok are kept as they were
+        if row["status"] == "ok":
+            assert again[key] == row, key

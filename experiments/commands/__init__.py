@@ -74,7 +74,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rlsched",
         description="Learning scheduler for heterogeneous GPU clusters.",
-        epilog=exit_help(strict=True, unavailable=EXIT_MEANING[EXIT_UNAVAILABLE], refused=True),
+        epilog=exit_help(
+            strict=True, unavailable=EXIT_MEANING[EXIT_UNAVAILABLE], refused=True, incomplete=True
+        ),
     )
     p.add_argument(
         "--version", action=VersionAction, help="show the version and the shipped models, and exit"

@@ -10,7 +10,7 @@ from typing import Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
-from experiments.commands.exit_codes import EXIT_OK, exit_help
+from experiments.commands.exit_codes import EXIT_INCOMPLETE, EXIT_OK, exit_help
 from experiments.commands.flags import flag
 from experiments.configs import EvalConfig, default
 from experiments.suites import SUITE_NAMES, TEST_SEED_BASE, suite
@@ -71,14 +71,15 @@ class EvaluateArgs:
 
 
 def run(args: EvaluateArgs, argv: Sequence[str]) -> int:
-    """Run the evaluation; write the report; print its summary."""
+    """Run the evaluation; write the report; print its summary. Exit 6 when a run failed or timed
+    out: a script must not take a report with holes for a complete one."""
     from experiments.evaluate import evaluate
 
     # build_config and evaluate's own validate() read every input before the first run.
     cfg = build_config(args, argv)
     summary = evaluate(cfg, args.out, progress=True)
     print(json.dumps(summary) if args.json else "\n".join(summary_lines(summary)))
-    return EXIT_OK
+    return EXIT_INCOMPLETE if summary["failed"] else EXIT_OK
 
 
 def summary_lines(summary: dict[str, Any]) -> list[str]:
@@ -92,7 +93,9 @@ def summary_lines(summary: dict[str, Any]) -> list[str]:
         else ""
     )
     notes = [
-        f"{summary['failed']} failed (their rows say why)" if summary["failed"] else "none failed",
+        f"{summary['failed']} failed (their rows say why; --resume runs them again)"
+        if summary["failed"]
+        else "none failed",
         f"{summary['above_bound']} above the capacity bound (a bug: please report it)"
         if summary["above_bound"]
         else "none above the capacity bound",
@@ -172,5 +175,5 @@ COMMAND = Command(
     "compare schedulers over scenarios and seeds against the capacity bound; write a report",
     EvaluateArgs,
     run,
-    exit_help(),
+    exit_help(incomplete=True),
 )
