@@ -23,6 +23,7 @@ import numpy as np
 from envs.simulated_instrument import SimulatedProfiler
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
+from experiments.report_stats import mean_pm
 from rlsched.interference.active import active_colocation
 from rlsched.interference.measurements import ColocationData
 from rlsched.interference.predictor import fit_interference
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 cells = []
                 for k in keys:
                     x = np.array([r[k] for r in runs])
-                    cells.append(f"{x.mean():.4f} ± {x.std(ddof=1) if len(x) > 1 else 0.0:.4f}")
+                    cells.append(mean_pm(x, ".4f"))
                 rows = int(np.mean([r["rows"] for r in runs]))
                 print(f"| {scenario} | {fraction:g} | {name} | {rows} | " + " | ".join(cells) + " |")
     print(f"\n{time.perf_counter() - t0:.0f} s")

@@ -7,7 +7,8 @@ shared GPU: what stage 1 was told is not what it gets). Each seed's live workloa
 arriving at once) runs through an in-process service with the overload watch on and off, for
 two stage-1 policies: ``first`` (always the first feasible node: a policy that never adapts)
 and ``mct`` (which learns the measured speed as tasks finish). Figure: seconds until every task
-completed, mean ± std over the seeds, and the ratio on / off per seed, all measured in one run.
+completed, mean ± sample std over the seeds (the value alone for one seed), and the ratio on / off
+per seed, all measured in one run.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from experiments.report_stats import mean_pm
 from rlsched.hardware import gpu_model
 from rlsched.policies import parse_scheduler
 from rlsched.scheduler import TwoStageScheduler
@@ -99,7 +101,7 @@ def main() -> None:
                 off.append(makespan(selector, False, args.tasks, s, Path(d)))
                 on.append(makespan(selector, True, args.tasks, s, Path(d)))
             ratios = ", ".join(f"{b / a:.2f}" for a, b in zip(off, on, strict=True))
-            cells = (f"{np.mean(x):.2f} ± {np.std(x):.2f}" for x in (off, on))
+            cells = (mean_pm(x, ".2f") for x in (off, on))
             print(f"| {selector} | {' | '.join(cells)} | {ratios} |")
 
 

@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ import numpy as np
 
 from experiments.benchmarks.service_load import wait_drained
 from experiments.benchmarks.service_process import ServiceProcess, free_port, write_config
+from experiments.report_stats import mean_pm
 from rlsched.scenarios import Scenario, WorkloadSpec
 from rlsched.tasks import Task
 from runtime.cluster.config import default_live_cluster
@@ -148,8 +148,7 @@ def serve(pair: str, work: LiveWorkload, folder: Path, top: str = "") -> dict[st
 
 
 def _fmt(xs: list[float], f: str = ".2f") -> str:
-    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
-    return f"{statistics.mean(xs):{f}} ± {sd:{f}}"
+    return mean_pm(xs, f)
 
 
 def print_table(

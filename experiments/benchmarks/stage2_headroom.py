@@ -46,6 +46,7 @@ import numpy as np
 
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
+from experiments.report_stats import mean_pm
 from experiments.worker_pool import worker_init
 from rlsched.interference.calibration import SurveyRequest
 from rlsched.policies.iawp import IawpPlacer
@@ -268,11 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             thr = np.array([res[(s, v, d)][0] for d in seeds])
             p95 = np.array([res[(s, v, d)][1] for d in seeds])
             ref = thr.mean() if ref is None else ref
-            sd = lambda x: x.std(ddof=1) if len(x) > 1 else 0.0  # noqa: E731
-            print(
-                f"| {v} | {thr.mean():,.1f} ± {sd(thr):,.1f} | {p95.mean():.2f} ± {sd(p95):.2f} "
-                f"| {thr.mean() / ref:.3f} |"
-            )
+            print(f"| {v} | {mean_pm(thr, ',.1f')} | {mean_pm(p95, '.2f')} | {thr.mean() / ref:.3f} |")
     if len(scenarios) > 1:
         _summary(scenarios, variants, seeds, res)
     print(f"\n{len(grid)} runs in {time.perf_counter() - t0:.0f} s")
