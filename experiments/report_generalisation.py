@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from experiments.case_folders import CaseInfo, split_suffix
+from experiments.report_stats import ARRIVAL_BOUND
 from experiments.report_writer import Block, _fmt
 from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
 from rlsched.seeds import caption
@@ -66,6 +67,8 @@ class CaseRatio:
     :param family: the case's generator family, where its folder's index gives it.
     :param seed_set: the case's seed set, where its folder's index gives it.
     :param test_only: the case's family is held out from training and validation (index).
+    :param offered_load: the case's offered load as run (arrivals over the capacity bound, the
+        mean over seeds; ``None`` where no bound was computed).
     """
 
     scenario: str
@@ -80,6 +83,13 @@ class CaseRatio:
     family: str | None = None
     seed_set: str | None = None
     test_only: bool | None = None
+    offered_load: float | None = None
+
+    @property
+    def arrival_bound(self) -> bool:
+        """Every reasonable scheduler completes what arrives (the Headroom section's word): the
+        throughput ratio measures the last tasks' tail there, not the scheduler."""
+        return self.offered_load is not None and self.offered_load < ARRIVAL_BOUND
 
 
 def is_heuristic_row(row: dict) -> bool:
@@ -164,6 +174,7 @@ def case_ratios(rows: Sequence[dict], info: Mapping[str, CaseInfo] | None = None
     info = info or {}
     heuristics = {r["scheduler"] for r in rows if is_heuristic_row(r)}
     learned = list(dict.fromkeys(r["scheduler"] for r in rows if is_learned_spec(r["scheduler"])))
+    loads = _offered_loads(rows)
     out = []
     for (sc, load), means in case_means(rows).items():
         best = best_heuristic(means, heuristics)
@@ -175,8 +186,19 @@ def case_ratios(rows: Sequence[dict], info: Mapping[str, CaseInfo] | None = None
             ties = thr is not None and abs(thr - 1.0) <= TIE + _EPS
             lat = _ratio(own.latency_mean_s, ref.latency_mean_s) if ties else None
             values = (own.throughput, ref.throughput, thr, ties, lat)
-            out.append(CaseRatio(sc, load, pair, best, *values, case.family, case.seed_set, case.test_only))
+            known = (case.family, case.seed_set, case.test_only, loads.get((sc, load)))
+            out.append(CaseRatio(sc, load, pair, best, *values, *known))
     return out
+
+
+def _offered_loads(rows: Sequence[dict]) -> dict[CaseKey, float]:
+    """Each case's offered load as run: the mean over its seeds of the bound's (one per seed)."""
+    per_seed: dict[CaseKey, dict[int, float]] = defaultdict(dict)
+    for r in rows:
+        x = r.get("bound_offered_load")
+        if x is not None and x == x:
+            per_seed[(r["scenario"], r.get("load"))].setdefault(r["seed"], float(x))
+    return {k: statistics.fmean(v.values()) for k, v in per_seed.items()}
 
 
 @dataclass(frozen=True)
@@ -274,6 +296,7 @@ WORST_HEAD = (
     "case",
     "family",
     "seed set",
+    "offered load",
     "best heuristic pair",
     "throughput ratio",
     "latency ratio",
@@ -343,10 +366,7 @@ def generalisation_blocks(ratios: Sequence[CaseRatio], seeds: Sequence[int], out
     groups = by_learned(ratios)
     thr = {p: throughput_summary(rs) for p, rs in groups.items()}
     lat = {p: latency_summary(rs) for p, rs in groups.items()}
-    thr_rows = tuple(
-        (p, *_cells(s), *(_share(s, at_least=g) for g in THROUGHPUT_GOALS), str(s.failed))
-        for p, s in thr.items()
-    )
+    thr_rows = _throughput_rows(thr)
     lat_rows = tuple(
         (
             p,
@@ -379,6 +399,7 @@ def generalisation_blocks(ratios: Sequence[CaseRatio], seeds: Sequence[int], out
             case_label(c),
             c.family or "–",
             c.seed_set or "–",
+            _load_cell(c),
             c.best_heuristic or "–",
             "failed" if c.throughput_ratio is None else _fmt(c.throughput_ratio),
             _fmt(c.latency_ratio),
@@ -394,6 +415,7 @@ def generalisation_blocks(ratios: Sequence[CaseRatio], seeds: Sequence[int], out
             "p", "Throughput ratio to the best heuristic pair, over the cases (share of cases at or above):"
         ),
         Block("table", head=THROUGHPUT_HEAD, rows=thr_rows),
+        *_headroom_only_blocks(groups),
         Block(
             "p",
             f"Mean-latency ratio to the best heuristic pair, over the cases where throughputs tie within "
@@ -409,4 +431,40 @@ def generalisation_blocks(ratios: Sequence[CaseRatio], seeds: Sequence[int], out
             "with the best heuristic pair of each; latency ratio only where throughputs tie.",
         ),
         Block("table", head=WORST_HEAD, rows=worst),
+    ]
+
+
+def _throughput_rows(thr: Mapping[str, RatioSummary]) -> tuple[tuple[str, ...], ...]:
+    return tuple(
+        (p, *_cells(s), *(_share(s, at_least=g) for g in THROUGHPUT_GOALS), str(s.failed))
+        for p, s in thr.items()
+    )
+
+
+def _load_cell(c: CaseRatio) -> str:
+    if c.offered_load is None:
+        return "–"
+    return f"{c.offered_load:.2f}" + (" (arrival-bound)" if c.arrival_bound else "")
+
+
+def _headroom_only_blocks(groups: Mapping[str, list[CaseRatio]]) -> list[Block]:
+    """The throughput table again over the cases with headroom, where some are arrival-bound:
+    there every reasonable scheduler completes what arrives, and a throughput ratio measures when
+    the last tasks finished on the seeds drawn, not the scheduler."""
+    bound = {(c.scenario, c.load) for rs in groups.values() for c in rs if c.arrival_bound}
+    if not bound:
+        return []
+    kept = {p: throughput_summary([c for c in rs if not c.arrival_bound]) for p, rs in groups.items()}
+    n = len({(c.scenario, c.load) for rs in groups.values() for c in rs}) - len(bound)
+    return [
+        Block(
+            "p",
+            f"{len(bound)} of these cases {'is' if len(bound) == 1 else 'are'} arrival-bound "
+            f"(offered load under {ARRIVAL_BOUND:g}: "
+            "every reasonable scheduler completes what arrives, and a throughput ratio there "
+            "measures when the last tasks finished on the seeds drawn, not the scheduler; the "
+            "latency table below judges those whose throughputs tie). The same over the "
+            f"{n} case{'' if n == 1 else 's'} with headroom:",
+        ),
+        Block("table", head=THROUGHPUT_HEAD, rows=_throughput_rows(kept)),
     ]

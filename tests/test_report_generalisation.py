@@ -232,3 +232,35 @@ def test_the_section_cautions_that_seen_cases_do_not_measure_generalisation(
     blocks = generalisation_blocks(case_ratios(rows, info), [1], tmp_path)
     text = " ".join(b.text for b in blocks)
     assert ("are training or validation cases" in text) is cautioned, text[:2000]
+
+
+def test_arrival_bound_cases_are_named_and_the_throughput_table_is_given_without_them(tmp_path: Path) -> None:
+    """Where arrivals bind, a throughput ratio measures the last tasks' tail: the section gives the
+    table again over the cases with headroom, and the worst cases say which are arrival-bound."""
+    rows = []
+    for seed, load in ((1, 0.3), (2, 0.5)):  # case a: arrival-bound (mean 0.4), learned 0.9x
+        rows += [
+            result_row("a", "mct+speedup", 1.0, seed=seed, bound_offered_load=load),
+            result_row("a", "ldwp+speedup", 0.9, seed=seed, bound_offered_load=load),
+        ]
+    for seed in (1, 2):  # case b: headroom, learned 1.0x
+        rows += [
+            result_row("b", "mct+speedup", 2.0, seed=seed, bound_offered_load=1.5),
+            result_row("b", "ldwp+speedup", 2.0, seed=seed, bound_offered_load=1.5),
+        ]
+    ratios = case_ratios(rows)
+    by_case = {c.scenario: c for c in ratios}
+    assert by_case["a"].offered_load == pytest.approx(0.4) and by_case["a"].arrival_bound
+    assert by_case["b"].offered_load == pytest.approx(1.5) and not by_case["b"].arrival_bound
+    (tmp_path / "img").mkdir()
+    blocks = generalisation_blocks(ratios, [1, 2], tmp_path)
+    tables = [b for b in blocks if b.kind == "table"]
+    assert tables[0].rows[0][:3] == ("ldwp+speedup", "2", "0.900")  # the issue's measure: every case
+    assert tables[1].rows[0][:3] == ("ldwp+speedup", "1", "1.000")  # the cases with headroom
+    said = next(b.text for b in blocks if "arrival-bound" in b.text)
+    assert said.startswith("1 of these cases is arrival-bound") and "over the 1 case with headroom:" in said
+    worst = tables[-1]
+    assert [r[4] for r in worst.rows] == ["0.40 (arrival-bound)", "1.50"]
+    # Without an arrival-bound case there is no second table.
+    blocks = generalisation_blocks(case_ratios([r for r in rows if r["scenario"] == "b"]), [1, 2], tmp_path)
+    assert not any("arrival-bound" in b.text for b in blocks)
