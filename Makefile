@@ -63,6 +63,7 @@ report-example: setup
 	$(VENV)/bin/rlsched evaluate --scenarios transfer-4,interference-saturated#3000 \
 		--schedulers random+speedup,mct+speedup,mct+mlsm,ldwp+iawp,oracle+speedup --seeds 3 \
 		--out docs/report-example
+	rm -rf docs/report-example/run-details  # per-run details serve --resume only: not shipped
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache
