@@ -480,14 +480,15 @@ class Simulator:
         if run.gpu == CPU:
             del self._cpu_runs[node][run]
             nominal = subtask_cpu_seconds(sub, self._cpu_gf[node])
-            v.cpu_finished(node, nominal / measured, SPEED_EMA)
+            v.cpu_finished(node, _speed(nominal, measured), SPEED_EMA)
         else:
             g = run.gpu
             self._gpu_runs[node][g].remove(run)
             nominal = subtask_gpu_seconds(sub, self._tf[node][g], self._bw[node][g])
-            v.gpu_finished(node, g, sub.mem_mb, sub.kind.name, nominal / measured, SPEED_EMA)
+            speed = _speed(nominal, measured)
+            v.gpu_finished(node, g, sub.mem_mb, sub.kind.name, speed, SPEED_EMA)
             if self._observe is not None and run.version == 1:  # co-runners never changed
-                self._observe(self.nodes[node].gpus[g].name, sub.kind.name, run.partners, nominal / measured)
+                self._observe(self.nodes[node].gpus[g].name, sub.kind.name, run.partners, speed)
             self._rerate(node, g)
         v.backlog_gpu_s[node] -= tr.gpu_nominal[sub.index]
         v.backlog_cpu_s[node] -= tr.cpu_nominal[sub.index]
@@ -569,3 +570,9 @@ class Simulator:
             self.pending.append(tid)
             self._screen_pending()
         self.pending.sort()
+
+
+def _speed(nominal: float, measured: float) -> float:
+    """Measured speed relative to nominal; 1 where the run took no time that float seconds can
+    tell (a tiny subtask late in a long horizon): no evidence either way."""
+    return nominal / measured if measured > 0.0 else 1.0

@@ -340,6 +340,38 @@ def test_drift_bounds(tmp_path: Path) -> None:
     assert err.field == "dynamics.drift.min_factor"
 
 
+def test_a_span_of_arrivals_no_run_can_finish_is_refused_naming_its_field(tmp_path: Path) -> None:
+    """Each value valid alone, together a run that never ends (10^12 drift steps) or times beyond
+    float seconds' resolution (a kernel's duration rounded to 0 divided by): refused at load."""
+    slow = MINIMAL.replace("rate_per_min = 40", "rate_per_min = 1e-13")
+    err = _error(_write(tmp_path, slow))
+    assert err.field == "workload.arrival.rate_per_min" and err.line == 27, err
+    assert "the 20 tasks arrive within 1,000,000,000 s (>= 1.2e-06 tasks/min)" in str(err)
+    assert _error(_write(tmp_path, MINIMAL), rate_per_min=1e-13).field == "--rate/@RATE"
+    load_scenario(str(_write(tmp_path, MINIMAL.replace("rate_per_min = 40", "rate_per_min = 1.3e-6"))))
+    # 20 tasks at 40/min arrive in ~30 s: drift every 1e-9 s would step 3e10 times.
+    drift = MINIMAL + "[dynamics.drift]\nsigma = 0.1\ninterval_s = 1e-9\n"
+    err = _error(_write(tmp_path, drift))
+    assert err.field == "dynamics.drift.interval_s" and "at most 100,000 drift steps" in str(err), err
+    load_scenario(str(_write(tmp_path, drift.replace("sigma = 0.1", "sigma = 0"))))  # no drift: no steps
+    err = _error(_write(tmp_path, MINIMAL + "[dynamics.drift]\nsigma = 1e6\n"))
+    assert err.field == "dynamics.drift.sigma", err
+    bursty = MINIMAL.replace(
+        'process = "poisson"\nrate_per_min = 40',
+        'process = "bursty"\nhigh_rate_per_min = 60\nlow_rate_per_min = 10\n'
+        "mean_high_s = 30\nmean_low_s = 1e-300",
+    )
+    err = _error(_write(tmp_path, bursty))
+    assert err.field == "workload.arrival.mean_low_s" and "bursts and lulls" in str(err), err
+    (tmp_path / "far.csv").write_text("arrival_s\n0\n1e300\n2e300\n")
+    trace = MINIMAL.replace(
+        'process = "poisson"\nrate_per_min = 40', 'process = "trace"\ntrace_path = "far.csv"'
+    ).replace("tasks = 20", "tasks = 3")
+    err = _error(_write(tmp_path, trace))
+    assert err.field == "workload.arrival.time_scale", err
+    load_scenario(str(_write(tmp_path, trace.replace('"far.csv"', '"far.csv"\ntime_scale = 1e-292'))))
+
+
 def test_overrides_that_do_not_apply(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL)
     assert _error(path, trace_dir=str(tmp_path)).field == "--trace-dir"

@@ -7,6 +7,7 @@ sorted ``float64`` arrival times in seconds, starting near 0.
 from __future__ import annotations
 
 import csv
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -147,6 +148,23 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
     """
     _check_rate("time_scale", time_scale, positive=True)
     path = Path(path)
+    try:
+        st = path.stat()
+    except OSError:  # the reader below says so, naming the file
+        return _trace_times(path) * time_scale
+    return _cached_trace_times(str(path), st.st_mtime_ns, st.st_size) * time_scale  # a new array
+
+
+@functools.lru_cache(maxsize=8)
+def _cached_trace_times(path: str, mtime_ns: int, size: int) -> np.ndarray:
+    """:func:`_trace_times` of a file as it is now (its time and size are the key): a scenario is
+    read when loaded (its span is checked) and again for each run's tasks."""
+    t = _trace_times(Path(path))
+    t.flags.writeable = False
+    return t
+
+
+def _trace_times(path: Path) -> np.ndarray:
     col = trace_time_column(path)
     with open_text(path) as f:
         reader = csv.DictReader(f)
@@ -163,7 +181,7 @@ def read_trace_times(path: str | Path, time_scale: float = 1.0) -> np.ndarray:
         bad = int(np.flatnonzero(~np.isfinite(t))[0])
         raise InputError(str(path), csv_field(bad + 2, col), "a finite time", raw[bad])
     t.sort()
-    return (t - t[0]) * time_scale
+    return t - t[0]
 
 
 def _is_float(v: str) -> bool:

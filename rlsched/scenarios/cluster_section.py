@@ -13,7 +13,13 @@ from rlsched.defaults import default as _d
 from rlsched.errors import InputError, few
 from rlsched.hardware import GpuModel, gpu_model, model_names
 from rlsched.scenarios import traces
-from rlsched.scenarios.limits import MAX_CPU_CORES, MAX_GPUS_PER_NODE, MAX_NODES, MAX_STREAMS_PER_GPU
+from rlsched.scenarios.limits import (
+    MAX_CPU_CORES,
+    MAX_DRIFT_SIGMA,
+    MAX_GPUS_PER_NODE,
+    MAX_NODES,
+    MAX_STREAMS_PER_GPU,
+)
 from rlsched.scenarios.spec import AlibabaSpec, DriftSpec
 
 _CLUSTER_KEYS = ("name", "nodes")
@@ -145,7 +151,7 @@ def read_drift(r: ConfigReader, raw: object) -> DriftSpec:
     d = DriftSpec()
     # Speeds start at factor 1, so the band must contain 1.
     return DriftSpec(
-        sigma=r.number(tbl, where, "sigma", d.sigma, ge=0),
+        sigma=r.number(tbl, where, "sigma", d.sigma, ge=0, le=MAX_DRIFT_SIGMA),
         interval_s=r.number(tbl, where, "interval_s", d.interval_s, gt=0),
         min_factor=r.number(tbl, where, "min_factor", d.min_factor, gt=0, le=1),
         max_factor=r.number(tbl, where, "max_factor", d.max_factor, ge=1),

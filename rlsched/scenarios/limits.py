@@ -25,3 +25,14 @@ MAX_TASKS = 1_000_000
 MAX_SEED = 2**32 - 1
 #: Most task classes in one workload.
 MAX_CLASSES = 16
+#: Longest span of a scenario's arrivals, s (~32 years). Simulated times stay where float64
+#: seconds keep microsecond resolution, and a rate typo (1e-13 tasks/min) is refused rather than
+#: run for ever or divided by a kernel duration that rounded to 0.
+MAX_HORIZON_S = 1e9
+#: Most drift steps, or burst sojourns, over a scenario's arrivals (``interval_s = 1e-9`` would
+#: step 10^12 times; the built-ins and generated cases take at most a few hundred, and 10^5 steps
+#: of a small cluster's drift take ~2 s).
+MAX_TIME_STEPS = 100_000
+#: Largest drift sigma (std of the log-speed change per step): a factor of e^10 in one step is
+#: beyond any drift, and exp overflows not far above.
+MAX_DRIFT_SIGMA = 10.0

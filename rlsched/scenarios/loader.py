@@ -77,6 +77,7 @@ from typing import Any
 from rlsched.config_reader import ConfigError, ConfigReader
 from rlsched.defaults import default as _d
 from rlsched.scenarios.cluster_section import apply_events, read_cluster, read_drift
+from rlsched.scenarios.horizon import check_horizon
 from rlsched.scenarios.interference_section import read_interference
 from rlsched.scenarios.limits import MAX_SEED
 from rlsched.scenarios.spec import Scenario
@@ -181,6 +182,7 @@ def _build(r: ConfigReader, path: Path, rate: float | None, trace_dir: str | Non
     workload = read_workload(
         r, wl, ali, interference, colo_kinds, None if rate is None else float(rate), folder
     )
+    check_horizon(r, workload, drift, rate is not None)
     return Scenario(
         name=name,
         cluster=cluster,
