@@ -137,15 +137,16 @@ def load_entry(
     name, tilde, load_text = name.partition("~")
     if tilde and rate is not None:
         raise InputError(flag, entry, "either the entry's ~LOAD or --rate, not both", entry)
-    sc = load_scenario(name, rate_per_min=None if tilde else r)
+    # #TASKS is applied as the file is read (its span checked with the tasks that run), except
+    # under ~LOAD: the load is of the scenario's whole workload, as `rlsched scenarios` lists it.
+    sc = load_scenario(name, rate_per_min=None if tilde else r, max_tasks=None if tilde else tasks)
     if tilde:
         sc = scale_arrivals(sc, _load_scale(sc, load_text, entry, flag))
-    sc = scale_arrivals(sc, arrival_scale)
-    if tasks is None:
-        return sc
-    return dataclasses.replace(
-        sc, workload=dataclasses.replace(sc.workload, tasks=min(tasks, sc.workload.tasks))
-    )
+        if tasks is not None:
+            sc = dataclasses.replace(
+                sc, workload=dataclasses.replace(sc.workload, tasks=min(tasks, sc.workload.tasks))
+            )
+    return scale_arrivals(sc, arrival_scale)
 
 
 #: Offered loads an entry (``NAME~LOAD``) or ``evaluate --loads`` may ask for.

@@ -343,17 +343,23 @@ def test_drift_bounds(tmp_path: Path) -> None:
 def test_a_span_of_arrivals_no_run_can_finish_is_refused_naming_its_field(tmp_path: Path) -> None:
     """Each value valid alone, together a run that never ends (10^12 drift steps) or times beyond
     float seconds' resolution (a kernel's duration rounded to 0 divided by): refused at load."""
-    slow = MINIMAL.replace("rate_per_min = 40", "rate_per_min = 1e-13")
+    slow = MINIMAL.replace("rate_per_min = 40", "rate_per_min = 1e-6")
     err = _error(_write(tmp_path, slow))
     assert err.field == "workload.arrival.rate_per_min" and err.line == 27, err
-    assert "the 20 tasks arrive within 1,000,000,000 s (>= 1.2e-06 tasks/min)" in str(err)
+    assert "the 20 tasks arrive within 1,000,000,000 s: >= 1.2e-06 tasks/min" in str(err)
     assert _error(_write(tmp_path, MINIMAL), rate_per_min=1e-13).field == "--rate/@RATE"
+    assert load_scenario(str(_write(tmp_path, slow)), max_tasks=1).workload.tasks == 1  # #TASKS counts
     load_scenario(str(_write(tmp_path, MINIMAL.replace("rate_per_min = 40", "rate_per_min = 1.3e-6"))))
     # 20 tasks at 40/min arrive in ~30 s: drift every 1e-9 s would step 3e10 times.
     drift = MINIMAL + "[dynamics.drift]\nsigma = 0.1\ninterval_s = 1e-9\n"
     err = _error(_write(tmp_path, drift))
     assert err.field == "dynamics.drift.interval_s" and "at most 100,000 drift steps" in str(err), err
     load_scenario(str(_write(tmp_path, drift.replace("sigma = 0.1", "sigma = 0"))))  # no drift: no steps
+    # A rate override that makes the file's own drift step too often is the override's fault.
+    drift = MINIMAL + "[dynamics.drift]\nsigma = 0.1\ninterval_s = 60\n"
+    err = _error(_write(tmp_path, drift), rate_per_min=1e-4)
+    assert err.field == "--rate/@RATE" and "within 100,000 drift steps (interval_s = 60)" in str(err), err
+    load_scenario(str(_write(tmp_path, drift)), rate_per_min=1e-4, max_tasks=2)
     err = _error(_write(tmp_path, MINIMAL + "[dynamics.drift]\nsigma = 1e6\n"))
     assert err.field == "dynamics.drift.sigma", err
     bursty = MINIMAL.replace(

@@ -1,7 +1,8 @@
 """The time a scenario's arrivals span, bounded when the scenario is read: each value may be
 valid on its own (a rate > 0, an interval > 0) and together ask for a run that never ends (10^12
 drift steps) or times beyond float64's resolution. Checked after the whole file is read, so the
-message names the field that sets the span and says what value would do."""
+message names the field that sets the span — or ``--rate/@RATE`` where an override set it — and
+says what value would do."""
 
 from __future__ import annotations
 
@@ -21,51 +22,61 @@ def arrival_span_s(wl: WorkloadSpec) -> float:
     return 60.0 * wl.tasks / mean_rate_per_min(a)
 
 
+def _limits(wl: WorkloadSpec, drift: DriftSpec) -> list[tuple[str, float, float, str, str]]:
+    """``(field, its value, the longest span it allows, the bound, its setting)`` of each limit."""
+    a = wl.arrival
+    out = [("", 0.0, MAX_HORIZON_S, f"{MAX_HORIZON_S:,.0f} s", "")]
+    if drift.sigma > 0:
+        steps = f"{MAX_TIME_STEPS:,} drift steps"
+        longest = MAX_TIME_STEPS * drift.interval_s
+        out.append(
+            (
+                "dynamics.drift.interval_s",
+                drift.interval_s,
+                longest,
+                steps,
+                f"interval_s = {drift.interval_s:g}",
+            )
+        )
+    if a.process == "bursty":
+        key, shortest = min(
+            (("mean_high_s", a.mean_high_s), ("mean_low_s", a.mean_low_s)), key=lambda kv: kv[1]
+        )
+        bursts = f"{MAX_TIME_STEPS:,} bursts and lulls"
+        out.append(
+            (f"workload.arrival.{key}", shortest, MAX_TIME_STEPS * shortest, bursts, f"{key} = {shortest:g}")
+        )
+    return out
+
+
 def check_horizon(r: ConfigReader, wl: WorkloadSpec, drift: DriftSpec, rate_overridden: bool) -> None:
     """Refuse arrivals that span more than :data:`MAX_HORIZON_S`, and drift steps or burst
     sojourns so short that the span holds more than :data:`MAX_TIME_STEPS` of them.
 
     :param r: the scenario's reader (the error names its file and the field's line).
-    :param wl: the workload as read.
+    :param wl: the workload as it will run (``#TASKS`` applied).
     :param drift: the drift as read.
-    :param rate_overridden: ``--rate``/``@RATE`` set the rate (the error names it, not the file).
+    :param rate_overridden: ``--rate``/``@RATE`` set the rate: the error names it, not the file.
     :raises ConfigError: naming the field at fault.
     """
     span = arrival_span_s(wl)
     a = wl.arrival
-    if span > MAX_HORIZON_S:
-        n = wl.tasks
-        if a.process == "trace":
+    for field, value, longest, bound, setting in _limits(wl, drift):
+        if span <= longest:
+            continue
+        if a.process == "trace" and not field:
             field = "workload.alibaba.time_scale" if wl.alibaba else "workload.arrival.time_scale"
-            most = a.time_scale * MAX_HORIZON_S / span
-            expected = (
-                f"a time scale at which the {n} arrivals span at most {MAX_HORIZON_S:,.0f} s (<= {most:.3g})"
-            )
+            most = a.time_scale * longest / span
+            expected = f"a time scale at which the {wl.tasks} tasks arrive within {bound}: <= {most:.3g}"
             raise r.error(field, expected, a.time_scale)
-        least = 60.0 * n / MAX_HORIZON_S
-        field = "--rate/@RATE" if rate_overridden else _rate_field(a.process)
-        expected = (
-            f"a rate at which the {n} tasks arrive within {MAX_HORIZON_S:,.0f} s (>= {least:.3g} tasks/min)"
-        )
-        raise r.error(field, expected, a.rate_per_min)
-    if drift.sigma > 0 and span / drift.interval_s > MAX_TIME_STEPS:
-        least = span / MAX_TIME_STEPS
-        expected = (
-            f"an interval >= {least:.3g} s (at most {MAX_TIME_STEPS:,} drift steps over the ~{span:.3g} s "
-            "the tasks arrive in)"
-        )
-        raise r.error("dynamics.drift.interval_s", expected, drift.interval_s)
-    if a.process == "bursty":
-        key, shortest = min(
-            (("mean_high_s", a.mean_high_s), ("mean_low_s", a.mean_low_s)), key=lambda kv: kv[1]
-        )
-        if span / shortest > MAX_TIME_STEPS:
-            least = span / MAX_TIME_STEPS
-            expected = (
-                f"a mean sojourn >= {least:.3g} s (at most {MAX_TIME_STEPS:,} bursts and lulls over the "
-                f"~{span:.3g} s the tasks arrive in)"
-            )
-            raise r.error(f"workload.arrival.{key}", expected, shortest)
+        if rate_overridden or not field:
+            least = 60.0 * wl.tasks / longest
+            name = "--rate/@RATE" if rate_overridden else _rate_field(a.process)
+            within = f"the {wl.tasks} tasks arrive within {bound}" + (f" ({setting})" if setting else "")
+            raise r.error(name, f"a rate at which {within}: >= {least:.3g} tasks/min", a.rate_per_min)
+        what = "an interval" if field.endswith("interval_s") else "a mean sojourn"
+        over = f"at most {bound} over the ~{span:.3g} s the tasks arrive in"
+        raise r.error(field, f"{what} >= {span / MAX_TIME_STEPS:.3g} s ({over})", value)
 
 
 def _rate_field(process: str) -> str:

@@ -71,6 +71,7 @@ Paths inside a file resolve relative to the file's folder; ``${RLSCHED_DATA}`` i
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +115,11 @@ def list_scenarios() -> list[str]:
 
 
 def load_scenario(
-    name_or_path: str, *, rate_per_min: float | None = None, trace_dir: str | None = None
+    name_or_path: str,
+    *,
+    rate_per_min: float | None = None,
+    trace_dir: str | None = None,
+    max_tasks: int | None = None,
 ) -> Scenario:
     """Load and validate a scenario.
 
@@ -127,12 +132,13 @@ def load_scenario(
         rate; bursty: both state rates are scaled so the long-run mean is this. Trace-driven
         arrivals cannot be overridden.
     :param trace_dir: folder holding the Alibaba trace files; replaces the folder of
-        ``workload.alibaba.node_csv`` and ``pod_csv`` (the CLI's ``--trace-dir``).
+        ``workload.alibaba.node_csv`` and ``pod_csv`` (the API's; no command has the flag).
+    :param max_tasks: run at most this many of the workload's tasks (an entry's ``#TASKS``).
     :raises ScenarioError: naming the file, line and field of the first problem found.
     """
     path, shown = _locate(name_or_path)
     r = ConfigReader.open(path, "scenario file", shown, ScenarioError)
-    return _build(r, path, rate_per_min, trace_dir)
+    return _build(r, path, rate_per_min, trace_dir, max_tasks)
 
 
 def _locate(name_or_path: str) -> tuple[Path, str]:
@@ -159,7 +165,9 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
     return path, shown
 
 
-def _build(r: ConfigReader, path: Path, rate: float | None, trace_dir: str | None) -> Scenario:
+def _build(
+    r: ConfigReader, path: Path, rate: float | None, trace_dir: str | None, max_tasks: int | None
+) -> Scenario:
     """The scenario of the file ``r`` read, section by section (the order decides which of two
     problems is reported)."""
     doc: dict[str, Any] = r.doc
@@ -182,6 +190,8 @@ def _build(r: ConfigReader, path: Path, rate: float | None, trace_dir: str | Non
     workload = read_workload(
         r, wl, ali, interference, colo_kinds, None if rate is None else float(rate), folder
     )
+    if max_tasks is not None and max_tasks < workload.tasks:
+        workload = dataclasses.replace(workload, tasks=max_tasks)
     check_horizon(r, workload, drift, rate is not None)
     return Scenario(
         name=name,
