@@ -119,6 +119,27 @@ def new_run_folder(
     )
 
 
+def unused_output(out: str | Path, names: Sequence[str], what: str, flag: str = "--out") -> None:
+    """``--out`` of a command that writes ``names`` (a checkpoint, measurements): refused if it
+    already holds one of them, so that no earlier result is replaced without a word.
+
+    :param out: the folder.
+    :param names: the files the command writes.
+    :param what: what they are, for the message (``"a checkpoint"``).
+    :raises InputError: naming ``flag`` and the files it holds.
+    """
+    folder = Path(out)
+    held = [n for n in names if (folder / n).exists()]
+    if held:
+        raise InputError(
+            flag,
+            "value",
+            f"a folder without {what}",
+            str(out),
+            hint=f"it holds {', '.join(held)}: give another {flag}, or move them aside first",
+        )
+
+
 def selector(name: str, flag: str, others: str = "") -> str:
     """A stage-1 policy name, checked against the registry (built-ins and plug-ins).
 

@@ -325,17 +325,17 @@ def test_every_builtin_runs_to_completion(name: str, capsys: pytest.CaptureFixtu
 def test_an_os_error_is_bad_input_only_on_a_path_the_user_named(
     tmp_path: Path, small: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A path under ``--out`` that the system refuses (here a folder where the model's weights
-    go) is exit 2 naming the path and the flag; the same kind of OSError on a path nobody named
-    is an internal error (exit 1)."""
+    """A path under ``--out`` that the system refuses (here a folder where the model's meta.json
+    is first written) is exit 2 naming the path and the flag; the same kind of OSError on a
+    path nobody named is an internal error (exit 1)."""
     colo = tmp_path / "colo.csv"
     colo.write_text("device,kind,partner,norm_throughput\nv100,A,B,0.7\nv100,B,A,0.8\n")
     out = tmp_path / "model"
-    (out / "weights.pt").mkdir(parents=True)
+    (out / "meta.json.tmp").mkdir(parents=True)
     args = ["interference", "fit", "--data", str(colo), "--method", "mean", "--out", str(out)]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"rlsched: error: {out / 'weights.pt'}") and err.count("\n") == 1, err
+    assert err.startswith(f"rlsched: error: {out / 'meta.json.tmp'}") and err.count("\n") == 1, err
     assert ": <file>: expected a path this command can use (given by --out)" in err
 
     def refused(*_: object, **__: object) -> None:

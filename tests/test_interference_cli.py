@@ -85,6 +85,12 @@ def test_fit_prints_lines_by_default(fitted: tuple[Path, Path], capsys: pytest.C
     assert text.startswith(f"fitted mean on {len(table()) // 2} rows ({len(KINDS)} kinds; devices v100)")
     assert f"rlsched interference evaluate --model {out} --data CSV" in text
     assert f'interference_model = "{out}"' in text and "{" not in text
+    # A folder holding a checkpoint (this fit, or any network) is refused, not replaced.
+    before = (out / "weights.pt").read_bytes()
+    assert main(["interference", "fit", "--data", str(csv), "--method", "ncf", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "expected a folder without a checkpoint" in err and "it holds meta.json, weights.pt" in err, err
+    assert (out / "weights.pt").read_bytes() == before
 
 
 def test_evaluate_prints_a_table_by_default(

@@ -163,7 +163,17 @@ def test_cli_profile_writes_both_files(tmp_path: Path, capsys: pytest.CaptureFix
     assert set(data.device) == {"K80", "P4", "T4", "V100M16"}  # the default live cluster
     assert line["solo_rows"] == 4 * 3  # gmm, frame_diff, tube_extraction on four models
     assert line["seconds"] > 0
+    # Measurements are never replaced without a word: the same --out again is refused.
+    before = (out / "colocation.csv").read_bytes()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"rlsched: error: --out: value: expected a folder without measurements, got '{out}'"
+    )
+    assert "it holds colocation.csv, solo.csv" in err and (out / "colocation.csv").read_bytes() == before
     # Without --json: lines a person reads, naming the files and the command that fits on them.
+    out = tmp_path / "prof2"
+    argv[-1] = str(out)
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert f"measured {len(read_colocation_csv(out / 'colocation.csv'))} kernel pairs and 12 kernels" in text

@@ -214,8 +214,10 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
     """Fit (or start --from a fitted one); choose k and margin on validation; add the far
     fallback; write the folder; print the tables."""
     from experiments import recogniser_fit as rf
+    from experiments.inputs import unused_output
 
     t0 = time.perf_counter()
+    unused_output(args.out, ("meta.json", "recogniser.json"), "a checkpoint")
     if args.families_out and not args.validation_grid:
         raise InputError("--families-out", "value", "a --validation-grid to score on", "none given")
     if bool(args.grid) == (args.start_from is not None):

@@ -149,10 +149,12 @@ def _best(grids: Sequence[str]) -> dict[str, float]:
 
 def _start_folder(args: FitRevisitArgs) -> Path:
     """``--out`` with a copy of the recogniser (its ``meta.json`` listing only the recogniser)."""
+    from experiments.inputs import unused_output
     from models import PRETRAINED_RECOGNISER
     from models.checkpoint import META
     from rlsched.policies.recogniser import MODEL_FILE, load_recogniser
 
+    unused_output(args.out, (META, MODEL_FILE, "revisit.json"), "a checkpoint")
     source = Path(args.recogniser) if args.recogniser is not None else PRETRAINED_RECOGNISER
     load_recogniser(source)  # verified before hours of runs
     out = Path(args.out)

@@ -47,7 +47,9 @@ class ScoreArgs:
 def fit(args: FitArgs, argv: Sequence[str]) -> int:
     """Fit and save; print what was fitted. (The readers of ``--data`` name the file and field.)"""
     from experiments import interference_cli as ix
+    from experiments.inputs import unused_output
 
+    unused_output(args.out, ("meta.json", "weights.pt"), "a checkpoint")  # an earlier fit, or a network
     summary = ix.fit(args.data, args.method, args.seed, args.out)
     print(json.dumps(summary) if args.json else "\n".join(ix.fit_lines(summary)))
     return EXIT_OK

@@ -43,6 +43,7 @@ def run(args: ProfileArgs, argv: Sequence[str]) -> int:
     from experiments import inputs
     from runtime.profiler import LiveProfiler, profile_to_csv
 
+    inputs.unused_output(args.out, ("colocation.csv", "solo.csv"), "measurements")
     apps = inputs.live_apps(args.apps)
     cluster = inputs.live_cluster(args.cluster)
     if not any(n.gpus for n in cluster.nodes):
