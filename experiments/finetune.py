@@ -12,9 +12,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from experiments.configs import FinetuneConfig
 from experiments.evaluation import load_entry
-from experiments.train import TrainConfig, train
+from experiments.train import TrainConfig, TrainingInterrupted, train
 from experiments.train_evaluation import best_evaluation, evaluate, evaluate_selector
 from rlsched.policies.selectors import MctSelector
 from rlsched.scorer_io import scorer_from_checkpoint
@@ -48,6 +50,9 @@ def finetune(
     )
     sc = load_entry(scenario, rate_per_min, "--scenario")
     seeds = f"validation seeds {cfg.eval_seeds[0]}-{cfg.eval_seeds[-1]}"
+    # On the thread count training evaluates on: a greedy network's near-ties can fall the other
+    # way on another count, and step 0 (the same weights) read 1 % below the zero-shot figure.
+    torch.set_num_threads(cfg.threads)
     # Both evaluations run whole episodes before training starts (about 100 s on 2 cores): say so.
     _say(f"finetune: zero-shot evaluation of {source} on {sc.name} ({seeds})...")
     zero_shot = evaluate(net, sc, cfg)
@@ -55,7 +60,14 @@ def finetune(
     mct = evaluate_selector(MctSelector(), sc, cfg)
     _say(f"finetune: mct {_figures(mct)}; fine-tuning for {steps:,} steps")
     # A new run from the source's weights: --steps counts fine-tuning steps, not the source's.
-    summary = train(cfg, out, start_weights=source)
+    try:
+        summary = train(cfg, out, start_weights=source)
+    except TrainingInterrupted as e:
+        # finetune has no --resume: training's own command continues from the weights it saved.
+        raise KeyboardInterrupt(
+            f"{e}; rlsched train --scenario {scenario} --resume {e.saved} --out {out} --steps {steps} "
+            "goes on from them (a training run: no transfer.json)"
+        ) from None
     history = summary["best"]
     best = best_evaluation(history)  # the network best/ holds
     report = {

@@ -234,9 +234,9 @@ def ldwp_model(path: str | None, flag: str = "--model") -> None:
         raise InputError.from_checkpoint(e, flag) from None
 
 
-def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> None:
+def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> int:
     """Load the LDWP checkpoint at ``path`` into a network of ``net_arch``, as resuming a training
-    run of that shape will.
+    run of that shape will; its DQN steps.
 
     :param path: the checkpoint directory.
     :param net_arch: hidden sizes of the network being trained.
@@ -248,11 +248,12 @@ def ldwp_weights(path: str, net_arch: Sequence[int], flag: str = "--resume") -> 
     from rlsched.features import CLUSTER_FEATURES, NODE_FEATURES, READABLE_FEATURE_VERSIONS, TASK_FEATURES
 
     try:
-        state, _ = load_checkpoint(path, READABLE_FEATURE_VERSIONS, kind="ldwp")
+        state, meta = load_checkpoint(path, READABLE_FEATURE_VERSIONS, kind="ldwp")
         net = NodeScorer(len(NODE_FEATURES), len(TASK_FEATURES), len(CLUSTER_FEATURES), list(net_arch))
         load_weights(net, state, path)
     except CheckpointError as e:
         raise InputError.from_checkpoint(e, flag) from None
+    return int(meta.get("dqn_steps") or 0)
 
 
 def placer_model(path: str, flag: str = "--placer-model") -> None:

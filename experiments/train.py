@@ -361,6 +361,11 @@ def train(
             },
         },
         "before_dqn": start,
+        "started_from": "resumed"
+        if resume is not None
+        else "weights"
+        if start_weights is not None
+        else "cloned",
         "after_dqn": final,
         "bc_accuracy": bc_acc,
         "best": cb.history,

@@ -27,7 +27,13 @@ def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str
     cases = len(start.get("scenarios", {})) or 1
     ref = summary["reference"]["selector"]
     ref = "each case's best heuristic selector" if ref == "per scenario" else f"`{ref}`"
-    rows = [("cloned (step 0)", start), (f"best/ (step {best['step']:,.0f})", best)]
+    began = summary.get("started_from", "cloned")
+    first = {
+        "cloned": "cloned (step 0)",
+        "resumed": f"resumed (step {start['step']:,.0f})",
+        "weights": "start weights (step 0)",
+    }[began]
+    rows = [(first, start), (f"best/ (step {best['step']:,.0f})", best)]
     rows.append((f"last/ (step {last['step']:,.0f})", last))
     lines = [
         f"LDWP: best/ is the network at step {best['step']:,.0f} of {last['step']:,.0f}, chosen on "
@@ -42,7 +48,8 @@ def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str
     ]
     if summary.get("bc_accuracy") is not None:
         agreed = 100 * summary["bc_accuracy"]
-        lines.append(f"  behaviour cloning agreed with the teacher on {agreed:.1f} % of decisions")
+        when = "" if began == "cloned" else " (when the network it started from was cloned)"
+        lines.append(f"  behaviour cloning agreed with the teacher on {agreed:.1f} % of decisions{when}")
     lines.append(_wrote(out))
     return lines
 

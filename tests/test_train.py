@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -221,7 +222,26 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     meta = json.loads(meta_path.read_text())
     meta["dqn_steps"] = 400
     meta_path.write_text(json.dumps(meta))
-    report = finetune(src / "best", str(bigger), tmp_path / "ft", steps=300, seed=1)
+    import torch
+
+    import experiments.finetune as ft
+
+    threads: list[int] = []
+
+    def evaluate(*a: object, **k: object) -> dict:  # the real one, noting the thread count it ran on
+        threads.append(torch.get_num_threads())
+        return evaluate_network(*a, **k)
+
+    evaluate_network, host = ft.evaluate, torch.get_num_threads()
+    torch.set_num_threads(3)  # a host with more cores than training uses
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(ft, "evaluate", evaluate)
+            report = finetune(src / "best", str(bigger), tmp_path / "ft", steps=300, seed=1)
+    finally:
+        torch.set_num_threads(host)
+    # The zero-shot figures are taken on the thread count training evaluates step 0 on.
+    assert threads == [TrainConfig.threads], threads
     assert [h["step"] for h in report["history"]] == [0.0, 300.0]
     assert report["target_nodes"] == 7 and report["source_scenario"] == str(tiny)
     for key in ("zero_shot", "mct", "fine_tuned_last", "fine_tuned_best"):
@@ -279,6 +299,33 @@ def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Pat
     assert score(best["evaluation"]) == pytest.approx(best_score)
     assert best["dqn_steps"] >= best_before["dqn_steps"]
     assert summary["after_dqn"]["step"] == 400.0
+    # The summary's first row is the resumed network at its own step, not "cloned (step 0)".
+    from experiments.train_summary import stage1_lines
+
+    assert summary["started_from"] == "resumed"
+    rows = [ln.split("  ")[1] for ln in stage1_lines(summary, out, "throughput")[3:6]]
+    assert rows == ["resumed (step 200)", f"best/ (step {best['dqn_steps']:,})", "last/ (step 400)"], rows
+
+
+@pytest.mark.serial  # a signal at a moment of the run: timed against the clock
+def test_ctrl_c_in_finetune_names_the_command_that_goes_on(tiny: Path, tmp_path: Path) -> None:
+    """finetune has no --resume: its Ctrl-C line gives the train command that continues from the
+    weights it saved, which runs."""
+    src = tmp_path / "src"
+    cfg = dict(scenario=str(tiny), rate_per_min=None, pretrain_episodes=1, bc_epochs=5, eval_seeds=(10_101,))
+    train(TrainConfig(steps=0, **cfg), src)  # type: ignore[arg-type]
+    out = tmp_path / "ft"
+    args = ["finetune", "--from", str(src / "best"), "--scenario", str(tiny), "--steps", "1000000"]
+    rc, err = interrupt_rlsched([*args, "--out", str(out)], out / "best" / "meta.json", 2.0)
+    assert rc == 130, err
+    go_on = f"rlsched train --scenario {tiny} --resume {out / 'last'} --out {out} --steps 1000000"
+    assert go_on in err and "continue with --resume" not in err and "Traceback" not in err, err
+    done = load_checkpoint(out / "last", FEATURE_VERSION)[1]["dqn_steps"]
+    assert done > 0
+    exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
+    cmd = [*go_on.split()[1:-1], str(done + 20)]
+    r = subprocess.run([exe, *cmd], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and f"resumed (step {done:,})" in r.stdout, r.stderr[-2000:]
 
 
 @pytest.mark.serial  # a signal at a moment of the run: timed against the clock

@@ -161,7 +161,13 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     if cfg.pretrain not in (None, "best"):
         _teacher(cfg.pretrain)
     if args.resume is not None:
-        inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
+        done = inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
+        if cfg.steps <= done:
+            print(
+                f"rlsched: warning: --steps {cfg.steps:,} is not above the {done:,} DQN steps of "
+                f"--resume {args.resume}: nothing to train (--steps is the run's total)",
+                file=sys.stderr,
+            )
     from experiments.train import train  # torch and stable-baselines3: once the inputs are read
     from experiments.train_summary import stage1_lines
 
