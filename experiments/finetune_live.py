@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -191,11 +192,16 @@ def finetune_live(
     env.close()
     scorer.eval()
     tuned = evaluate_live(GreedySelector(scorer), spec, cfg, make)
-    save_checkpoint(
-        out / "last",
-        scorer.state_dict(),
-        {**meta, "finetuned_live": dataclasses.asdict(cfg), "live_steps": cfg.steps, "source": str(source)},
-    )
+    # The source's simulated evaluation is not this network's: its own figures are live ones.
+    live = {
+        "evaluation": None,
+        "live_evaluation": tuned,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "finetuned_live": dataclasses.asdict(cfg),
+        "live_steps": cfg.steps,
+        "source": str(source),
+    }
+    save_checkpoint(out / "last", scorer.state_dict(), {**meta, **live})
     report = {
         "source": str(source),
         "live_cluster": [n.name for n in spec.nodes],

@@ -29,6 +29,53 @@ def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> 
     assert "host load before the runs:" in out
 
 
+def test_live_tasks_that_can_run_nowhere_are_warned_of_and_strict_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU of 1 MiB and no cores: every task ends with the runtime's reason; the demo says so on
+    stderr as the simulated one does, and --strict exits 3 (it exited 0 in silence)."""
+    cluster = tmp_path / "tiny.toml"
+    cluster.write_text(
+        '[[nodes]]\nname = "n"\ncpu_cores = 0\nhost_mem_gib = 1\n[[nodes.gpus]]\nmodel = "T4"\nmem_mib = 1\n'
+    )
+    args = ["demo", "--live", "--cluster", str(cluster), "--tasks", "6", "--streams", "1", "--seeds", "1"]
+    args += ["--schedulers", "mct+mlsm"]
+    assert main([*args, "--strict"]) == 3
+    said = capsys.readouterr()
+    assert "rlsched: warning: 6 of 6 tasks were unschedulable: 6 tasks: no feasible node" in said.err, (
+        said.err
+    )
+    assert "no task completed: no result to check" in said.out and "every result" not in said.out
+    assert main(args) == 0 and "were unschedulable" in capsys.readouterr().err
+
+
+def test_live_only_flags_are_refused_without_live(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A flag that only sets up the live runtime, given to a simulated run, was ignored in silence."""
+    assert main(["demo", "--tasks", "5", "--seeds", "1"]) == 2
+    assert "rlsched: error: --tasks: value: expected none without --live" in capsys.readouterr().err
+    assert main(["demo", "--live", "--scenario", "paper"]) == 2
+    assert "rlsched: error: --scenario: value: expected none with --live" in capsys.readouterr().err
+    ft = ["finetune", "--from", str(PRETRAINED), "--scenario", "paper#20", "--out", str(tmp_path / "ft")]
+    assert main([*ft, "--backend", "ray"]) == 2
+    assert "rlsched: error: --backend: value: expected none without --live" in capsys.readouterr().err
+    cpu = tmp_path / "cpu.toml"
+    cpu.write_text('[[nodes]]\nname = "cpu"\ncpu_cores = 2\n')
+    live = [
+        "finetune",
+        "--from",
+        str(PRETRAINED),
+        "--live",
+        "--cluster",
+        str(cpu),
+        "--out",
+        str(tmp_path / "l"),
+    ]
+    assert main(live) == 2  # it failed with an internal error after its evaluations
+    assert (
+        f"rlsched: error: {cpu}: nodes: expected a cluster with at least one GPU" in capsys.readouterr().err
+    )
+
+
 def test_a_busy_host_is_named_as_a_warning_for_emulated_gpus() -> None:
     from experiments.live_demo import BUSY_HOST, host_busy, host_load_note
 
@@ -75,6 +122,10 @@ def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.C
     # fine-tuned on the features it was trained on, and says so
     source = json.loads((PRETRAINED / "meta.json").read_text())["feature_version"]
     assert meta["feature_version"] == source
+    # Its own figures are live ones: not the source's simulated evaluation, nor its date.
+    shipped = json.loads((PRETRAINED / "meta.json").read_text())
+    assert meta["evaluation"] is None and meta["live_evaluation"] == report["fine_tuned"]
+    assert meta["created"] != shipped["created"] and meta["source"] == str(PRETRAINED)
     assert (out / "interference").is_dir() and (out / "colocation.csv").is_file()
 
 

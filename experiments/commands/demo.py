@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING
 
 from experiments.commands import values
 from experiments.commands.command import Command
-from experiments.commands.exit_codes import BACKEND, EXIT_OK, exit_help
-from experiments.commands.flags import flag
-from experiments.commands.unschedulable import report_unschedulable
+from experiments.commands.exit_codes import BACKEND, exit_help
+from experiments.commands.flags import flag, given
+from experiments.commands.unschedulable import report_live_unschedulable, report_unschedulable
 from experiments.configs import DemoConfig
+from rlsched.errors import InputError
 
 if TYPE_CHECKING:
     from rlsched.scenarios.spec import Scenario
@@ -84,7 +85,14 @@ def run(args: DemoArgs, argv: Sequence[str]) -> int:
     from experiments.simulate import compare, format_table, throughput_bounds
 
     if args.live:
+        if given(argv, ("--scenario",)):
+            raise InputError(
+                "--scenario", "value", "none with --live (the live cluster comes from --cluster)"
+            )
         return _live(args)
+    live_only = given(argv, ("--backend", "--tasks", "--streams", "--cluster"))
+    if live_only:
+        raise InputError(live_only[0], "value", "none without --live (it sets up the live runtime)")
     install()  # a second demo reads the placers' fitted interference models
     rate = args.rate
     name, suffix = split_suffix(args.scenario)
@@ -150,8 +158,9 @@ def _live(args: DemoArgs) -> int:
         cluster=cluster,
         progress=sys.stderr.isatty(),
     )
-    print(main_demo(cfg))
-    return EXIT_OK
+    report, results = main_demo(cfg)
+    print(report)
+    return report_live_unschedulable([r for runs in results.values() for r in runs], args.strict)
 
 
 COMMAND = Command(

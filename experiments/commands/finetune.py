@@ -11,7 +11,7 @@ from pathlib import Path
 from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import BACKEND, EXIT_OK, exit_help
-from experiments.commands.flags import flag
+from experiments.commands.flags import flag, given
 from experiments.configs import FinetuneConfig, LiveFinetuneConfig, default
 from rlsched.errors import InputError
 
@@ -60,6 +60,11 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     from experiments import inputs
 
     inputs.new_run_folder(args.out, resumable=False)
+    live_only = given(argv, ("--backend", "--device-backend", "--tasks", "--eval-tasks", "--cluster"))
+    if live_only and not args.live:
+        raise InputError(live_only[0], "value", "none without --live (it sets up the live runtime)")
+    if args.live and given(argv, ("--rate",)):
+        raise InputError("--rate", "value", "none with --live (the live workload has its own rate)")
     if args.live:
         if args.scenario is not None:
             raise InputError(
@@ -93,6 +98,10 @@ def _live(args: FinetuneArgs) -> int:
 
     inputs.ldwp_model(args.source, "--from")
     cluster = inputs.live_cluster(args.cluster)
+    if not any(n.gpus for n in cluster.nodes):  # its interference model is fitted on GPU co-runs
+        raise InputError(
+            args.cluster or "--cluster", "nodes", "a cluster with at least one GPU to fine-tune on"
+        )
     inputs.cluster_backend(args.backend)
     inputs.device_backend(args.device_backend, "--device-backend")
     cfg = LiveFinetuneConfig(

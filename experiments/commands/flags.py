@@ -16,7 +16,7 @@ import inspect
 import re
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import MISSING, Field, dataclass
 from typing import Any, TypeVar
 
@@ -160,6 +160,11 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
 def to_args(cls: type[T], ns: argparse.Namespace) -> T:
     """The dataclass ``cls`` built from what :func:`add_flags`' flags parsed into ``ns``."""
     return cls(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def given(argv: Sequence[str], names: Sequence[str]) -> list[str]:
+    """Which of the flags ``names`` the command line gives (``--x V`` or ``--x=V``), in order."""
+    return [n for n in names if any(a == n or a.startswith(n + "=") for a in argv)]
 
 
 def pick(target: type, args: Any, **overrides: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from pathlib import Path
 from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
-from experiments.commands.flags import flag, flag_name, pick, spelling
+from experiments.commands.flags import flag, flag_name, given, pick, spelling
 from experiments.configs import PlacerTrainConfig, TrainConfig, default
 from rlsched.errors import InputError
 
@@ -100,9 +100,9 @@ def _warn_unused(argv: Sequence[str], names: Sequence[str], stage: str) -> None:
     fields = [f for f in dataclasses.fields(TrainArgs) if f.name in names]
     flags = [flag_name(f) for f in fields]
     flags += ["--no-" + flag_name(f)[2:] for f in fields if spelling(f).negatable]
-    given = [f for f in flags if any(a == f or a.startswith(f + "=") for a in argv)]
-    if given:
-        print(f"rlsched: warning: {', '.join(given)} ignored with --stage {stage}", file=sys.stderr)
+    named = given(argv, flags)
+    if named:
+        print(f"rlsched: warning: {', '.join(named)} ignored with --stage {stage}", file=sys.stderr)
 
 
 def run(args: TrainArgs, argv: Sequence[str]) -> int:

@@ -11,6 +11,7 @@ from experiments.commands.exit_codes import EXIT_OK, EXIT_UNSCHEDULABLE
 if TYPE_CHECKING:
     from rlsched.metrics import RunMetrics
     from rlsched.scenarios.spec import Scenario
+    from runtime.cluster.live import LiveResult
 
 
 def report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], strict: bool) -> int:
@@ -43,5 +44,23 @@ def report_unschedulable(scenario: Scenario, runs: dict[int, RunMetrics], strict
         why["could run only on nodes that were down"] += n - hardware
     reasons = "; ".join(f"{k} tasks {r}" for r, k in why.most_common())
     over = f" (over {len(runs)} seeds)" if len(runs) > 1 else ""
+    print(f"rlsched: warning: {n} of {total} tasks{over} were unschedulable: {reasons}", file=sys.stderr)
+    return EXIT_UNSCHEDULABLE if strict else EXIT_OK
+
+
+def report_live_unschedulable(runs: list[LiveResult], strict: bool) -> int:
+    """The same warning for live runs, with the reasons the runtime gave the tasks (each task that
+    could run nowhere ends with an error saying why). Exit 3 with ``--strict``, else 0.
+
+    :param runs: every live run of the command.
+    :param strict: ``--strict`` was given.
+    """
+    n = sum(r.metrics.tasks_unschedulable for r in runs)
+    if not n:
+        return EXIT_OK
+    why = Counter(e for r in runs for e in r.errors.values())
+    reasons = "; ".join(f"{k} tasks: {e}" for e, k in why.most_common(3))
+    total = sum(r.metrics.tasks_total for r in runs)
+    over = f" (over {len(runs)} runs)" if len(runs) > 1 else ""
     print(f"rlsched: warning: {n} of {total} tasks{over} were unschedulable: {reasons}", file=sys.stderr)
     return EXIT_UNSCHEDULABLE if strict else EXIT_OK
