@@ -111,11 +111,14 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
     return d
 
 
-#: The kinds of checkpoint, what each is called, and the flag that takes it.
+#: The kinds of checkpoint, what each is called, and what takes it (a flag, where commands have one).
 KINDS: dict[str, tuple[str, str]] = {
     "ldwp": ("an LDWP network (rlsched train)", "--model"),
     "iawp-rl": ("a learned placer (rlsched train --stage 2)", "--placer-model"),
-    "interference": ("an interference model (rlsched interference fit)", "--interference-model"),
+    "interference": (
+        "an interference model (rlsched interference fit)",
+        "rlsched interference evaluate --model or the service's interference_model key",
+    ),
     "recogniser": ("auto's recogniser (rlsched fit-recogniser)", "--recogniser"),
 }
 
@@ -135,8 +138,14 @@ def checkpoint_kind(meta: dict[str, Any]) -> str | None:
     return None
 
 
-def _check_kind(meta: dict[str, Any], meta_path: Path, kind: str | None) -> None:
-    """Refuse another kind of checkpoint by name, before its version or files say less."""
+def check_kind(meta: dict[str, Any], meta_path: Path, kind: str | None) -> None:
+    """Refuse another kind of checkpoint by name, before its version or files say less.
+
+    :param meta: the folder's ``meta.json``.
+    :param meta_path: its path (the error names it).
+    :param kind: the kind expected (``None``: any).
+    :raises CheckpointError: naming the kind found and what takes it.
+    """
     found = checkpoint_kind(meta)
     if kind is None or found is None or found == kind:
         return
@@ -174,7 +183,7 @@ def read_verified_meta(directory: str | Path, kind: str | None = None) -> dict[s
         raise CheckpointError(meta_path, "<file>", "a readable file", e.strerror or str(e)) from None
     if not isinstance(meta, dict):
         raise CheckpointError(meta_path, "<syntax>", "a JSON object", type(meta).__name__)
-    _check_kind(meta, meta_path, kind)
+    check_kind(meta, meta_path, kind)
     files = meta.get("files")
     if not isinstance(files, dict) or WEIGHTS not in files:
         raise CheckpointError(meta_path, "files", f"a table with the sha256 checksum of {WEIGHTS}", files)

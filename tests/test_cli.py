@@ -191,6 +191,10 @@ def test_a_teacher_or_selector_train_cannot_use_is_refused(
             "got 'iawp-rl'; the folder holds a learned placer (rlsched train --stage 2), which --placer",
         ),
         (("--scheduler", "ldwp+mlsm", "--model", "models/pretrained/recogniser"), "which --recogniser takes"),
+        (
+            ("--scheduler", "auto", "--recogniser", "models/pretrained/ldwp"),
+            "<kind>: expected a checkpoint of auto's recogniser (rlsched fit-recogniser), got 'ldwp'",
+        ),
     ],
 )
 def test_a_checkpoint_of_another_kind_is_refused_by_its_kind(args: tuple[str, ...], fragment: str) -> None:
@@ -198,6 +202,21 @@ def test_a_checkpoint_of_another_kind_is_refused_by_its_kind(args: tuple[str, ..
     recogniser for lacking weights.pt: true, but not what the user got wrong."""
     r = rlsched("simulate", *(str(ROOT / a) if a.startswith("models/") else a for a in args))
     assert r.returncode == 2 and fragment in r.stderr, r.stderr
+
+
+def test_an_interference_model_as_model_names_what_takes_it(tmp_path: Path) -> None:
+    """simulate has no --interference-model: the hint names what does take one."""
+    model = tmp_path / "ix"
+    data = ROOT / "rlsched" / "data" / "colocation" / "gavel-v100-p100.csv"
+    assert (
+        rlsched(
+            "interference", "fit", "--data", str(data), "--method", "mean", "--out", str(model)
+        ).returncode
+        == 0
+    )
+    r = rlsched("simulate", "--scheduler", "ldwp+mlsm", "--model", str(model))
+    hint = "which rlsched interference evaluate --model or the service's interference_model key takes"
+    assert r.returncode == 2 and hint in r.stderr and "--interference-model" not in r.stderr, r.stderr
 
 
 def test_unschedulable_tasks_are_a_warning_saying_how_many_and_why(small: Path, tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from models import PRETRAINED_RECOGNISER
-from models.checkpoint import META, CheckpointError, sha256, verify_listed
+from models.checkpoint import META, CheckpointError, check_kind, sha256, verify_listed
 from rlsched.policies.case_features import FEATURES
 
 #: The file that holds the model; ``meta.json`` beside it holds its checksum.
@@ -328,6 +328,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
     """
     d = Path(directory) if directory is not None else SHIPPED_DIR
     meta = _read_json(d / META)
+    check_kind(meta, d / META, "recogniser")  # another kind's files say less of what is wrong
     files = meta.get("files")
     if not isinstance(files, dict) or not isinstance(files.get(MODEL_FILE), str):
         raise CheckpointError(d / META, "files", f"the sha256 checksum of {MODEL_FILE}", files)
