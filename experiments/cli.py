@@ -141,12 +141,20 @@ def _dispatch(cmd: Command, args: Any, argv: Sequence[str], debug: bool) -> int:
         if debug:
             raise
         what = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        plugin = _plugin_of(e)
+        whose = f"a bug in the plug-in {plugin}, not in rlsched" if plugin else "a bug"
         print(
             f"rlsched: internal error: {type(e).__name__}{': ' + what if what else ''} "
-            "(a bug; rerun with --debug for the traceback)",
+            f"({whose}; rerun with --debug for the traceback)",
             file=sys.stderr,
         )
         return EXIT_INTERNAL
+
+
+def _plugin_of(e: BaseException) -> str | None:
+    """The plug-in policy an error is from, if plug-ins were loaded (the registry knows them)."""
+    registry = sys.modules.get("rlsched.policies.registry")
+    return None if registry is None else registry.plugin_of(e)
 
 
 def entry() -> None:

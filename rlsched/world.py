@@ -166,6 +166,12 @@ def drive(
             d0 = time.perf_counter()
             node = select(task, world.view, mask)
             took = time.perf_counter() - d0
+        if not (isinstance(node, (int, np.integer)) and 0 <= node < len(mask) and mask[node]):
+            raise ValueError(
+                f"selector {getattr(selector, 'name', type(selector).__name__)!r}: select returned {node!r} "
+                f"for task {task.id}, expected "
+                f"the index of a node its mask allows (0..{len(mask) - 1})"
+            )
         decide_s += took
         if on_select is not None:
             on_select(task, took)

@@ -128,3 +128,56 @@ def test_a_plugin_that_does_not_load_is_one_warning_line_and_the_built_ins_run(t
         "rlsched: warning: rlsched.policies entry point 'broken' (no_such_module:Policy)"
     )
     assert "UserWarning" not in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+BROKEN = """
+class Raises:
+    def reset(self, view, seed): pass
+    def select(self, task, view, mask): raise RuntimeError("boom from the plug-in")
+
+class ReturnsNone:
+    def reset(self, view, seed): pass
+    def select(self, task, view, mask): return None
+
+class Both:
+    def reset(self, view, seed): pass
+    def select(self, task, view, mask): return 0
+    def place(self, sub, node, view, free): return None
+
+class ClaimsClairvoyance:
+    clairvoyant = True
+    def reset(self, view, seed): pass
+    def select(self, task, view, mask): return int(mask.nonzero()[0][0])
+"""
+
+
+def test_a_plugin_that_breaks_its_contract_is_named_not_called_a_bug_of_rlsched(tmp_path: Path) -> None:
+    """A plug-in's exception or a return that is no node's index was 'internal error ... (a bug)',
+    naming no plug-in; a class with both methods was said to have neither; clairvoyant = True
+    without bind_simulator ran as an ordinary scheduler (its runs said clairvoyant: false)."""
+    (tmp_path / "brokenplug.py").write_text(BROKEN)
+    info = tmp_path / "brokenplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenplug\nVersion: 0.1\n")
+    names = {
+        "raises": "Raises",
+        "returns-none": "ReturnsNone",
+        "both": "Both",
+        "claims": "ClaimsClairvoyance",
+    }
+    eps = "".join(f"{n} = brokenplug:{c}\n" for n, c in names.items())
+    (info / "entry_points.txt").write_text("[rlsched.policies]\n" + eps)
+    for name, said in (
+        ("raises", "RuntimeError: boom from the plug-in (a bug in the plug-in 'raises' (brokenplug:Raises)"),
+        ("returns-none", "selector 'ReturnsNone': select returned None for task 0, expected the index"),
+    ):
+        r = _run(tmp_path, "simulate", "--scenario", "paper#20", "--scheduler", name, timeout=120)
+        assert r.returncode == 1 and said in r.stderr and "not in rlsched" in r.stderr, r.stderr
+        assert "(brokenplug:" in r.stderr.splitlines()[-1], r.stderr
+    r = _run(tmp_path, "simulate", "--scenario", "paper#20", "--scheduler", "mct", "--json", timeout=120)
+    assert r.returncode == 0, r.stderr
+    warned = r.stderr.splitlines()
+    assert any("'both' (brokenplug:Both)" in w and w.endswith("not both") for w in warned), warned
+    assert any("'claims'" in w and "clairvoyant = True needs a bind_simulator(sim)" in w for w in warned), (
+        warned
+    )

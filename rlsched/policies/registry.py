@@ -147,6 +147,11 @@ _BUILTIN_PLACERS = frozenset(PLACERS)
 #: Names declared clairvoyant, by table (``"selector"`` or ``"placer"``): no built-in is.
 _CLAIRVOYANT: dict[str, set[str]] = {"selector": set(), "placer": set()}
 _plugins_read = False
+#: The plug-ins loaded: policy name -> its entry point (``module:Class``), so that an error raised
+#: in their code, or a broken contract, is said to be theirs (``experiments/cli.py``).
+PLUGINS: dict[str, str] = {}
+#: This project's packages: a policy it registers as an entry point (``oracle``) is not a plug-in.
+_OUR_PACKAGES = frozenset({"rlsched", "envs", "experiments", "runtime", "models"})
 
 
 def _declare(kind: str, name: str, factory: object) -> None:
@@ -178,12 +183,18 @@ def _classify(ep: EntryPoint) -> str | None:
         warnings.warn(f"{ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): {e}", stacklevel=3)
         return None
     has_select, has_place = callable(getattr(obj, "select", None)), callable(getattr(obj, "place", None))
+    problem = None
     if has_select == has_place:
-        warnings.warn(
-            f"{ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): expected a class with a "
-            "'select' method (node selector) or a 'place' method (subtask placer)",
-            stacklevel=3,
+        problem = (
+            "expected a class with a 'select' method (node selector) or a 'place' method (subtask "
+            "placer), " + ("not both" if has_select else "got neither")
         )
+    elif getattr(obj, "clairvoyant", False) is True and not callable(getattr(obj, "bind_simulator", None)):
+        # Neither honoured nor refused, its runs would say clairvoyant: false, and a report would
+        # rank a self-declared reference among the real schedulers.
+        problem = "clairvoyant = True needs a bind_simulator(sim) method (it is handed the simulator)"
+    if problem is not None:
+        warnings.warn(f"{ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): {problem}", stacklevel=3)
         return None
     return "selector" if has_select else "placer"
 
@@ -209,6 +220,40 @@ def load_plugins() -> None:
             factory = ep.load()
             table[ep.name] = _plain(factory)
             _declare(kind, ep.name, factory)
+            if ep.value.split(".", 1)[0].split(":", 1)[0] not in _OUR_PACKAGES:  # oracle is ours
+                PLUGINS[ep.name] = ep.value
+
+
+def plugin_of(error: BaseException) -> str | None:
+    """The plug-in an error belongs to, as ``'NAME' (module:Class)``: one whose module raised it
+    (a frame of its traceback), or whose name the error's message starts with (a contract the
+    world checks: ``'NAME': select returned ...``, ``NAME: GPU 9 of node 1 ...``). ``None``:
+    rlsched's own.
+
+    :param error: what a command raised.
+    """
+    if not PLUGINS:
+        return None
+    modules = {v.split(":", 1)[0].split(".", 1)[0] for v in PLUGINS.values()}
+    by_class = {v.rsplit(":", 1)[-1]: n for n, v in PLUGINS.items()}
+    found = None
+    tb = error.__traceback__
+    while tb is not None:  # the innermost frame of a plug-in's module, by its class if it has one
+        module = str(tb.tb_frame.f_globals.get("__name__", ""))
+        if module.split(".", 1)[0] in modules:
+            owner = tb.tb_frame.f_code.co_qualname.split(".", 1)[0]
+            found = (
+                f"{by_class[owner]!r} ({PLUGINS[by_class[owner]]})" if owner in by_class else f"of {module}"
+            )
+        tb = tb.tb_next
+    if found is not None:
+        return found
+    text = str(error)
+    for name, value in PLUGINS.items():
+        for called in {name, value.rsplit(":", 1)[-1]}:  # a policy without a name is its class's
+            if text.startswith((f"{called}:", f"'{called}':", f"selector '{called}'", f"placer {called}:")):
+                return f"{name!r} ({value})"
+    return None
 
 
 def selector_names() -> list[str]:
