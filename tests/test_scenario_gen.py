@@ -83,9 +83,12 @@ def test_the_same_seed_and_family_write_the_same_case(tmp_path: Path) -> None:
 
 
 def test_seed_sets_and_test_only_families_are_enforced_naming_the_flag() -> None:
-    with pytest.raises(InputError, match=r"^--seed: .*10000, a validation seed") as e:
+    with pytest.raises(InputError, match=r"^--seed: .*10000, a seed of the validation set") as e:
         plan(2, 9_999, None)
     assert e.value.source == "--seed"
+    # Past numpy's seed range the message names that rule (it named the set "30000 and up").
+    with pytest.raises(InputError, match=r"^--seed: .*stay at most 4,294,967,295 \(numpy's seed range\)"):
+        plan(1, 4_294_967_296, None)
     for seed in (5, 10_005):  # a training and a validation seed
         for family in TEST_ONLY:
             with pytest.raises(InputError, match=rf"^--family: .*{family} is held out") as e:

@@ -82,7 +82,8 @@ def generate(args: GenerateArgs, argv: Sequence[str]) -> int:
     headroom = sum(c.regime == "has headroom" for c in index.cases)
     sets = ", ".join(sorted({c.seed_set for c in index.cases}))
     print(
-        f"{len(index.cases)} cases ({sets} seeds, {headroom} with headroom) in {index.folder}; "
+        f"{len(index.cases)} case{'' if len(index.cases) == 1 else 's'} ({sets} seeds, {headroom} with "
+        f"headroom) in {index.folder}; "
         f"list them with: rlsched scenarios --generated {shlex.quote(args.out)}"
     )
     return EXIT_OK

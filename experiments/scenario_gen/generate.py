@@ -55,14 +55,22 @@ def plan(count: int, seed: int, family: str | None) -> list[tuple[int, Family]]:
     """
     last = seed + count - 1
     first_set, last_set = seed_set(seed), seed_set(last)
-    if last > MAX_SEED or first_set != last_set:
+    if last > MAX_SEED:
+        raise InputError(
+            "--seed",
+            "value",
+            f"a first seed whose {count} case seeds stay at most {MAX_SEED:,} (numpy's seed range)",
+            seed,
+            hint=f"case seeds run from --seed to --seed + --count - 1 = {last:,}",
+        )
+    if first_set != last_set:
         where = f"{first_set} seeds {span_text(first_set)}"
         raise InputError(
             "--seed",
             "value",
             f"a first seed whose {count} case seeds stay among the {where}",
             seed,
-            hint=f"case seeds run from --seed to --seed + --count - 1 = {last}, a {seed_set(last)} seed",
+            hint=f"case seeds run from --seed to --seed + --count - 1 = {last}, a seed of the {last_set} set",
         )
     if family is not None and family not in FAMILIES:
         raise InputError("--family", "value", f"a family ({', '.join(FAMILIES)})", family)
