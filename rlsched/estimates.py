@@ -301,8 +301,9 @@ def stream_queue_wait(view: ClusterView) -> np.ndarray:
     at a time), at the measured per-run speed, which already carries the slowdown of co-running.
     So a task waits only for the tasks queued beyond the node's streams: about
     ``(T - S + 1) / S`` mean remaining task times (``T`` tasks on the node, ``S`` streams), not the
-    whole backlog per GPU that :func:`node_estimates` assumes (exact for one stream per GPU, a
-    manifold over-estimate for many). 0 on a node without GPUs.
+    whole backlog per GPU that :func:`node_estimates` assumes (the same on a node of one GPU with
+    one stream; that backlog is a manifold over-estimate for many streams). 0 on a node without
+    GPUs.
     """
     tasks = view.tasks_on_node
     streams = np.maximum(view.node_streams, 1)
