@@ -378,6 +378,22 @@ def test_a_span_of_arrivals_no_run_can_finish_is_refused_naming_its_field(tmp_pa
     load_scenario(str(_write(tmp_path, trace.replace('"far.csv"', '"far.csv"\ntime_scale = 1e-292'))))
 
 
+def test_a_trace_row_at_fault_is_named_under_the_field_that_names_the_trace(tmp_path: Path) -> None:
+    """As a co-location CSV's rows are: the scenario, its line and field, then the CSV's path and
+    line (a trace's row errors named only the CSV, and a short trace failed at the first run)."""
+    trace = MINIMAL.replace(
+        'process = "poisson"\nrate_per_min = 40', 'process = "trace"\ntrace_path = "t.csv"'
+    )
+    (tmp_path / "t.csv").write_text("arrival_s\n0\nx\n")
+    err = _error(_write(tmp_path, trace))
+    assert err.field == "workload.arrival.trace_path" and err.line == 27, err
+    assert f"expected a number at {tmp_path / 't.csv'} line 3 (arrival_s), got 'x'" in str(err), err
+    (tmp_path / "t.csv").write_text("arrival_s\n0\n5\n")
+    err = _error(_write(tmp_path, trace))
+    assert "expected a trace of at least the 20 arrivals of workload.tasks, got 2" in str(err), err
+    assert load_scenario(str(_write(tmp_path, trace)), max_tasks=2).workload.tasks == 2
+
+
 def test_overrides_that_do_not_apply(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL)
     assert _error(path, trace_dir=str(tmp_path)).field == "--trace-dir"

@@ -7,6 +7,7 @@ says what value would do."""
 from __future__ import annotations
 
 from rlsched.config_reader import ConfigReader
+from rlsched.errors import InputError
 from rlsched.scenarios.arrivals import mean_rate_per_min, read_trace_times
 from rlsched.scenarios.limits import MAX_HORIZON_S, MAX_TIME_STEPS
 from rlsched.scenarios.spec import DriftSpec, WorkloadSpec
@@ -20,6 +21,22 @@ def arrival_span_s(wl: WorkloadSpec) -> float:
         t = read_trace_times(a.trace_path, a.time_scale)
         return float(t[min(wl.tasks, t.size) - 1])
     return 60.0 * wl.tasks / mean_rate_per_min(a)
+
+
+def _check_trace(r: ConfigReader, wl: WorkloadSpec) -> None:
+    """A replayed trace's rows, read now: a problem in one is reported against the scenario field
+    that names the file (as a co-location CSV's are), and a trace shorter than ``tasks``."""
+    a = wl.arrival
+    if a.process != "trace" or not a.trace_path:
+        return
+    field = "workload.alibaba.pod_csv" if wl.alibaba else "workload.arrival.trace_path"
+    try:
+        t = read_trace_times(a.trace_path, a.time_scale)
+    except InputError as e:
+        where = e.source if e.field == "<file>" else f"{e.source} {e.field}"
+        raise r.error(field, f"{e.expected} at {where}", e.got) from None
+    if wl.alibaba is None and t.size < wl.tasks:  # a pod list replays a window of at most its own
+        raise r.error(field, f"a trace of at least the {wl.tasks} arrivals of workload.tasks", t.size)
 
 
 def _limits(wl: WorkloadSpec, drift: DriftSpec) -> list[tuple[str, float, float, str, str]]:
@@ -59,6 +76,7 @@ def check_horizon(r: ConfigReader, wl: WorkloadSpec, drift: DriftSpec, rate_over
     :param rate_overridden: ``--rate``/``@RATE`` set the rate: the error names it, not the file.
     :raises ConfigError: naming the field at fault.
     """
+    _check_trace(r, wl)
     span = arrival_span_s(wl)
     a = wl.arrival
     for field, value, longest, bound, setting in _limits(wl, drift):
