@@ -59,14 +59,17 @@ def cluster_factory(spec: LiveClusterSpec, cfg: LiveFinetuneConfig) -> Callable[
         return lambda: LocalCluster(spec, cfg.device_backend)
     import ray
 
+    from runtime.cluster.ray_address import ray_init
     from runtime.cluster.ray_cluster import RayCluster
 
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(include_dashboard=False, log_to_driver=False)
+        ray_init(None, "RAY_ADDRESS", include_dashboard=False, log_to_driver=False)
     # Connected by this call (RAY_ADDRESS or a new local instance): agents may share Ray nodes when
     # there are fewer of them than live nodes; a caller's own ray.init keeps one agent per node.
-    return lambda: RayCluster(spec, backend=cfg.device_backend or "numpy", share_nodes=started_here)
+    return lambda: RayCluster(
+        spec, backend=cfg.device_backend, share_nodes=started_here
+    )  # None: each node chooses
 
 
 def evaluate_live(
@@ -166,8 +169,8 @@ def finetune_live(
     torch.set_num_threads(1)
     net, meta = scorer_from_checkpoint(source)
     spec = cluster or default_live_cluster()
+    make = cluster_factory(spec, cfg)  # Ray joined or refused before the profiling's minutes
     interference, _ = transfer_interference(spec, cfg, out)
-    make = cluster_factory(spec, cfg)
     zero_shot = evaluate_live(GreedySelector(net), spec, cfg, make)
     mct = evaluate_live(MctSelector(), spec, cfg, make)
     workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)

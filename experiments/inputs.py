@@ -371,6 +371,10 @@ def cluster_backend(name: str, flag: str = "--backend") -> str:
     """
     if name == "ray" and importlib.util.find_spec("ray") is None:
         raise Unavailable(f"{flag} ray", "Ray is not installed (pip install 'ray==2.60.0')")
+    if name == "ray":
+        from runtime.cluster.ray_address import check_ray_address
+
+        check_ray_address(None, "RAY_ADDRESS")
     return name
 
 

@@ -166,3 +166,28 @@ def test_live_demo_refuses_a_ground_truth_scheduler_before_any_run() -> None:
     check_live_schedulers(["mct+iawp", "least-loaded+first-free"])
     with pytest.raises(ValueError, match="'oracle' reads the simulator's ground truth"):
         check_live_schedulers(["mct+iawp", "least-loaded+first-free", "oracle"])
+
+
+def test_a_ray_address_nothing_answers_at_is_unavailable_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ray.init retried for minutes at an address nobody listens on (6.5 were seen), after the
+    profiling's; now the command says so before any work (exit 4)."""
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
+    args = [
+        "finetune",
+        "--from",
+        str(PRETRAINED),
+        "--live",
+        "--backend",
+        "ray",
+        "--out",
+        str(tmp_path / "ft"),
+    ]
+    t0 = time.monotonic()
+    assert main(args) == 4
+    err = capsys.readouterr().err
+    said = "rlsched: unavailable: RAY_ADDRESS 127.0.0.1:1: no Ray cluster answers there (Connection refused)"
+    assert err == said + "\n", err
+    assert time.monotonic() - t0 < 10 and not (tmp_path / "ft").exists()

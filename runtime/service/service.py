@@ -477,11 +477,12 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
         return LocalCluster(spec)
     import ray
 
+    from runtime.cluster.ray_address import ray_init
     from runtime.cluster.ray_cluster import RayCluster
 
     started_here = not ray.is_initialized() and config.ray_address is None
     if not ray.is_initialized():
-        ray.init(address=config.ray_address, include_dashboard=False, log_to_driver=False)
+        ray_init(config.ray_address, "ray_address", include_dashboard=False, log_to_driver=False)
     # A Ray started here has one node: the spec's agents share it. A joined cluster gets one
     # agent per Ray node.
     # The service returns the outputs' digest only: nodes send that, not the arrays.
