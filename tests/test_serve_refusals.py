@@ -28,6 +28,18 @@ def _serve_exit(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
 
+def test_a_ray_address_nothing_answers_at_exits_4_and_leaves_no_queue(tmp_path: Path) -> None:
+    """Ray retried for minutes at such an address; and a service that could not get its cluster
+    left the queue file it had made (a service that cannot start touches nothing)."""
+    pytest.importorskip("ray")
+    top = 'backend = "ray"\nray_address = "127.0.0.1:1"\n'
+    config = write_config(tmp_path, free_port(), TOKENS, None, top)
+    r = _serve_exit(config)
+    said = "rlsched: unavailable: ray_address 127.0.0.1:1: no Ray cluster answers there"
+    assert r.returncode == 4 and said in r.stderr, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["service.toml"]
+
+
 def test_selector_learning_without_an_ldwp_selector_exits_2_naming_the_key(tmp_path: Path) -> None:
     config = write_config(tmp_path, free_port(), TOKENS, None, "selector_learning = true\n", "mct+mlsm")
     r = _serve_exit(config)

@@ -123,7 +123,12 @@ def serve(
             "clear text; set tls_certfile and tls_keyfile, or put a TLS proxy in front",
             config.host,
         )
-    service = Service(config, store=store)
+    try:
+        service = Service(config, store=store)
+    except BaseException:  # a cluster that cannot be had (a Ray address nothing answers at)
+        sock.close()
+        store.close(remove_created=True)
+        raise
     service.start()
     if announce is not None:
         announce(service.scheduler.name)
