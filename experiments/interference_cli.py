@@ -102,5 +102,7 @@ def fit_lines(summary: dict[str, Any]) -> list[str]:
         f"devices {devices}) in {summary['fit_s']:.1f} s",
         f"mean absolute error on its own rows: {summary['train_mae']:.4f} (on other rows: "
         f"rlsched interference evaluate --model {out} --data CSV)",
-        f'saved to {out}; the service uses it with interference_model = "{out}" in its config',
+        # The service reads the key relative to its config's folder: a full path works anywhere.
+        f"saved to {out}; the service uses it with "
+        f'interference_model = "{Path(out).resolve()}" in its config',
     ]

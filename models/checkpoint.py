@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -224,7 +225,9 @@ def load_checkpoint(
     import torch
 
     try:
-        state = torch.load(d / WEIGHTS, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a refused file is one line of ours, not torch's warnings too
+            warnings.simplefilter("ignore")
+            state = torch.load(d / WEIGHTS, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for a file that is not its weights format
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise CheckpointError(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pickle
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +92,16 @@ def test_pickled_objects_are_not_loaded(tmp_path: Path) -> None:
         CheckpointError, match=r"weights.pt: <file>: expected a weights file this build can read, got '"
     ):
         load_checkpoint(tmp_path, FEATURE_VERSION)
+    # A bare pickle (not torch's format) made torch warn of its protocol before the refusal: the
+    # refusal is the one line a user sees.
+    with (tmp_path / WEIGHTS).open("wb") as f:
+        pickle.dump({"x": Evil()}, f, protocol=4)
+    (tmp_path / META).write_text(json.dumps({**meta(), "files": {WEIGHTS: sha256(tmp_path / WEIGHTS)}}))
+    refused = pytest.raises(CheckpointError, match=r"<file>: expected a weights file")
+    with refused, warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        load_checkpoint(tmp_path, FEATURE_VERSION)
+    assert not said, [str(w.message)[:80] for w in said]
 
 
 def _with_checksum(folder: Path, m: dict) -> None:

@@ -85,6 +85,11 @@ def test_fit_prints_lines_by_default(fitted: tuple[Path, Path], capsys: pytest.C
     assert text.startswith(f"fitted mean on {len(table()) // 2} rows ({len(KINDS)} kinds; devices v100)")
     assert f"rlsched interference evaluate --model {out} --data CSV" in text
     assert f'interference_model = "{out}"' in text and "{" not in text
+    # A relative --out is printed whole: the service reads the key relative to its config's folder.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(model.parent)
+        assert main(["interference", "fit", "--data", str(csv), "--method", "mean", "--out", "rel"]) == 0
+    assert f'interference_model = "{model.parent / "rel"}"' in capsys.readouterr().out
     # A folder holding a checkpoint (this fit, or any network) is refused, not replaced.
     before = (out / "weights.pt").read_bytes()
     assert main(["interference", "fit", "--data", str(csv), "--method", "ncf", "--out", str(out)]) == 2
