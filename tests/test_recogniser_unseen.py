@@ -92,6 +92,9 @@ def test_fit_recogniser_families_out_keeps_the_table(tmp_path: Path, capsys: pyt
     assert "family (left out)" in capsys.readouterr().err
     assert main([*common, "--families-out"]) == 2
     assert "--families-out" in capsys.readouterr().err
+    # The same --out again: the recogniser it holds is not replaced without a word.
+    assert main([*common, "--validation-grid", str(v)]) == 2
+    assert "expected a folder without a checkpoint" in capsys.readouterr().err
 
 
 def test_features_chosen_family_by_family_are_the_ones_that_carry_to_another_family() -> None:

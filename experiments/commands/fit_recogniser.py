@@ -217,7 +217,6 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
     from experiments.inputs import unused_output
 
     t0 = time.perf_counter()
-    unused_output(args.out, ("meta.json", "recogniser.json"), "a checkpoint")
     if args.families_out and not args.validation_grid:
         raise InputError("--families-out", "value", "a --validation-grid to score on", "none given")
     if bool(args.grid) == (args.start_from is not None):
@@ -225,6 +224,7 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
         raise InputError(
             "--grid", "--grid", "training grids, or --from a fitted recogniser: one of the two", given
         )
+    unused_output(args.out, ("meta.json", "recogniser.json"), "a checkpoint")
     steps: list[tuple[str, float]] = []
     if args.start_from is not None:
         model = _start_from(args)
