@@ -187,3 +187,17 @@ def test_cli_profile_names_a_bad_app(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert err.startswith("rlsched: error:") and "'nope'" in err
     assert not (tmp_path / "colocation.csv").exists()
+
+
+def test_a_kind_that_cannot_run_even_alone_is_warned_of(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A GPU of 1 MiB: matmul never ran there, and its pair was counted measured and written as 0
+    (cannot share) without a word."""
+    cluster = tmp_path / "small.toml"
+    cluster.write_text('[[nodes]]\nname = "n"\n[[nodes.gpus]]\nmodel = "T4"\nmem_mib = 1\n')
+    argv = ["profile", "--backend", "numpy", "--apps", "matmul", "--cluster", str(cluster)]
+    assert main([*argv, "--out", str(tmp_path / "p")]) == 0
+    err = capsys.readouterr().err
+    assert "rlsched: warning: 1 kind(s) could not run even alone (too little device memory): " in err, err
+    assert "on T4; their pairs are written as 0 (cannot share)" in err, err

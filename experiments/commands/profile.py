@@ -52,6 +52,7 @@ def run(args: ProfileArgs, argv: Sequence[str]) -> int:
     t0 = time.perf_counter()
     with LiveProfiler(cluster, args.backend, apps) as prof:
         colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
+        table = prof.solo_table()
         out = {
             "colocation": str(colo),
             "solo": str(solo),
@@ -59,8 +60,17 @@ def run(args: ProfileArgs, argv: Sequence[str]) -> int:
             "devices": prof.devices(),
             "kinds": [k.name for k in prof.kinds()],
             "rows": prof.measured_pairs,
-            "solo_rows": len(prof.solo_table()),
+            "solo_rows": len(table),
         }
+    ran = {(d, k) for d, k, _ in table}
+    alone = [f"{k} on {d}" for d in out["devices"] for k in out["kinds"] if (d, k) not in ran]
+    if alone:  # its pairs are written as 0 (cannot share): true, but not the whole story
+        print(
+            f"rlsched: warning: {len(alone)} kind(s) could not run even alone (too little device "
+            f"memory): {', '.join(alone[:6])}{', ...' if len(alone) > 6 else ''}; their pairs "
+            "are written as 0 (cannot share)",
+            file=sys.stderr,
+        )
     out["seconds"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(out) if args.json else "\n".join(_lines(out)))
     return EXIT_OK
