@@ -53,17 +53,18 @@ def run(args: ProfileArgs, argv: Sequence[str]) -> int:
     with LiveProfiler(cluster, args.backend, apps) as prof:
         colo, solo = profile_to_csv(prof, args.out, args.fraction, args.seed, sys.stderr.isatty())
         table = prof.solo_table()
+        devices, kinds = prof.devices(), [k.name for k in prof.kinds()]
         out = {
             "colocation": str(colo),
             "solo": str(solo),
             "backend": prof.backend.name,
-            "devices": prof.devices(),
-            "kinds": [k.name for k in prof.kinds()],
+            "devices": devices,
+            "kinds": kinds,
             "rows": prof.measured_pairs,
             "solo_rows": len(table),
         }
     ran = {(d, k) for d, k, _ in table}
-    alone = [f"{k} on {d}" for d in out["devices"] for k in out["kinds"] if (d, k) not in ran]
+    alone = [f"{k} on {d}" for d in devices for k in kinds if (d, k) not in ran]
     if alone:  # its pairs are written as 0 (cannot share): true, but not the whole story
         print(
             f"rlsched: warning: {len(alone)} kind(s) could not run even alone (too little device "
