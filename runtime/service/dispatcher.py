@@ -68,6 +68,11 @@ class _CurrentSelector:
     def __init__(self, dispatcher: Dispatcher) -> None:
         self.d = dispatcher
 
+    @property
+    def name(self) -> str:
+        """The running selector's (a decision that breaks its contract is logged naming it)."""
+        return str(getattr(self.d.scheduler.selector, "name", type(self.d.scheduler.selector).__name__))
+
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int:
         canary = self.d.canary
         if canary is not None and canary.choose(task.id):  # the candidate's share of the tasks
