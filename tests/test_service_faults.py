@@ -74,6 +74,52 @@ def test_no_body_is_read_before_authentication_and_none_beyond_the_limit(server:
     assert ok.status_code == 201  # the server is fine afterwards
 
 
+def _closed_after_refusal(port: int, token: str | None, length: int) -> tuple[int, bool]:
+    """Send headers declaring a ``length``-byte body and no body; (status, whether the server
+    then closed the connection within 5 s rather than wait to drain the body)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    auth = f"Authorization: Bearer {token}\r\n" if token else ""
+    s.sendall(
+        (
+            f"POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n{auth}"
+            f"Content-Length: {length}\r\n\r\n"
+        ).encode()
+    )
+    s.settimeout(5.0)
+    got = b""
+    try:
+        while chunk := s.recv(4096):
+            got += chunk
+        closed = True
+    except TimeoutError:
+        closed = False
+    finally:
+        s.close()
+    return int(got.split()[1]), closed
+
+
+def test_a_refusal_before_the_body_closes_the_connection_and_odd_json_is_a_422(
+    server: ServiceProcess,
+) -> None:
+    """401 and 413 before the body is read close the connection: without `connection: close` the
+    server kept it and drained whatever length the client declared, unauthenticated too (a 50 MB
+    declaration was read to its end). A body the 422 must echo (NaN, a lone surrogate) was a 500
+    with a traceback; an unknown key or a value of another JSON type was taken in silence."""
+    assert _closed_after_refusal(server.port, None, 50 * MIB) == (401, True)
+    assert _closed_after_refusal(server.port, TOKENS["video"], 50 * MIB) == (413, True)
+    url, h = f"{server.url}/v1/tasks", {**headers("video"), "content-type": "application/json"}
+    for body, loc in (
+        ('{"app": "fft", "deadline_s": NaN}', ["body", "deadline_s"]),
+        ('{"app": "\\ud800"}', ["body", "app"]),
+        ('{"app": "fft", "priorty": 7}', ["body", "priorty"]),
+        ('{"app": "fft", "priority": true}', ["body", "priority"]),
+        ('{"app": "fft", "stream": "7"}', ["body", "stream"]),
+    ):
+        r = httpx.post(url, content=body, headers=h)
+        assert r.status_code == 422 and r.json()["detail"][0]["loc"] == loc, (body, r.status_code, r.text)
+    assert "Traceback" not in server.log.read_text()
+
+
 def _serve(config: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(config)]
     env = {**os.environ, "RLSCHED_BACKEND": "numpy"}

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Sequence
 from typing import Annotated, Any, NoReturn
@@ -49,7 +50,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Reques
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from rlsched.errors import InputError
 from rlsched.hardware import gpu_model, model_names
@@ -84,9 +85,15 @@ log = logging.getLogger(__name__)
 KEY_PREFIX_PATTERN = r"^[A-Za-z0-9_.:/-]{1,200}$"
 
 
+#: Input models refuse a key they do not know (a misspelt ``priorty`` was dropped in silence) and
+#: a value of another JSON type (``"priority": true`` read as 1, ``"5"`` as 5).
+_CLOSED = ConfigDict(extra="forbid", strict=True)
+
+
 class TaskIn(BaseModel):
     """A task to run: chunk ``chunk`` of stream ``stream`` of ``app``."""
 
+    model_config = _CLOSED
     app: str = Field(description=f"one of {', '.join(sorted(LIVE_APPS))}")
     stream: int = Field(0, ge=0, le=1_000_000)
     chunk: int = Field(0, ge=0, le=1_000_000_000)
@@ -128,6 +135,7 @@ class TaskOut(BaseModel):
 class GpuIn(BaseModel):
     """A GPU of a joining node."""
 
+    model_config = _CLOSED
     model: str = Field(description="a GPU model of the catalog, e.g. T4")
     index: int = Field(0, ge=0, le=MAX_GPU_INDEX, description="CUDA ordinal (CuPy backend)")
     mem_mib: float | None = Field(None, gt=0, le=MAX_GPU_MEM_MIB)
@@ -137,6 +145,7 @@ class GpuIn(BaseModel):
 class NodeIn(BaseModel):
     """A node that joins the cluster."""
 
+    model_config = _CLOSED
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")
     cpu_cores: int = Field(2, ge=0, le=MAX_CPU_CORES)
     gpus: list[GpuIn] = Field(default_factory=list, max_length=MAX_GPUS_PER_NODE)
@@ -146,10 +155,14 @@ class NodeIn(BaseModel):
 
 
 class SchedulerIn(BaseModel):
+    model_config = _CLOSED
+
     scheduler: str = Field(min_length=1, max_length=200, description="SELECTOR+PLACER")
 
 
 class CandidateIn(BaseModel):
+    model_config = _CLOSED
+
     scheduler: str = Field(min_length=1, max_length=200, description="the candidate SELECTOR")
     selector_model: str | None = Field(
         default=None, max_length=4096, description="an LDWP checkpoint folder on the service's machine"
@@ -159,6 +172,7 @@ class CandidateIn(BaseModel):
 class LookupIn(BaseModel):
     """Tasks to look up at once, by id (the answer keeps this order)."""
 
+    model_config = _CLOSED
     ids: list[Annotated[int, Field(ge=1, le=MAX_ID)]] = Field(min_length=1, max_length=MAX_BATCH)
 
 
@@ -190,6 +204,21 @@ def _one_branch(errors: Sequence[Any], body: Any) -> list[Any]:
         elif isinstance(body, shape):
             out.append({**err, "loc": (loc[0], *loc[2:])})
     return out or list(errors)
+
+
+def _echoable(value: Any) -> Any:
+    """``value`` as strict JSON can carry it: a float JSON has no number for (NaN, Infinity, which
+    Python's parser accepts) as its text, a string with a lone surrogate escaped. The 422 echoes the
+    input it refuses, and these made it a 500 with a traceback in the log."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {k: _echoable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_echoable(v) for v in value)
+    return value
 
 
 def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
@@ -268,8 +297,9 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, e: RequestValidationError) -> JSONResponse:
+        errors = [_echoable(err) for err in _one_branch(e.errors(), e.body)]
         return await request_validation_exception_handler(
-            request, RequestValidationError(_one_branch(e.errors(), e.body), body=e.body)
+            request, RequestValidationError(errors, body=e.body)
         )
 
     @app.exception_handler(StorageError)

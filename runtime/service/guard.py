@@ -128,8 +128,12 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def _reply(send: Send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:
+    """A refusal before the body is read: ``connection: close``, or the server drains the body the
+    client declared (any length, unauthenticated too) to keep the connection, and a chunked body
+    still arriving after the answer put a traceback in the log."""
     body = json.dumps({"detail": detail}).encode()
     raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw.append((b"connection", b"close"))
     raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
