@@ -120,6 +120,18 @@ def test_a_refusal_before_the_body_closes_the_connection_and_odd_json_is_a_422(
     assert "Traceback" not in server.log.read_text()
 
 
+def test_a_path_cannot_write_a_line_of_its_own_into_the_log(server: ServiceProcess) -> None:
+    """A %0A in the path was decoded into the text log as a newline: a second, forged line
+    (`... INFO POST /v1/admin/reload 200 tenant=ops`), from anyone who reaches the port."""
+    forged = "FORGED%20INFO%20POST%20/v1/admin/reload%20200%20tenant=ops"
+    r = httpx.get(f"{server.url}/v1/x%0A{forged}%00")
+    assert r.status_code == 401
+    time.sleep(0.2)  # the access line is written as the answer goes
+    lines = [ln for ln in server.log.read_text().splitlines() if "FORGED" in ln]
+    assert len(lines) == 1 and lines[0].startswith(tuple("0123456789")), lines
+    assert "/v1/x\\nFORGED INFO POST /v1/admin/reload 200 tenant=ops\\x00 401" in lines[0], lines
+
+
 def _serve(config: Path) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(config)]
     env = {**os.environ, "RLSCHED_BACKEND": "numpy"}

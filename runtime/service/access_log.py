@@ -55,7 +55,7 @@ class AccessLog:
             if log.isEnabledFor(level):
                 fields = {
                     "method": scope["method"],
-                    "path": scope["path"],
+                    "path": _printable(scope["path"]),
                     "status": status,
                     "tenant": getattr(scope.get(TENANT_KEY), "name", "-"),
                     "ms": round((time.perf_counter() - t0) * 1000.0, 1),
@@ -67,3 +67,12 @@ class AccessLog:
                     fields,
                     extra=fields,
                 )
+
+
+def _printable(path: str) -> str:
+    """The request's path with control characters escaped: a ``%0A`` in it (decoded to a newline)
+    would write a second, forged line into a text log, and anyone who reaches the port can send one
+    (refused requests are logged too)."""
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in path)
