@@ -318,6 +318,8 @@ def test_client_and_cli_commands(server: Server) -> None:
     # 200, so that some are unfinished at the first lookup (a CI run found 20 tiny ones all done)
     r = cli("submit", "--app", "matmul", "--chunks", "200", "--wait", "--timeout", "0.01")
     assert r.returncode == 4 and "tasks unfinished after 0.01 s" in r.stderr, r.stderr
+    # They stay queued: the key it made up is their handle (it was named only on success).
+    assert "rlsched: what was queued (if anything) has the key " in r.stderr, r.stderr
     stop = threading.Event()
 
     def keep_busy() -> None:  # work finishing all the while top measures its rate

@@ -239,6 +239,17 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
                 f"interrupted; what was queued stays queued: rlsched tasks --key {key} shows it, "
                 f"rlsched cancel --key {key} cancels what has not started"
             ) from None
+        except Exception as e:
+            # A lost answer or --timeout may leave tasks queued: without the key the user has no
+            # handle on them, and the same command again (a new key) would queue them twice.
+            named = args.key is not None or hasattr(e, "accepted")  # given, or PartlySubmitted names it
+            if not named and not getattr(e, "refused", False):
+                print(
+                    f"rlsched: what was queued (if anything) has the key {key}: rlsched status --key "
+                    f"{key} shows it; the same command with --key {key} queues only the rest",
+                    file=sys.stderr,
+                )
+            raise
         print(json.dumps(rows) if args.json else task_table(rows))
         if args.key is None and not args.json:  # a key it made up: the user's handle on them
             print(
