@@ -5,10 +5,13 @@ scenarios, runs only the runs its folder does not already hold.
 Each finished run is a line of ``runs.jsonl`` (the case, its status and metrics, and ``run_key``)
 and, for an ``ok`` run, ``run-details/KEY.npz``: its per-task latencies, completion times and GPU
 busy samples, which the report's figures draw. ``KEY`` hashes the case (scenario, scheduler, seed,
-rate, models, timeout, ...) with :func:`fingerprint`: a digest of the code the run depends on and
-the checksums of the model folders the evaluation names. A run is kept only when its key is a case of the new
-evaluation: one made by other code or another model (retrained in place) runs again. The details
-are arrays read with ``allow_pickle=False``: a folder's files are never unpickled.
+rate, models, ...; not the time limit), the scenario file's bytes and :func:`fingerprint`: a
+digest of the code the run depends on and the checksums of the model folders the evaluation
+names. A run is kept only when its key is a case of the new evaluation; a folder holding
+finished runs that are not (other settings, code or models, a scenario file since edited) is
+refused rather than emptied: they may be results the user still wants. Failed, timed-out and
+cut-short runs run again. The details are arrays read with ``allow_pickle=False``: a folder's
+files are never unpickled.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 
 from experiments.configs import EvalConfig
 from experiments.evaluation import Case, CaseResult
+from rlsched.errors import InputError
 
 #: Each finished run, one JSON line (kept if the evaluation is interrupted).
 RUNS = "runs.jsonl"
@@ -69,9 +73,23 @@ def fingerprint(cfg: EvalConfig) -> str:
 
 
 def run_key(case: Case, print_: str) -> str:
-    """The key of one run: its case and the evaluation's :func:`fingerprint`."""
-    text = json.dumps(asdict(case), sort_keys=True) + print_
+    """The key of one run: its case (but its time limit: a run that finished is the same run
+    under any limit), its scenario file's bytes (an edited file is another scenario) and the
+    evaluation's :func:`fingerprint`."""
+    fields = asdict(case)
+    fields.pop("timeout_s")
+    text = json.dumps(fields, sort_keys=True) + print_ + _file_digest(case.scenario)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _file_digest(entry: str) -> str:
+    """sha256 of the scenario file an entry names (``""`` for a built-in name)."""
+    from experiments.case_folders import split_suffix
+
+    path = Path(split_suffix(entry)[0]).expanduser()
+    if not path.is_file():
+        path = Path(entry).expanduser()  # a file whose own name holds a suffix character
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
 
 
 def held_runs(out: Path) -> int:
@@ -102,12 +120,25 @@ class RunLog:
         want = {run_key(c, self.print_): c for c in cases}
         kept: dict[Case, CaseResult] = {}
         lines: list[str] = []
+        others = 0
         if self.path.is_file():
             for line in self.path.read_text(encoding="utf-8").splitlines():
                 got = self._result(line, want)
                 if got is not None and got.case not in kept:
                     kept[got.case] = got
                     lines.append(line)
+                elif _ok_key(line) not in (None, *want):
+                    others += 1
+        if others:  # results the user may still want: said and kept, never deleted in silence
+            raise InputError(
+                "--resume",
+                "value",
+                "a folder whose finished runs are all runs of this evaluation",
+                str(self.out),
+                hint=f"{others} of its runs ran other schedulers, scenarios, seeds or settings, other "
+                "code or models, or a scenario file since edited, and resuming would delete them: give "
+                f"another --out, or move {self.path} and {self.details} aside to start afresh",
+            )
         self._rewrite(lines)
         keys = {run_key(c, self.print_) for c in kept}
         if self.details.is_dir():
@@ -181,3 +212,14 @@ class RunLog:
         tmp = self.path.with_name(RUNS + ".tmp")
         tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
         os.replace(tmp, self.path)
+
+
+def _ok_key(line: str) -> str | None:
+    """The run key of a finished ``ok`` run's line (``None`` for a line cut short, a failed or
+    timed-out run: those run again)."""
+    try:
+        d = json.loads(line)
+    except ValueError:
+        return None
+    ok = isinstance(d, dict) and d.get("status") == "ok"
+    return str(d.get("run_key")) if ok else None

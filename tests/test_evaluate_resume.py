@@ -70,19 +70,29 @@ def test_a_folder_holding_an_evaluation_is_refused_without_resume(tmp_path: Path
     assert (out / "runs.jsonl").read_text() == before  # nothing of it touched
 
 
-def test_runs_made_with_other_settings_or_cut_short_run_again(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_runs_of_other_settings_are_refused_not_deleted_and_a_cut_line_runs_again(  # type: ignore[no-untyped-def]
+    tmp_path: Path, capsys
+) -> None:
+    """Resuming with another setting deleted every earlier run in silence (24 of a grid, with one
+    flag mistyped); now refused, the folder as it was. A finished run is the same under another
+    time limit (raising --timeout reran them all), and a half-written line runs again."""
     tiny = tmp_path / "tiny.toml"
     tiny.write_text(TINY)
     out = tmp_path / "ev"
     assert _evaluate(tiny, out, "mct+speedup") == 0
+    before = (out / "runs.jsonl").read_text()
+    capsys.readouterr()
+    for other in (("--rate", "30"), ("--schedulers", "mct-mem+speedup")):
+        args = ["evaluate", "--scenarios", str(tiny), "--schedulers", "mct+speedup", "--seeds", "2"]
+        args += ["--jobs", "1", "--out", str(out), "--resume", *other]
+        assert main(args) == 2
+        assert "2 of its runs ran other " in capsys.readouterr().err
+        assert (out / "runs.jsonl").read_text() == before and len(list((out / "run-details").iterdir())) == 2
     with (out / "runs.jsonl").open("a") as f:
         f.write('{"scenario": "cut sho')  # the line an interruption left half-written
-    capsys.readouterr()
     assert _evaluate(tiny, out, "mct+speedup", "--resume", "--timeout", "300") == 0
-    assert "resuming: 0 of 2 runs kept" in capsys.readouterr().err  # another time limit: other runs
-    lines = (out / "runs.jsonl").read_text().splitlines()
-    assert len(lines) == 2 and all(json.loads(x)["timeout_s"] == 300 for x in lines)
-    assert len(list((out / "run-details").glob("*.npz"))) == 2  # the stale runs' details are gone
+    assert "resuming: 2 of 2 runs kept" in capsys.readouterr().err  # another time limit: the same runs
+    assert (out / "runs.jsonl").read_text() == before  # the cut line is gone, the runs kept
 
 
 def test_an_interrupted_evaluation_resumes_where_it_stopped(tmp_path: Path) -> None:
@@ -122,8 +132,17 @@ def test_runs_of_a_model_retrained_in_place_run_again(tmp_path: Path, capsys) ->
     assert "resuming: 2 of 2 runs kept" in capsys.readouterr().err
     meta = json.loads((model / "meta.json").read_text())
     (model / "meta.json").write_text(json.dumps({**meta, "retrained": "in place"}))
-    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 0
-    assert "resuming: 0 of 2 runs kept" in capsys.readouterr().err
+    before = (out / "runs.jsonl").read_text()
+    # Another network's runs: refused, not deleted (they are the old network's results).
+    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 2
+    err = capsys.readouterr().err
+    assert "rlsched: error: --resume: value: expected a folder whose finished runs are all runs of" in err
+    assert "2 of its runs ran other " in err and (out / "runs.jsonl").read_text() == before
+    # An edited scenario file is another scenario, the same way.
+    tiny.write_text(TINY.replace("tasks = 40", "tasks = 41"))
+    (model / "meta.json").write_text(json.dumps(meta))
+    assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 2
+    assert "2 of its runs ran other " in capsys.readouterr().err
 
 
 def test_the_code_digest_changes_with_the_code_runs_depend_on_only(tmp_path: Path) -> None:
