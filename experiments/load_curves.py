@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from experiments.case_folders import split_suffix
 from experiments.evaluation import LOAD_RANGE, BoundCase, Case, parse_entry, run_grid
 from experiments.report_stats import Summary
 from rlsched.errors import InputError
@@ -61,14 +62,15 @@ def parse_loads(text: str) -> tuple[float, ...]:
 
 
 def check_entries(scenarios: Sequence[str]) -> None:
-    """``--loads`` sets every rate: entries may not carry their own ``@RATE``.
+    """``--loads`` sets every rate: entries may not carry their own ``@RATE`` or ``~LOAD``.
 
     :raises InputError: naming ``--scenarios`` and the entry.
     """
     for entry in scenarios:
-        _, rate, _ = parse_entry(entry, None)
-        if rate is not None:
-            raise InputError("--scenarios", entry, "no @RATE with --loads (the loads set the rate)", entry)
+        name, rate, _ = parse_entry(entry, None)
+        if rate is not None or "~" in split_suffix(name)[1]:  # ~LOAD was dropped, its label kept
+            what = "@RATE" if rate is not None else "~LOAD"
+            raise InputError("--scenarios", entry, f"no {what} with --loads (the loads set the rate)", entry)
 
 
 def capacities(

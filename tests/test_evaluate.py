@@ -323,6 +323,15 @@ def other_version_model(tmp_path: Path) -> Path:
         (["--scenarios", "paper@x", "--schedulers", "mct"], "paper@x"),
         (["--scenarios", "paper"], "--schedulers"),
         (["--suite", "nope"], "--suite"),
+        # A repeat ran twice and its runs counted as two seeds ("runs ok 2/2" of one seed).
+        (
+            ["--scenarios", "paper", "--schedulers", "mct,mct-mem,mct"],
+            "--schedulers: value: expected each entry once",
+        ),
+        (
+            ["--scenarios", "paper#50,paper#50", "--schedulers", "mct"],
+            "--scenarios: value: expected each entry once",
+        ),
     ],
 )
 def test_bad_input_one_line_exit_2_before_work(tmp_path: Path, args: list[str], fragment: str) -> None:

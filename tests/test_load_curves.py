@@ -153,11 +153,15 @@ def test_bad_load_flags_one_line_exit_2(tmp_path: Path, args: list[str], fragmen
     assert not out.exists()
 
 
-def test_an_entry_with_its_own_rate_is_refused_with_loads(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("entry", "what"), [("paper@30", "@RATE"), ("paper~0.9#100", "~LOAD")])
+def test_an_entry_with_its_own_rate_or_load_is_refused_with_loads(
+    entry: str, what: str, tmp_path: Path
+) -> None:
+    """~LOAD with --loads was dropped in silence, the runs still labelled with it."""
     r = rlsched(
         "evaluate",
         "--scenarios",
-        "paper@30",
+        entry,
         "--schedulers",
         "mct",
         "--loads",
@@ -165,7 +169,8 @@ def test_an_entry_with_its_own_rate_is_refused_with_loads(tmp_path: Path) -> Non
         "--out",
         str(tmp_path / "o"),
     )
-    assert r.returncode == 2 and "paper@30" in r.stderr.strip().splitlines()[-1], r.stderr
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and entry in last and f"no {what} with --loads" in last, r.stderr
 
 
 def test_an_entry_may_name_its_offered_load() -> None:

@@ -129,6 +129,12 @@ def build_config(args: EvaluateArgs, argv: Sequence[str]) -> EvalConfig:
     if not args.suite and (args.scenarios is None or args.schedulers is None):
         missing = "--scenarios" if args.scenarios is None else "--schedulers"
         raise EvaluateError(missing, "value", "a value: give --suite, or both --scenarios and --schedulers")
+    for flag_name, items in (("--scenarios", scenarios), ("--schedulers", schedulers)):
+        again = next((x for i, x in enumerate(items) if x in items[:i]), None)
+        if again is not None:  # it ran twice and its two runs counted as two seeds
+            raise EvaluateError(
+                flag_name, "value", "each entry once (a repeat runs twice, as if a seed)", again
+            )
     n = seeds if args.seeds is None else args.seeds
     first = TEST_SEED_BASE if args.first_seed is None else args.first_seed
     runs = {}
