@@ -22,7 +22,7 @@ from experiments.case_folders import CaseInfo, split_suffix
 from experiments.report_stats import ARRIVAL_BOUND
 from experiments.report_writer import Block, _fmt
 from rlsched.policies.registry import is_clairvoyant_spec, is_learned_spec
-from rlsched.seeds import caption
+from rlsched.seeds import caption, seed_set
 
 #: Throughputs within this share of each other tie.
 TIE = 0.01
@@ -322,6 +322,14 @@ def _cells(s: RatioSummary) -> tuple[str, str, str]:
 
 def _seed_text(ratios: Sequence[CaseRatio], seeds: Sequence[int]) -> str:
     text = f"Runs on seeds {list(seeds)} ({caption(list(seeds))})."
+    used = sorted({seed_set(s) for s in seeds} & {"training", "validation"})
+    if used:
+        text += (
+            f" **The runs use {' and '.join(used)} seeds**: learning trains on training seeds and"
+            " chooses its checkpoints on validation seeds, so a learned pair's ratios on them are"
+            " not a measure of how it does on runs it never saw; that is the test set's"
+            " (`--first-seed 20000`)."
+        )
     per_case = {c.scenario: c.seed_set for c in ratios}
     sets = Counter(s for s in per_case.values() if s)
     if not sets:

@@ -44,13 +44,18 @@ def describe(seeds: tuple[int, ...] | list[int]) -> str:
 
 def caption(seeds: tuple[int, ...] | list[int]) -> str:
     """Which sets a list of seeds comes from, with their ranges (e.g. ``"test set, seeds
-    20000-29999, disjoint from the others"``)."""
-    spans = ", ".join(f"{r.start}-{r.stop - 1}" for n in _sets(seeds) if (r := SETS.get(n)) is not None)
-    return (
-        f"{describe(seeds)} set, seeds {spans}, disjoint from the others"
-        if spans
-        else f"{describe(seeds)} seeds"
-    )
+    20000-29999, disjoint from the others"``; ``"test + other sets, seeds 20000-29999 and 30000
+    up"`` for a mix).
+    """
+    names = _sets(seeds)
+    spans = [
+        f"{r.start}-{r.stop - 1}" if (r := SETS.get(n)) is not None else f"{TEST.stop} up" for n in names
+    ]
+    if names == ["other"]:
+        return "other seeds"
+    if len(names) == 1:
+        return f"{names[0]} set, seeds {spans[0]}, disjoint from the others"
+    return f"{describe(seeds)} sets, seeds " + " and ".join(spans)
 
 
 def training_seed(run_seed: int, episode: int) -> int:

@@ -264,3 +264,15 @@ def test_arrival_bound_cases_are_named_and_the_throughput_table_is_given_without
     # Without an arrival-bound case there is no second table.
     blocks = generalisation_blocks(case_ratios([r for r in rows if r["scenario"] == "b"]), [1, 2], tmp_path)
     assert not any("arrival-bound" in b.text for b in blocks)
+
+
+@pytest.mark.parametrize(("seeds", "cautioned"), [([20_000], False), ([10_001], True), ([0, 20_000], True)])
+def test_runs_on_training_or_validation_seeds_are_cautioned(
+    tmp_path: Path, seeds: list[int], cautioned: bool
+) -> None:
+    """The shipped checkpoint was chosen on validation seeds 10001-10003: a report on them compared
+    it with heuristics without a word."""
+    rows = [result_row("a", "mct+speedup", 2.0), result_row("a", "ldwp+speedup", 1.9)]
+    (tmp_path / "img").mkdir()
+    text = " ".join(b.text for b in generalisation_blocks(case_ratios(rows), seeds, tmp_path))
+    assert ("seeds**: learning trains on training seeds" in text) is cautioned, text[:600]

@@ -40,6 +40,10 @@ def test_sets_are_disjoint_and_named() -> None:
     # a report's caption says the ranges, not the module that holds them
     assert caption([20_000, 20_001]) == "test set, seeds 20000-29999, disjoint from the others"
     assert caption([30_000]) == "other seeds"
+    # A mix names each set's range, and no "disjoint from the others" (it read "test + other set,
+    # seeds 20000-29999, disjoint from the others" for seeds 29999 and 30000).
+    assert caption([29_999, 30_000]) == "test + other sets, seeds 20000-29999 and 30000 up"
+    assert caption([19_999, 20_000]) == "validation + test sets, seeds 10000-19999 and 20000-29999"
 
 
 @pytest.mark.parametrize("run_seed", [0, 1, 11, 10_000, 123_456])
