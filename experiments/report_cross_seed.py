@@ -13,6 +13,7 @@ scheduler that runs one pair per case, on the first measure.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -49,6 +50,8 @@ class CrossSeedRatio:
     :param picked: the pair picked for each measured seed, in seed order.
     :param seeds: the measured seeds.
     :param ratios: one ratio per measured seed.
+    :param failed: the learned pair has a failed or timed-out run on the case: no ratio, and the
+        case counts against every share (as in the section above).
     """
 
     scenario: str
@@ -57,11 +60,13 @@ class CrossSeedRatio:
     picked: tuple[str, ...]
     seeds: tuple[int, ...]
     ratios: tuple[float, ...]
+    failed: bool = False
 
     @property
     def ratio(self) -> float:
-        """The case's ratio: the geometric mean over its seeds (0 when a seed read 0)."""
-        return geomean(self.ratios)
+        """The case's ratio: the geometric mean over its seeds (0 when a seed read 0; NaN when
+        the pair failed on the case)."""
+        return geomean(self.ratios) if self.ratios else math.nan
 
 
 def _by_case_and_seed(rows: Sequence[dict]) -> dict[CaseKey, dict[int, list[dict]]]:
@@ -88,6 +93,7 @@ def cross_seed_ratios(rows: Sequence[dict]) -> list[CrossSeedRatio]:
         if len(seeds) < 2:
             continue
         per: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
+        failed: set[str] = set()
         for s in seeds:
             others = [r for t in seeds if t != s for r in by_seed[t]]
             picked = best_heuristic(next(iter(case_means(others).values())), heuristics)
@@ -99,19 +105,35 @@ def cross_seed_ratios(rows: Sequence[dict]) -> list[CrossSeedRatio]:
             per[CEILING].append((s, picked, ref.throughput / (here[best_here].throughput or 1.0)))
             for pair in learned:
                 own = here.get(pair, PairMean(None, None)).throughput
-                if own is not None:
+                if own is None:  # a failed run: the case counts against the pair, not dropped
+                    failed.add(pair)
+                else:
                     per[pair].append((s, picked, own / ref.throughput))
         for pair, xs in per.items():
+            if pair in failed:
+                continue
             seeds_, picks, ratios = zip(*xs, strict=True)
             out.append(CrossSeedRatio(sc, load, pair, tuple(picks), tuple(seeds_), tuple(ratios)))
+        if CEILING in per:
+            out += [CrossSeedRatio(sc, load, p, (), (), (), failed=True) for p in learned if p in failed]
     return out
 
 
 def _row(pair: str, mine: list[CrossSeedRatio]) -> tuple[str, ...]:
-    xs = sorted(c.ratio for c in mine)
-    geo = geomean(xs)
-    shares = (f"{100 * sum(x >= g - _EPS for x in xs) / len(xs):.0f} %" for g in GOALS)
-    return (pair, str(len(xs)), _fmt(geo), _fmt(xs[0]), _fmt(statistics.median(xs)), *shares)
+    xs = sorted(c.ratio for c in mine if not c.failed)
+    failed = len(mine) - len(xs)
+    shares = (f"{100 * sum(x >= g - _EPS for x in xs) / len(mine):.0f} %" for g in GOALS)
+    if not xs:
+        return (pair, str(len(mine)), "–", "–", "–", *shares, str(failed))
+    return (
+        pair,
+        str(len(mine)),
+        _fmt(geomean(xs)),
+        _fmt(xs[0]),
+        _fmt(statistics.median(xs)),
+        *shares,
+        str(failed),
+    )
 
 
 HOW_TO_READ = (
@@ -123,9 +145,10 @@ HOW_TO_READ = (
     "itself against each seed's own best heuristic pair: what a scheduler that knew each case's "
     "best pair from its other seeds would read against the best pair of the seed it runs — the "
     "ceiling, on that reference, of any scheduler that runs one pair per case. Per-case ratios are "
-    "in `results.json` (`against_pair_picked_on_other_seeds`)."
+    "in `results.json` (`against_pair_picked_on_other_seeds`). A learned pair with a failed run on a "
+    "case has no ratio there and counts against every share (`failed`)."
 )
-HEAD = ("pair", "cases", "geometric mean", "min", "median", *(f"≥ {g:g}×" for g in GOALS))
+HEAD = ("pair", "cases", "geometric mean", "min", "median", *(f"≥ {g:g}×" for g in GOALS), "failed")
 
 
 def cross_seed_blocks(ratios: Sequence[CrossSeedRatio]) -> list[Block]:
@@ -136,7 +159,7 @@ def cross_seed_blocks(ratios: Sequence[CrossSeedRatio]) -> list[Block]:
     for c in ratios:
         groups[c.pair].append(c)
     order = [p for p in groups if p != CEILING] + ([CEILING] if CEILING in groups else [])
-    worst = sorted(groups.get(CEILING, []), key=lambda c: c.ratio)[:3]
+    worst = sorted(groups.get(CEILING, []), key=lambda c: c.ratio)[:3]  # the ceiling never fails
     text = ", ".join(f"{scenario_label(c.scenario, c.load)} {c.ratio:.3f}" for c in worst)
     blocks = [
         Block("h3", "Against the pair chosen on other seeds"),
