@@ -269,7 +269,8 @@ def scenario_label(scenario: str, load: float | None) -> str:
 
 # ---- the section -----------------------------------------------------------------------------------
 HOW_TO_READ = (
-    "A **learned** pair runs a trained network (selector `ldwp` or placer `iawp-rl`); a "
+    "A **learned** pair runs a trained network (selector `ldwp` or placer `iawp-rl`) or `auto` (a "
+    "fitted recogniser choosing among heuristic pairs); a "
     "**heuristic** pair is any other, except clairvoyant references such as `oracle` (they read the"
     " simulator's ground truth). A case is one scenario file (at one offered load under `--loads`)."
     " On each case every pair's throughput and mean latency are averaged over the seeds; the **best"

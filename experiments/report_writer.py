@@ -326,11 +326,11 @@ def scenario_blocks(sc: str, runs: dict[str, list[dict]], images: list[tuple[str
             "run's throughput bound for the same seed (capacity, arrivals and network; 1 = nothing left to "
             "gain); `of gap`: the share of the gap from the best heuristic pair of the same seed to that "
             "bound which the scheduler closes (1 = reaches the bound, 0 = no better than the best "
-            "heuristic, negative = worse; heuristic = neither `ldwp` nor `iawp-rl`, not clairvoyant; "
+            "heuristic, negative = worse; heuristic = neither `ldwp`, `iawp-rl` nor `auto`, not clairvoyant; "
             "empty on arrival-bound seeds and where the best heuristic is within 0.1 % of the bound); "
             "`of oracle`: over the best "
             "`oracle` (clairvoyant greedy "
-            "reference, not a bound) of the same seed; `not completed`: lost + unschedulable tasks; "
+            "reference, not a bound) of the same seed; `not completed`: lost + unschedulable + failed tasks; "
             "`decision µs`: wall time per stage-1 decision; `run wall s`: the whole simulated run; "
             "`clairvoyant`: a reference that reads the simulator's ground truth, which no real "
             "scheduler can (never counted as the best scheduler).",
