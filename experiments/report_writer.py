@@ -68,7 +68,7 @@ def build_rows(results: Sequence[CaseResult], bounds: dict[BoundCase, dict | str
         c = r.case
         b = bounds.get(BoundCase(c.scenario, c.seed, c.rate, c.arrival_scale))
         row: dict = {"scenario": c.scenario, "scheduler": c.scheduler, "seed": c.seed, "rate": c.rate}
-        row["arrival_scale"] = c.arrival_scale
+        row["arrival_scale"], row["rebalance"] = c.arrival_scale, c.rebalance
         row["status"], row["error"] = r.status, r.error
         for k in METRICS:
             row[k] = r.metrics.get(k) if r.status == "ok" else None

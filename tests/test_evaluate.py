@@ -147,6 +147,7 @@ def test_every_file_is_written(report: Path) -> None:
     sim = json.loads(rlsched("simulate", "--scenario", "paper#20", "--json").stdout)
     ok = next(r for r in rows if r["status"] == "ok")
     assert set(sim) <= set(ok), set(sim) - set(ok)
+    assert ok["rebalance"] is False  # how the run was made, beside what it measured
     assert ok["throughput_per_min"] == pytest.approx(ok["throughput"] * 60)
 
 
