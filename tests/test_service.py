@@ -351,6 +351,11 @@ def test_client_and_cli_commands(server: Server) -> None:
         )
         assert r.returncode == rc, (url, extra, r.stderr)
     assert r.stderr.startswith(f"rlsched: unavailable: {dead}: cannot reach the service"), r.stderr
+    # An address without a scheme is bad input (2), not a service away for now (4: "retry later").
+    r = subprocess.run(
+        [*bare, "--url", dead.removeprefix("http://")], env=env, capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "--url: value: expected an http:// or https:// URL" in r.stderr, r.stderr
 
 
 def test_mct_drain_serves_on_the_rates_the_cluster_measured(tmp_path: Path) -> None:

@@ -161,6 +161,9 @@ def with_client(given: str | None, token_env: str, act: Callable[[Client], None]
     """Run ``act`` against the service (``--url``, else ``$RLSCHED_URL``, else the default); its
     absence or trouble is exit 4, its refusal of the request as asked (a 4xx) exit 5."""
     url = given or os.environ.get("RLSCHED_URL") or DEFAULT_URL
+    if not url.startswith(("http://", "https://")):  # else "cannot reach": exit 4, "retry later"
+        source = "--url" if given else "$RLSCHED_URL"
+        raise InputError(source, "value", "an http:// or https:// URL, e.g. http://127.0.0.1:8470", url)
     from runtime.service.extra import CLIENT_MODULES, require_serve_extra
 
     require_serve_extra("the rlsched client commands", CLIENT_MODULES)
