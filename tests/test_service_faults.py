@@ -120,6 +120,26 @@ def test_a_refusal_before_the_body_closes_the_connection_and_odd_json_is_a_422(
     assert "Traceback" not in server.log.read_text()
 
 
+def test_a_key_sent_again_with_another_task_is_refused_and_nothing_of_its_batch_queued(
+    server: ServiceProcess,
+) -> None:
+    """A key names one task: sent again with another, it answered 200 with the first task, and
+    the second was never queued. The same task again is still found (200)."""
+    url, h = f"{server.url}/v1/tasks", headers("video")
+    first = httpx.post(url, json={"app": "fft", "idempotency_key": "reused-1"}, headers=h)
+    assert first.status_code == 201
+    again = httpx.post(url, json={"app": "fft", "idempotency_key": "reused-1"}, headers=h)
+    assert again.status_code == 200 and again.json()[0]["id"] == first.json()[0]["id"]
+    other = httpx.post(url, json={"app": "kmeans", "chunk": 9, "idempotency_key": "reused-1"}, headers=h)
+    assert other.status_code == 422 and other.json()["detail"][0]["loc"] == ["body", "idempotency_key"]
+    assert f"names task {first.json()[0]['id']}" in other.json()["detail"][0]["msg"], other.text
+    batch = [{"app": "fft", "idempotency_key": "fresh-1"}, {"app": "matmul", "idempotency_key": "reused-1"}]
+    r = httpx.post(url, json=batch, headers=h)
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 1, "idempotency_key"], r.text
+    listed = httpx.get(f"{server.url}/v1/tasks", params={"key_prefix": "fresh-"}, headers=h).json()
+    assert listed["tasks"] == []  # the batch was refused whole
+
+
 def test_a_path_cannot_write_a_line_of_its_own_into_the_log(server: ServiceProcess) -> None:
     """A %0A in the path was decoded into the text log as a newline: a second, forged line
     (`... INFO POST /v1/admin/reload 200 tenant=ops`), from anyone who reaches the port."""

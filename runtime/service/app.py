@@ -41,10 +41,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import time
 from collections.abc import Sequence
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.exception_handlers import request_validation_exception_handler
@@ -62,6 +61,7 @@ from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
 from runtime.service.access_log import AccessLog
+from runtime.service.api_errors import echoable, invalid, one_branch
 from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
@@ -69,6 +69,7 @@ from runtime.service.promotion import PromotionError
 from runtime.service.reload import ReloadRefused
 from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask, StorageError
+from runtime.service.store_rows import KeyReused
 
 MAX_BATCH = 1000
 #: Largest task id (SQLite's INTEGER): larger ids answer 422, not a server error.
@@ -187,45 +188,6 @@ def _out(row: Any) -> TaskOut:
     return TaskOut(**{k: v for k, v in d.items() if k in TaskOut.model_fields})
 
 
-#: The branches of ``POST /v1/tasks``'s body (one task, or a list), as pydantic tags the errors of each.
-_BODY_BRANCHES = {"TaskIn": dict, "list[TaskIn]": list}
-
-
-def _one_branch(errors: Sequence[Any], body: Any) -> list[Any]:
-    """A task body's errors without those of the branch its shape did not take: a list of tasks
-    with one bad field is told of that field (``loc: ["body", 0, "priority"]``), not also that
-    a list is not one task (pydantic reports every branch of ``TaskIn | list[TaskIn]``)."""
-    out = []
-    for err in errors:
-        loc = tuple(err.get("loc", ()))
-        shape = _BODY_BRANCHES.get(loc[1]) if len(loc) > 1 and loc[0] == "body" else None
-        if shape is None:
-            out.append(err)
-        elif isinstance(body, shape):
-            out.append({**err, "loc": (loc[0], *loc[2:])})
-    return out or list(errors)
-
-
-def _echoable(value: Any) -> Any:
-    """``value`` as strict JSON can carry it: a float JSON has no number for (NaN, Infinity, which
-    Python's parser accepts) as its text, a string with a lone surrogate escaped. The 422 echoes the
-    input it refuses, and these made it a 500 with a traceback in the log."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return repr(value)
-    if isinstance(value, str):
-        return value.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(value, dict):
-        return {k: _echoable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return type(value)(_echoable(v) for v in value)
-    return value
-
-
-def _invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
-    """Answer 422 in the shape of every other validation error (the published schema's)."""
-    raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": got}])
-
-
 def current_tenant(request: Request, authorization: Annotated[str | None, Header()] = None) -> Tenant:
     """The caller: the tenant :class:`~runtime.service.guard.RequestGuard` authenticated before the
     body was read (or, without the guard, the one its bearer token names, in constant time)."""
@@ -259,9 +221,9 @@ def _live_node(body: NodeIn) -> LiveNode:
         try:
             gpu_model(g.model)
         except KeyError:
-            _invalid(("body", "gpus", i, "model"), f"a GPU model of the catalog ({model_names()})", g.model)
+            invalid(("body", "gpus", i, "model"), f"a GPU model of the catalog ({model_names()})", g.model)
     if body.cpu_cores == 0 and not body.gpus:
-        _invalid(("body", "cpu_cores"), "at least one CPU core or one GPU", 0)
+        invalid(("body", "cpu_cores"), "at least one CPU core or one GPU", 0)
     gpus = tuple(LiveGpu(g.model, g.index, g.mem_mib, g.speed) for g in body.gpus)
     return LiveNode(body.name, body.cpu_cores, gpus, body.streams_per_gpu, body.host_mem_gib)
 
@@ -297,7 +259,7 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, e: RequestValidationError) -> JSONResponse:
-        errors = [_echoable(err) for err in _one_branch(e.errors(), e.body)]
+        errors = [echoable(err) for err in one_branch(e.errors(), e.body)]
         return await request_validation_exception_handler(
             request, RequestValidationError(errors, body=e.body)
         )
@@ -315,11 +277,11 @@ def create_app(service: Service) -> FastAPI:
     def submit(body: TaskIn | list[TaskIn], who: Caller, response: Response) -> list[TaskOut]:
         items = body if isinstance(body, list) else [body]
         if not items or len(items) > MAX_BATCH:
-            _invalid(("body",), f"1 to {MAX_BATCH} tasks", len(items))
+            invalid(("body",), f"1 to {MAX_BATCH} tasks", len(items))
         for i, t in enumerate(items):
             if t.app not in LIVE_APPS:  # where the schema's own errors would put it
                 where = ("body", i, "app") if isinstance(body, list) else ("body", "app")
-                _invalid(where, f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
+                invalid(where, f"one of {', '.join(sorted(LIVE_APPS))}", t.app)
         reason = service.admission(who, len(items))
         keys = [t.idempotency_key for t in items if t.idempotency_key is not None]
         if reason is not None and keys:
@@ -332,7 +294,15 @@ def create_app(service: Service) -> FastAPI:
             service.metrics.rejected.labels(who.name).inc(len(items))
             raise HTTPException(429, reason, {"Retry-After": str(RETRY_AFTER_S)})
         new = [NewTask(t.app, t.stream, t.chunk, t.priority, t.deadline_s, t.idempotency_key) for t in items]
-        rows = service.store.submit(who.name, new)
+        try:
+            rows = service.store.submit(who.name, new)
+        except KeyReused as e:
+            where = (
+                ("body", e.index, "idempotency_key")
+                if isinstance(body, list)
+                else ("body", "idempotency_key")
+            )
+            invalid(where, f"a key not used for another task (it names task {e.task_id})", e.key)
         late = failpoints.first("submit-late")
         if late is not None:
             time.sleep(float(late))
@@ -437,7 +407,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             return service.switch_scheduler(body.scheduler)
         except ValueError as e:
-            _invalid(("body", "scheduler"), str(e), body.scheduler)
+            invalid(("body", "scheduler"), str(e), body.scheduler)
 
     @app.get("/v1/admin/models")
     def list_models(who: Admin) -> dict[str, Any]:
@@ -448,7 +418,7 @@ def create_app(service: Service) -> FastAPI:
         try:
             return service.start_canary(body.scheduler, body.selector_model)
         except InputError as e:
-            _invalid(
+            invalid(
                 ("body", "selector_model" if e.field != "scheduler" else "scheduler"), str(e), body.scheduler
             )
 

@@ -51,6 +51,7 @@ from runtime.service.store_rows import (
     NewTask,
     StorageError,
     TaskRow,
+    check_same,
     storage_error,
 )
 
@@ -232,9 +233,9 @@ class TaskStore:
             # The keys already used, looked up inside the transaction: a concurrent batch with the
             # same keys waits for this one.
             seen = reads.by_keys(self._db, tenant, [t.idem_key for t in tasks if t.idem_key is not None])
-            for t in tasks:
+            for i, t in enumerate(tasks):
                 if t.idem_key is not None and t.idem_key in seen:
-                    out.append((seen[t.idem_key], False))
+                    out.append((check_same(i, seen[t.idem_key], t), False))  # a key names one task
                     continue
                 cur = self._db.execute(
                     "INSERT INTO tasks (tenant, app, stream, chunk, priority, deadline_s, idem_key, "

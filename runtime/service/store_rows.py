@@ -124,3 +124,34 @@ def storage_error(e: sqlite3.Error) -> StorageError:
     if name.startswith("SQLITE_READONLY"):
         return StorageError("readonly", str(e))
     return StorageError("unavailable", str(e))
+
+
+class KeyReused(ValueError):
+    """An idempotency key sent again with another task: a key names one task, so the batch is
+    refused whole (a client whose keys collide lost the second task without a word).
+
+    :param index: the task's position in its batch.
+    :param key: the key.
+    :param task_id: the task the key names.
+    """
+
+    def __init__(self, index: int, key: str, task_id: int) -> None:
+        super().__init__(f"idempotency key {key!r} names task {task_id}, another task")
+        self.index, self.key, self.task_id = index, key, task_id
+
+
+def check_same(index: int, row: TaskRow, t: NewTask) -> TaskRow:
+    """``row``, the task ``t``'s key names; refused if it is another task (app, stream, chunk,
+    priority, deadline).
+
+    :raises KeyReused: naming the key and the task it names.
+    """
+    if (row.app, row.stream, row.chunk, row.priority, row.deadline_s) != (
+        t.app,
+        t.stream,
+        t.chunk,
+        t.priority,
+        t.deadline_s,
+    ):
+        raise KeyReused(index, t.idem_key or "", row.id)
+    return row
