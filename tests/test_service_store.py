@@ -9,7 +9,10 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from runtime.service.store import NewTask, TaskStore
+from runtime.service.store_rows import KeyReused
 
 
 def test_a_queue_without_the_result_column_gains_it_and_keeps_its_tasks(tmp_path: Path) -> None:
@@ -253,7 +256,7 @@ def test_a_key_names_one_task_of_its_tenant_within_a_batch_and_across_batches(tm
     its own."""
     store = TaskStore(tmp_path / "q.db")
     try:
-        batch = [NewTask("fft", chunk=k, idem_key=f"s/{k % 700}") for k in range(1400)]
+        batch = [NewTask("fft", chunk=k % 700, idem_key=f"s/{k % 700}") for k in range(1400)]
         first = store.submit("a", batch)
         assert [c for _, c in first] == [True] * 700 + [False] * 700
         assert [r.id for r, _ in first[700:]] == [r.id for r, _ in first[:700]]
@@ -264,6 +267,12 @@ def test_a_key_names_one_task_of_its_tenant_within_a_batch_and_across_batches(tm
         other = store.submit("b", [NewTask("fft", idem_key="s/0")])
         assert other[0][1] and other[0][0].id not in {r.id for r, _ in first}
         assert store.counts()["a", "queued"] == 701 and store.counts()["b", "queued"] == 1
+        # A key names one task: sent with another, the batch is refused whole.
+        with pytest.raises(KeyReused, match="'s/3' names task"):
+            store.submit(
+                "a", [NewTask("fft", idem_key="s/fresh"), NewTask("kmeans", chunk=3, idem_key="s/3")]
+            )
+        assert store.known_keys("a", ["s/fresh"]) == 0 and store.counts()["a", "queued"] == 701
     finally:
         store.close()
 
