@@ -140,6 +140,29 @@ def test_a_key_sent_again_with_another_task_is_refused_and_nothing_of_its_batch_
     assert listed["tasks"] == []  # the batch was refused whole
 
 
+def test_a_tenant_without_the_admin_role_is_refused_before_its_body_and_a_gone_client_is_not_a_500(
+    server: ServiceProcess,
+) -> None:
+    """A malformed body to a cluster operation got 422 from a tenant that may not ask at all (the
+    body was read and parsed first); a client that hung up mid-body was logged as 500."""
+    h = {**headers("video"), "content-type": "application/json"}
+    r = httpx.put(f"{server.url}/v1/admin/scheduler", content='{"scheduler": ', headers=h)
+    assert r.status_code == 403 and "need the admin role" in r.json()["detail"], r.text
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(
+        (
+            f"POST /v1/tasks HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {TOKENS['video']}\r\n"
+            'Content-Type: application/json\r\nContent-Length: 100\r\n\r\n[{"app": '
+        ).encode()
+    )
+    s.close()
+    deadline = time.monotonic() + 10
+    while " 499 tenant=video" not in server.log.read_text():
+        assert time.monotonic() < deadline, server.log.read_text()[-2000:]
+        time.sleep(0.1)
+    assert "POST /v1/tasks 500" not in server.log.read_text()
+
+
 def test_a_path_cannot_write_a_line_of_its_own_into_the_log(server: ServiceProcess) -> None:
     """A %0A in the path was decoded into the text log as a newline: a second, forged line
     (`... INFO POST /v1/admin/reload 200 tenant=ops`), from anyone who reaches the port."""

@@ -8,7 +8,7 @@ import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from runtime.service.guard import TENANT_KEY
+from runtime.service.guard import GONE_KEY, TENANT_KEY
 
 log = logging.getLogger("runtime.service.access")
 
@@ -56,7 +56,7 @@ class AccessLog:
                 fields = {
                     "method": scope["method"],
                     "path": _printable(scope["path"]),
-                    "status": status,
+                    "status": 499 if scope.get(GONE_KEY) else status,  # nginx's "client closed request"
                     "tenant": getattr(scope.get(TENANT_KEY), "name", "-"),
                     "ms": round((time.perf_counter() - t0) * 1000.0, 1),
                 }

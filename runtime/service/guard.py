@@ -3,7 +3,8 @@
 An ASGI middleware, outermost, so that nothing reads a byte of a body before it:
 
 1. Every path but the public ones (health, metrics, the API's own description) needs a valid
-   bearer token; without one the answer is 401 and the body is never read.
+   bearer token; without one the answer is 401 and the body is never read. A cluster operation
+   (``/v1/admin/...``) from a tenant without the admin role is 403, also before the body.
 2. The body is read here, chunk by chunk, and counted as it arrives, whatever its framing: a
    ``Content-Length`` over the limit is refused before any byte is read, and a chunked upload is
    refused (413) as soon as it passes the limit. The server then closes the connection rather
@@ -36,6 +37,10 @@ PUBLIC_PATHS = frozenset(
 )
 #: ASGI scope key under which the authenticated tenant reaches the route.
 TENANT_KEY = "rlsched.tenant"
+#: Paths of cluster operations: a tenant without the admin role is refused from the headers.
+ADMIN_PREFIX = "/v1/admin/"
+#: ASGI scope key set when the client went away before its body was read (nobody to answer).
+GONE_KEY = "rlsched.client_gone"
 
 
 class _TooLarge(Exception):
@@ -82,6 +87,10 @@ class RequestGuard:
                 await _reply(send, 401, "authorization: a valid bearer token", {"www-authenticate": "Bearer"})
                 return
             scope[TENANT_KEY] = tenant
+            if scope["path"].startswith(ADMIN_PREFIX) and not tenant.admin:
+                # Before the body: a malformed one got 422 from a tenant that may not ask at all.
+                await _reply(send, 403, f"tenant {tenant.name}: cluster operations need the admin role")
+                return
         size = headers.get("content-length")
         if size is not None and (not size.isdigit() or int(size) > self.max_body):
             await _reply(send, 413, f"body: at most {self.max_body} bytes")
@@ -95,7 +104,8 @@ class RequestGuard:
             await _reply(send, 413, f"body: at most {self.max_body} bytes")
             return
         except _Disconnected:
-            return  # nobody is left to answer
+            scope[GONE_KEY] = True  # nobody is left to answer; the access log says so, not 500
+            return
         await self.app(scope, _replay(body, receive), send)
 
     async def _read(self, receive: Receive) -> bytes:
