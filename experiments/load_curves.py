@@ -101,6 +101,14 @@ def capacities(
     results, _ = run_grid(cases, [], jobs, progress)
     for r in results:
         thr = r.metrics.get("throughput") if r.status == "ok" else None
+        if r.status == "timeout":  # the limit is what to change, not the scheduler
+            raise InputError(
+                "--timeout",
+                "value",
+                f"a time limit the --load-of reference {load_of} saturated on "
+                f"{r.case.scenario} (seed {r.case.seed}) runs within",
+                r.case.timeout_s,
+            )
         if not thr:
             why = r.error or "no throughput"
             raise InputError("--load-of", load_of, "a scheduler that runs every scenario", why)

@@ -191,3 +191,15 @@ def test_a_bad_load_entry_is_named(tmp_path: Path, entry: str) -> None:
     r = rlsched("evaluate", "--scenarios", entry, "--schedulers", "mct", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and entry in r.stderr.strip().splitlines()[-1], r.stderr
     assert "'~'" in r.stderr or "@RATE or ~LOAD" in r.stderr or "'@'" in r.stderr
+
+
+def test_a_reference_run_past_the_time_limit_names_the_limit_not_the_scheduler(tmp_path: Path) -> None:
+    """It said --load-of's scheduler does not run every scenario, got 'passed its time limit'."""
+    args = ["--scenarios", "interference-saturated#300", "--schedulers", "mct", "--seeds", "1", "--jobs", "1"]
+    args += ["--loads", "0.5", "--load-of", "mct+mlsm", "--timeout", "0.01", "--out", str(tmp_path / "o")]
+    r = rlsched("evaluate", *args)
+    last = r.stderr.strip().splitlines()[-1]
+    assert r.returncode == 2 and last.startswith("rlsched: error: --timeout: value: expected a time limit"), (
+        r.stderr
+    )
+    assert "the --load-of reference mct+mlsm saturated on interference-saturated#300" in last, last
