@@ -258,6 +258,30 @@ def _slow_cluster(folder: Path) -> Path:
     return p
 
 
+def test_an_idle_service_says_not_ready_once_its_queue_file_refuses_writes(tmp_path: Path) -> None:
+    """No client writes, and the queue file turns read-only (the ``store-readonly`` failpoint,
+    from 6 s after the queue opens): ``/readyz`` answers 503 naming the storage within the idle
+    probe's period (``PROBE_IDLE_S``), so a load balancer stops routing submissions to it before a
+    client's write fails. Reads still answer. Without the idle probe (checked by hand, 2026-12-07)
+    it stayed 200 for the whole read-only window."""
+    port = free_port()
+    s = ServiceProcess(
+        service_config(tmp_path, port), port, env={"RLSCHED_FAILPOINTS": "store-readonly=6-120"}
+    )
+    s.start()
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            ready = httpx.get(f"{s.url}/readyz", timeout=10)
+            if ready.status_code != 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.25)
+        assert ready.status_code == 503 and "readonly" in ready.json()["storage"], ready.text
+        assert httpx.get(f"{s.url}/v1/tasks", headers=headers("video"), timeout=10).status_code == 200
+    finally:
+        s.stop()
+
+
 def test_a_removed_nodes_late_result_is_refused_through_the_service(tmp_path: Path) -> None:
     """Node ``a`` is removed mid-task; its tasks run again on ``b``; 0.3 s later ``a``'s results
     arrive anyway (the ``late-result`` failpoint: a partitioned node that finished). Each is

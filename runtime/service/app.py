@@ -34,7 +34,8 @@ than :data:`MAX_BODY_BYTES` get 413, however they are framed; every malformed va
 its field; a body not received within the service's ``request_timeout_s`` gets 408, an answer not
 ready by then 503 (a submission that was committed meanwhile is found again by its idempotency
 key). When the queue's file refuses writes (full: 507; read-only or failing: 503, both with
-``Retry-After``) nothing was written, and ``readyz`` answers 503 until it takes writes again.
+``Retry-After``) nothing was written, and ``readyz`` answers 503 until it takes writes again
+(an idle service finds out by a probe write every ``PROBE_IDLE_S``).
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ CHECKPOINT_WAL_EVERY = 4
 #: Ticks between two removals of finished tasks past the retention (every 2 s: with nothing due
 #: a call is one indexed read, a few microseconds).
 PRUNE_EVERY = 8
+#: An idle queue is probed with a small write after this long without one, so that ``readyz``
+#: turns 503 when its file stops taking writes before a client's write finds out.
+PROBE_IDLE_S = 5.0
 
 
 class Service:
@@ -248,8 +251,8 @@ class Service:
         while not self._stopping.wait(TICK_S):
             n += 1
             try:
-                if self.store.degraded is not None:
-                    self.store.probe()  # readyz turns 200 again as soon as the file takes writes
+                if self.store.degraded is not None or self.store.idle_s() >= PROBE_IDLE_S:
+                    self.store.probe()  # readyz follows the file within a tick, or PROBE_IDLE_S
                 self.cluster.tick()
                 self.learning.tick()
                 self.promotion.check()

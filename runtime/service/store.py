@@ -83,6 +83,7 @@ class TaskStore:
         self._created = [self.path, f"{self.path}-wal", f"{self.path}-shm"] if new else []
         self._lock = threading.Lock()
         self._opened = time.monotonic()
+        self._last_write = self._opened
         self._faults = {n: False for n in ("store-full", "store-readonly") if failpoints.window(n)}
         #: The last write SQLite refused, until a write succeeds again (``None``: healthy).
         self.degraded: StorageError | None = None
@@ -164,6 +165,7 @@ class TaskStore:
             raise
         self._counts.update(self._delta)  # committed: the counts follow
         self.degraded = None
+        self._last_write = time.monotonic()
 
     def _rollback(self) -> None:
         if self._db.in_transaction:
@@ -211,6 +213,10 @@ class TaskStore:
             self._checkpointer = sqlite3.connect(self.path, check_same_thread=False)
         with contextlib.suppress(sqlite3.Error):  # busy or degraded: the next second tries again
             self._checkpointer.execute("PRAGMA wal_checkpoint(PASSIVE)")
+
+    def idle_s(self) -> float:
+        """Seconds since the last write this store committed (or since it opened)."""
+        return time.monotonic() - self._last_write
 
     def probe(self) -> bool:
         """Try a small write (it grows the file by nothing once written): True if the store
