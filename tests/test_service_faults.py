@@ -120,6 +120,25 @@ def test_a_refusal_before_the_body_closes_the_connection_and_odd_json_is_a_422(
     assert "Traceback" not in server.log.read_text()
 
 
+def test_a_body_that_is_not_json_gets_415_and_get_on_a_post_only_path_405(server: ServiceProcess) -> None:
+    """`curl -d` sends `application/x-www-form-urlencoded`: the body was validated as raw bytes and
+    the 422 said a task is not an object, never naming the header (415 now). `GET
+    /v1/tasks/lookup` was taken by the id route: 422 for an id "lookup" (405, `Allow: POST`)."""
+    url, h = f"{server.url}/v1/tasks", headers("video")
+    body = '{"app": "fft"}'
+    form = httpx.post(url, content=body, headers={**h, "content-type": "application/x-www-form-urlencoded"})
+    assert form.status_code == 415 and "Content-Type: expected application/json" in form.text, form.text
+    bare = httpx.post(url, content=body, headers=h)  # FastAPI reads no body as JSON without the header
+    assert bare.status_code == 415 and "none given" in bare.text, bare.text
+    sent = {**h, "content-type": "application/json; charset=utf-8"}
+    assert httpx.post(url, content=body, headers=sent).status_code == 201
+    for path in ("lookup", "cancel"):
+        r = httpx.get(f"{url}/{path}", headers=h)
+        assert r.status_code == 405 and r.headers["allow"] == "POST", (path, r.status_code, r.text)
+    assert httpx.get(f"{url}/nine", headers=h).status_code == 422  # an id that is not one
+    assert httpx.get(f"{url}/lookup").status_code == 401  # the token first, as everywhere
+
+
 def test_a_key_sent_again_with_another_task_is_refused_and_nothing_of_its_batch_queued(
     server: ServiceProcess,
 ) -> None:

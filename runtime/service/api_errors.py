@@ -46,3 +46,19 @@ def echoable(value: Any) -> Any:
 def invalid(loc: tuple[str | int, ...], msg: str, got: object) -> NoReturn:
     """Answer 422 in the shape of every other validation error (the published schema's)."""
     raise RequestValidationError([{"type": "value_error", "loc": loc, "msg": msg, "input": got}])
+
+
+def not_json_body(errors: Sequence[Any], content_type: str | None) -> str | None:
+    """Why a body was not read, when it was refused for a ``Content-Type`` that is not JSON, or
+    none (``curl -d`` sends ``application/x-www-form-urlencoded``; FastAPI reads a body as JSON
+    only when the header says so): the framework then validates the raw bytes, and its 422 says
+    only that a task is not an object. ``None`` when the type is JSON or no error is the body's."""
+    if not any(tuple(err.get("loc", ()))[:1] == ("body",) for err in errors):
+        return None
+    if content_type is None:
+        return "Content-Type: expected application/json, none given"
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (media.startswith("application/") and media.endswith("+json")):
+        return None
+    shown = echoable(content_type[:80])
+    return f"Content-Type: expected application/json, got {shown!r}"

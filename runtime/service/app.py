@@ -62,7 +62,7 @@ from runtime.cluster.config import LiveGpu, LiveNode
 from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_MEM_GIB, MAX_SPEED
 from runtime.kernels import LIVE_APPS
 from runtime.service.access_log import AccessLog
-from runtime.service.api_errors import echoable, invalid, one_branch
+from runtime.service.api_errors import echoable, invalid, not_json_body, one_branch
 from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
@@ -260,6 +260,9 @@ def create_app(service: Service) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, e: RequestValidationError) -> JSONResponse:
+        unread = not_json_body(e.errors(), request.headers.get("content-type"))
+        if unread is not None:  # the body was never parsed: its fields' errors would mislead
+            return JSONResponse({"detail": unread}, status_code=415)
         errors = [echoable(err) for err in one_branch(e.errors(), e.body)]
         return await request_validation_exception_handler(
             request, RequestValidationError(errors, body=e.body)
@@ -314,6 +317,12 @@ def create_app(service: Service) -> FastAPI:
         if created == 0:
             response.status_code = 200
         return [_out(r) for r, _ in rows]
+
+    # Before the id route, which would take "lookup" for an id and answer 422.
+    @app.get("/v1/tasks/lookup", include_in_schema=False)
+    @app.get("/v1/tasks/cancel", include_in_schema=False)
+    def post_only(who: Caller) -> None:
+        raise HTTPException(405, "Method Not Allowed", {"Allow": "POST"})
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskOut)
     def get_task(task_id: TaskId, who: Caller) -> TaskOut:
