@@ -113,6 +113,8 @@ FAST_REFUSALS = {
     "interference of mlsm": ("mct+mlsm", "", ("--interference-model", "no/such/model"), "interference_model"),
     "missing interference": ("mct+iawp", "", ("--interference-model", "no/such/model"), "interference_model"),
     "missing cluster": ("mct+iawp", 'cluster = "no-such-live.toml"\n', (), "no-such-live.toml"),
+    "db in no folder": ("mct+mlsm", "", ("--db", "/no/such/folder/q.db"), "--db: db: expected a file in an"),
+    "db a folder": ("mct+mlsm", "", ("--db", "/"), "--db: db: expected a file (the task queue"),
     "state_dir a file": ("mct+iawp", 'state_dir = "service.toml"\n', (), "state_dir"),
     "state_dir under a file": ("mct+iawp", 'state_dir = "service.toml/state"\n', (), "state_dir"),
 }
@@ -193,3 +195,5 @@ def test_check_loads_what_a_start_would_and_serves_nothing(tmp_path: Path) -> No
     r = _serve_exit(config, "--check")
     lines = [x for x in r.stderr.splitlines() if x.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "state_dir" in lines[0], r.stderr
+    r = _serve_exit(config, "--check", "--db", str(tmp_path / "no" / "queue.db"))  # it said "ready"
+    assert r.returncode == 2 and "does not exist: create it first" in r.stderr, r.stderr

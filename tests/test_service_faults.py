@@ -249,6 +249,9 @@ def test_the_store_refuses_a_stale_attempt_and_the_audit_sees_a_planted_double(t
         assert not store.finish(row.id, 2, None, "{}")  # a repeated report changes nothing
         with pytest.raises(DatabaseInUse, match="pid"):
             TaskStore(tmp_path / "q.db")  # one store per file, in-process too
+        (tmp_path / "alias.db").symlink_to(tmp_path / "q.db")  # its lock was alias.db.lock: two services
+        with pytest.raises(DatabaseInUse, match="pid"):
+            TaskStore(tmp_path / "alias.db")
     finally:
         store.close()
     db = sqlite3.connect(tmp_path / "q.db")

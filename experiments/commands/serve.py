@@ -82,7 +82,8 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     )
     from runtime.service.preflight import check_service_config
 
-    check_service_config(cfg)  # models, cluster file, state_dir: refused before torch is imported
+    # Models, cluster file, queue file, state_dir: refused before torch is imported.
+    check_service_config(cfg, "--db" if args.db is not None else None)
     if args.check:
         from runtime.service.start_check import check_loads
 

@@ -38,13 +38,15 @@ class DatabaseInUse(InputError):
 class DatabaseLock:
     """The exclusive lock of one queue file, held until :meth:`release` or the process ends.
 
-    :param db: the database file (the lock is ``db + ".lock"``).
+    :param db: the database file (the lock is the file's real path + ``".lock"``, whatever
+        link or spelling names it).
     :param owner: how the holder describes itself (e.g. the address it serves).
     :raises DatabaseInUse: another process holds it.
     """
 
     def __init__(self, db: str, owner: str = "") -> None:
-        self.path = f"{db}.lock"
+        # Beside the file itself: a symlink (or another spelling) of the path must meet the same lock.
+        self.path = f"{os.path.realpath(db)}.lock"
         #: This lock made the lock file (it did not exist before).
         self.created = not os.path.exists(self.path)
         f: TextIO = open(self.path, "a+")  # noqa: SIM115 (held open for the process's life)

@@ -5,7 +5,8 @@ never after the service has started.
 
 Only what needs no network is checked here: the model keys against the scheduler, each model's
 files against the checksums its ``meta.json`` records, the recogniser whole (it is plain data),
-the live cluster file, and that ``state_dir`` can hold checkpoints. A network's feature version and
+the live cluster file, that the queue file (``db``) can be opened for writing, and that
+``state_dir`` can hold checkpoints. A network's feature version and
 weights are checked when it is loaded (:mod:`runtime.service.models`).
 """
 
@@ -55,9 +56,10 @@ def check_model_keys(
         )
 
 
-def check_service_config(cfg: ServiceConfig) -> None:
+def check_service_config(cfg: ServiceConfig, db_where: str | None = None) -> None:
     """Everything :mod:`runtime.service.preflight` checks, in the order an operator reads the file.
 
+    :param db_where: where ``db`` was given when not in the file (``--db``).
     :raises InputError: naming the key (and the file at fault inside a model folder).
     """
     where = cfg.source
@@ -86,6 +88,7 @@ def check_service_config(cfg: ServiceConfig) -> None:
         from runtime.cluster.config_io import load_live_cluster
 
         load_live_cluster(cfg.cluster)
+    check_db(cfg.db, db_where or where)
     check_state_dir(cfg.state_dir, where)
     check_tls(cfg.tls_certfile, cfg.tls_keyfile, where)
 
@@ -137,6 +140,36 @@ def _interference(path: str, where: str) -> None:
     elif not p.is_file():
         raise InputError(
             where, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
+        )
+
+
+def check_db(db: str, where: str) -> None:
+    """``db`` is a queue file this process can open for writing, or one it can create: the file
+    (if it exists) and its folder writable, as SQLite keeps its WAL and the service its lock file
+    beside it. A start that met these as OS errors after taking the lock was an internal error,
+    and ``--check`` said "ready to serve".
+
+    :raises InputError: naming ``db`` (or ``--db``).
+    """
+    path = Path(db).absolute()
+    if path.is_dir():
+        raise InputError(where, "db", "a file (the task queue, SQLite)", f"{db} (a folder)")
+    folder = path.parent
+    if not folder.is_dir():
+        raise InputError(
+            where, "db", "a file in an existing folder", db, hint=f"{folder} does not exist: create it first"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(
+            where,
+            "db",
+            "a file in a folder the service can write (SQLite's WAL and the lock file go beside it)",
+            db,
+            hint=f"{folder} is not a folder it can write",
+        )
+    if path.exists() and not os.access(path, os.R_OK | os.W_OK):
+        raise InputError(
+            where, "db", "a queue file the service can read and write", db, hint="permission denied"
         )
 
 
