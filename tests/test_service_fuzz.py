@@ -53,3 +53,16 @@ def test_schema_is_published(live_server: Server) -> None:
 
     doc = httpx.get(f"{live_server.url}/openapi.json").json()
     assert {"/v1/tasks", "/v1/tasks/{task_id}", "/healthz", "/readyz", "/metrics"} <= set(doc["paths"])
+    # The bearer scheme and the error answers (FastAPI lists only 2xx and 422; the token was an
+    # optional "authorization" header parameter).
+    bearer = doc["components"]["securitySchemes"]["bearer"]
+    assert (bearer["type"], bearer["scheme"]) == ("http", "bearer")
+    submit = doc["paths"]["/v1/tasks"]["post"]
+    assert submit["security"] == [{"bearer": []}]
+    assert {"200", "201", "401", "408", "413", "415", "422", "429", "503", "507"} <= set(submit["responses"])
+    assert all(p["name"].lower() != "authorization" for p in submit.get("parameters", []))
+    assert "403" in doc["paths"]["/v1/admin/scheduler"]["put"]["responses"]
+    assert "404" in doc["paths"]["/v1/tasks/{task_id}"]["get"]["responses"]
+    assert "security" not in doc["paths"]["/healthz"]["get"]
+    refused = httpx.get(f"{live_server.url}/v1/tasks")
+    assert refused.status_code == 401 and set(refused.json()) == {"detail"}  # the Error schema

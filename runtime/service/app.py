@@ -49,6 +49,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, Header, HTTPException, Path, Query, Request, Response
 from fastapi.exception_handlers import request_validation_exception_handler
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -63,6 +64,7 @@ from runtime.cluster.config_io import MAX_GPU_INDEX, MAX_GPU_MEM_MIB, MAX_HOST_M
 from runtime.kernels import LIVE_APPS
 from runtime.service.access_log import AccessLog
 from runtime.service.api_errors import echoable, invalid, not_json_body, one_branch
+from runtime.service.api_schema import complete
 from runtime.service.config import Tenant
 from runtime.service.guard import TENANT_KEY, RequestGuard, bearer_token
 from runtime.service.nodes import NodeAdmin, NodeError, UnknownNode
@@ -233,6 +235,15 @@ def create_app(service: Service) -> FastAPI:
     """The API of ``service`` (which the caller starts and stops)."""
     app = FastAPI(title="rlsched service", version="1")
     app.state.service = service
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete(
+                get_openapi(title=app.title, version=app.version, routes=app.routes)
+            )
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
     timeout = service.config.request_timeout_s
 
