@@ -13,6 +13,9 @@ chosen. Seeds outside all three (``>= 30000``) are allowed for ad-hoc runs and r
 
 from __future__ import annotations
 
+#: Largest seed (numpy's 32-bit seed range): a scenario file's ``seed`` and every ``--seed`` flag.
+MAX_SEED = 2**32 - 1
+
 TRAINING = range(0, 10_000)
 VALIDATION = range(10_000, 20_000)
 TEST = range(20_000, 30_000)

@@ -304,7 +304,18 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
         (["demo", "--seeds", "0"], "argument --seeds: expected an integer >= 1, got 0"),
         (["demo", "--live", "--streams", "0"], "argument --streams: expected an integer >= 1, got 0"),
         (["train", "--steps", "-5", "--out", "x"], "argument --steps: expected an integer >= 0, got -5"),
-        (["simulate", "--seed", "-1"], "argument --seed: expected an integer >= 0, got -1"),
+        (["simulate", "--seed", "-1"], "argument --seed: expected an integer from 0 to 4294967295, got -1"),
+        # A scenario file's seed stops at numpy's range; the flags took any size.
+        (["simulate", "--seed", str(2**32)], "argument --seed: expected an integer from 0 to 4294967295"),
+        # The API's own ranges, checked before anything is sent (a service's 422 was exit 5).
+        (
+            ["submit", "--app", "fft", "--priority", "5000"],
+            "argument --priority: expected an integer from -1000",
+        ),
+        (
+            ["submit", "--app", "fft", "--stream", "2000000"],
+            "argument --stream: expected an integer from 0 to",
+        ),
         (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
         (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
         (["profile", "--fraction", "2", "--out", "x"], "argument --fraction: expected a share in (0, 1]"),

@@ -20,6 +20,7 @@ from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
 from experiments.commands.top_frames import frame, unreachable_frame
 from rlsched.errors import InputError, Refused, Unavailable
+from runtime.service.task_limits import MAX_CHUNK, MAX_ID, MAX_PRIORITY, MAX_STREAM, MIN_PRIORITY
 
 if TYPE_CHECKING:
     from runtime.service.client import Client, PartlySubmitted
@@ -72,10 +73,10 @@ class SubmitArgs(ClientArgs):
     """
 
     app: str = flag()
-    stream: int = flag(0, parse=values.SEED)
+    stream: int = flag(0, parse=values.int_at_least(0, MAX_STREAM))
     chunks: int = flag(1, parse=values.int_at_least(1, MAX_SUBMIT))
-    first_chunk: int = flag(0, parse=values.SEED)
-    priority: int = 0
+    first_chunk: int = flag(0, parse=values.int_at_least(0, MAX_CHUNK))
+    priority: int = flag(0, parse=values.int_at_least(MIN_PRIORITY, MAX_PRIORITY))
     deadline: float | None = flag(None, parse=values.positive_float)
     key: str | None = flag(None, parse=values.idempotency_prefix)
     retry_for: float = flag(60.0, parse=values.nonneg_float)
@@ -142,7 +143,7 @@ class TasksArgs(ClientArgs):
     """
 
     state: str | None = flag(None, choices=STATES)
-    after: int = flag(0, parse=values.SEED)
+    after: int = flag(0, parse=values.int_at_least(0, MAX_ID))
     limit: int = flag(TASKS_LIMIT, parse=values.int_at_least(1, MAX_PAGE))
     key: str | None = flag(None, parse=values.idempotency_prefix)
     json: bool = False

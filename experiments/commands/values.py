@@ -7,6 +7,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from rlsched.seeds import MAX_SEED
+
 
 def int_at_least(low: int, high: int | None = None) -> Callable[[str], int]:
     """A parser of integers >= ``low`` (and <= ``high``, if given)."""
@@ -65,6 +67,7 @@ def fraction(text: str) -> float:
     return value
 
 
-SEED = int_at_least(0)
+#: numpy's seed range, as a scenario file's ``seed``.
+SEED = int_at_least(0, MAX_SEED)
 COUNT = int_at_least(1)
 STEPS = int_at_least(0)

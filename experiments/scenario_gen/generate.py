@@ -17,11 +17,10 @@ import numpy as np
 
 from rlsched.errors import InputError
 from rlsched.scenarios.data_paths import DATA_ENV, find_data_dir
-from rlsched.scenarios.limits import MAX_SEED
 from rlsched.scenarios.loader import load_scenario
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.writer import dump_scenario
-from rlsched.seeds import TEST, TRAINING, VALIDATION, seed_set
+from rlsched.seeds import MAX_SEED, TEST, TRAINING, VALIDATION, seed_set
 
 from .families import DATA_DIR, FAMILIES, Family
 from .index import INDEX_NAME, REGIMES, Case, CaseIndex, read_index, write_index

@@ -21,8 +21,6 @@ MAX_STREAMS_PER_GPU = 64
 MAX_CPU_CORES = 1_024
 #: Tasks in one workload (a run holds ~2 KB per task: rlsched.footprint).
 MAX_TASKS = 1_000_000
-#: Largest seed (numpy's 32-bit seed range).
-MAX_SEED = 2**32 - 1
 #: Most task classes in one workload.
 MAX_CLASSES = 16
 #: Longest span of a scenario's arrivals, s (~32 years). Simulated times stay where float64

@@ -80,9 +80,9 @@ from rlsched.defaults import default as _d
 from rlsched.scenarios.cluster_section import apply_events, read_cluster, read_drift
 from rlsched.scenarios.horizon import check_horizon
 from rlsched.scenarios.interference_section import read_interference
-from rlsched.scenarios.limits import MAX_SEED
 from rlsched.scenarios.spec import Scenario
 from rlsched.scenarios.workload_section import check_rate, read_alibaba, read_workload, workload_table
+from rlsched.seeds import MAX_SEED
 
 _TOP_KEYS = ("name", "description", "seed", "cluster", "workload", "dynamics", "interference")
 _DYNAMICS_KEYS = ("drift", "events")

@@ -73,10 +73,17 @@ from runtime.service.reload import ReloadRefused
 from runtime.service.service import Service
 from runtime.service.store import STATES, NewTask, StorageError
 from runtime.service.store_rows import KeyReused
+from runtime.service.task_limits import (
+    MAX_CHUNK,
+    MAX_DEADLINE_S,
+    MAX_ID,
+    MAX_PRIORITY,
+    MAX_STREAM,
+    MIN_PRIORITY,
+)
 
 MAX_BATCH = 1000
 #: Largest task id (SQLite's INTEGER): larger ids answer 422, not a server error.
-MAX_ID = 2**63 - 1
 TaskId = Annotated[int, Path(ge=1, le=MAX_ID)]
 MAX_BODY_BYTES = 1 << 20
 #: Seconds a client is told to wait after a 429.
@@ -99,10 +106,10 @@ class TaskIn(BaseModel):
 
     model_config = _CLOSED
     app: str = Field(description=f"one of {', '.join(sorted(LIVE_APPS))}")
-    stream: int = Field(0, ge=0, le=1_000_000)
-    chunk: int = Field(0, ge=0, le=1_000_000_000)
-    priority: int = Field(0, ge=-1000, le=1000)
-    deadline_s: float | None = Field(None, gt=0, le=86_400 * 365)
+    stream: int = Field(0, ge=0, le=MAX_STREAM)
+    chunk: int = Field(0, ge=0, le=MAX_CHUNK)
+    priority: int = Field(0, ge=MIN_PRIORITY, le=MAX_PRIORITY)
+    deadline_s: float | None = Field(None, gt=0, le=MAX_DEADLINE_S)
     idempotency_key: str | None = Field(None, min_length=1, max_length=200)
 
 
