@@ -37,3 +37,53 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+
+#: The other top-level packages rlsched ships beside this one (the project's layout).
+SIBLINGS = ("envs", "models", "runtime", "experiments")
+
+
+def shadowed_siblings() -> list[tuple[str, str]]:
+    """(package, where it was found) for each of :data:`SIBLINGS` that another package of that
+    name, earlier on ``sys.path``, would be imported in place of: a project's own ``models/``
+    package, with Python run from the project's folder, made ``parse_scheduler('ldwp+iawp')``
+    fail with ``No module named 'models.interference'``, far from the cause."""
+    import importlib.util
+    import os
+    import sys
+
+    here = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    out = []
+    for name in SIBLINGS:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) if module is not None else None
+        if origin is None:
+            spec = importlib.util.find_spec(name)
+            locations = list(spec.submodule_search_locations or []) if spec is not None else []
+            origin = (
+                spec.origin if spec is not None and spec.origin else (locations[0] if locations else None)
+            )
+        if origin is None:
+            continue  # not found at all: the import that needs it says so
+        top = os.path.realpath(origin)
+        if os.path.basename(top) == "__init__.py":
+            top = os.path.dirname(top)
+        if os.path.dirname(top) != here:
+            out.append((name, top))
+    return out
+
+
+def _warn_shadowed() -> None:
+    found = shadowed_siblings()
+    if found:
+        import warnings
+
+        names = ", ".join(f"'{n}' is {where}" for n, where in found)
+        warnings.warn(
+            f"rlsched ships the top-level packages {', '.join(SIBLINGS)} beside 'rlsched', and another "
+            f"package of the same name comes first on sys.path ({names}): rlsched's code that needs it "
+            "will fail to import. Run Python from another folder, or rename your package",
+            stacklevel=3,
+        )
+
+
+_warn_shadowed()
