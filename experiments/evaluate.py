@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from experiments.case_folders import case_info, expand_folders
+from experiments.commands.version import shipped_models
 from experiments.configs import EvalConfig
 from experiments.evaluate_resume import RUNS, RunLog, fingerprint, held_runs
 from experiments.evaluation import BoundCase, Case, CaseResult, run_grid
@@ -44,6 +45,7 @@ from experiments.report_writer import (
     write_results,
 )
 from rlsched.errors import InputError
+from rlsched.version import package_version
 
 
 class EvaluateError(InputError):
@@ -107,9 +109,22 @@ def validate(cfg: EvalConfig, out: Path) -> None:
         ) from None
 
 
-def git_revision() -> str:
-    """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown``."""
-    root = str(Path(__file__).resolve().parents[1])
+def git_revision(out: Path | None = None, checkout: Path | None = None) -> str:
+    """The checkout's commit (``-dirty`` with uncommitted changes), or ``unknown``.
+
+    :param out: the report's folder: changes inside it (an earlier report replaced, as
+        ``make report-example`` does with the committed one) are not changes to the code.
+    :param checkout: the checkout (default: the one this code runs from).
+    """
+    root = str(checkout or Path(__file__).resolve().parents[1])
+    exclude: list[str] = []
+    if out is not None:
+        try:
+            inside = Path(out).resolve().relative_to(root)
+        except ValueError:
+            inside = None  # a folder outside the checkout holds nothing git tracks
+        if inside is not None and str(inside) != ".":
+            exclude = ["--", ".", f":(exclude){inside.as_posix()}"]
 
     def git(*args: str) -> str:
         cmd = ["git", "-C", root, *args]
@@ -118,7 +133,7 @@ def git_revision() -> str:
 
     try:
         rev = git("rev-parse", "--short=12", "HEAD")
-        dirty = git("status", "--porcelain", "--untracked-files=no")
+        dirty = git("status", "--porcelain", "--untracked-files=no", *exclude)
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return rev + ("-dirty" if dirty else "")
@@ -187,11 +202,12 @@ def evaluate(cfg: EvalConfig, out: str | Path, progress: bool = True) -> dict:
     meta = Meta(
         command=cfg.command,
         seeds=list(cfg.seeds),
-        git_revision=git_revision(),
+        git_revision=git_revision(out),
         created=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         machine=_machine(),
         wall_s=time.perf_counter() - t0,
         kept_runs=len(kept),
+        version=f"rlsched {package_version()} (shipped models, sha256: {shipped_models()})",
     )
     ratios = case_ratios(rows, case_info(cfg.scenarios))
     cross = cross_seed_ratios(rows) if ratios else []

@@ -58,6 +58,9 @@ class Meta:
     wall_s: float
     #: Runs kept from an earlier evaluation of the folder (``--resume``), not run by this command.
     kept_runs: int = 0
+    #: The installed rlsched and its shipped models' sha256 prefixes (what git cannot say of a
+    #: wheel install).
+    version: str = ""
 
 
 # ---- rows ----------------------------------------------------------------------------------------
@@ -393,8 +396,9 @@ def meta_blocks(meta: Meta, title: str) -> list[Block]:
         Block("code", meta.command),
         Block(
             "p",
-            f"Seeds {meta.seeds} ({caption(meta.seeds)}) · git revision "
-            f"{meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall"
+            f"Seeds {meta.seeds} ({caption(meta.seeds)}) · "
+            + (f"{meta.version} · " if meta.version else "")
+            + f"git revision {meta.git_revision} · {meta.created} · {meta.machine} · {meta.wall_s:.1f} s wall"
             + (
                 f" (resumed: {meta.kept_runs} runs kept from an earlier evaluation of this folder, "
                 "run by the same code and models; the wall time is this command's)."

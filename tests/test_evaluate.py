@@ -235,6 +235,8 @@ def test_report_states_command_seeds_revision_and_bound(report: Path) -> None:
     assert meta["command"].startswith("rlsched evaluate --scenarios")
     md = (report / "report.md").read_text()
     assert meta["command"] in md and meta["git_revision"] in md and "[20000, 20001]" in md
+    # What a wheel install (no git) still says: the package and its shipped models.
+    assert meta["version"].startswith("rlsched ") and "ldwp " in meta["version"] and meta["version"] in md
     assert "Offered load" in md
     for r in doc["rows"]:
         assert r["bound_throughput_ub"] > 0 and r["bound_offered_load"] > 0
@@ -484,3 +486,27 @@ def test_intervals_over_few_seeds_are_their_range_and_t_intervals_stay_in_range(
     assert wide.low == 0.0 and wide.errors()[0] == wide.mean
     plain = summarise([10.0, 11.0, 12.0, 11.0, 10.0])
     assert plain.symmetric() and " ± " in plain.cell()
+
+
+def test_the_revision_is_not_dirty_for_a_replaced_report_alone(tmp_path: Path) -> None:
+    """``make report-example`` removes the committed report before writing it again: the code was
+    stamped ``-dirty`` from a clean checkout. Changes inside the report's own folder do not count;
+    changes elsewhere still do."""
+    from experiments.evaluate import git_revision
+
+    def git(*args: str) -> None:
+        cmd = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        subprocess.run(cmd, check=True, capture_output=True)
+
+    (tmp_path / "docs" / "example").mkdir(parents=True)
+    (tmp_path / "docs" / "example" / "report.md").write_text("old\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "c")
+    (tmp_path / "docs" / "example" / "report.md").unlink()
+    out = tmp_path / "docs" / "example"
+    assert not git_revision(out, tmp_path).endswith("-dirty")
+    assert git_revision(None, tmp_path).endswith("-dirty")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_revision(out, tmp_path).endswith("-dirty")

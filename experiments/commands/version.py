@@ -22,7 +22,14 @@ def version_text() -> str:
     """Two lines: the package, Python and platform; each shipped model with the sha256 of its
     file, as ``meta.json`` lists it (``missing`` where a model does not ship)."""
     own = package_version()
-    shipped = ", ".join(
+    py = f"Python {platform.python_version()}, {platform.system()} {platform.machine()}"
+    return f"rlsched {own} ({py})\nshipped models (sha256): {shipped_models()}"
+
+
+def shipped_models() -> str:
+    """Each shipped model with the first characters of its file's sha256, as its ``meta.json``
+    lists it: ``ldwp 1a2b..., iawp-rl ..., recogniser ...`` (``missing`` where one does not ship)."""
+    return ", ".join(
         f"{name} {_digest(path)}"
         for name, path in (
             ("ldwp", PRETRAINED_LDWP),
@@ -30,8 +37,6 @@ def version_text() -> str:
             ("recogniser", PRETRAINED_RECOGNISER),
         )
     )
-    py = f"Python {platform.python_version()}, {platform.system()} {platform.machine()}"
-    return f"rlsched {own} ({py})\nshipped models (sha256): {shipped}"
 
 
 def _digest(folder: Path) -> str:
