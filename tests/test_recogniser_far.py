@@ -122,6 +122,11 @@ def test_fit_recogniser_from_a_fitted_one_adds_the_fallback(
     assert main(["fit-recogniser", "--out", str(tmp_path / "y")]) == 2
     assert "--from" in capsys.readouterr().err
     assert main(["fit-recogniser", "--from", str(tmp_path / "nope"), "--out", str(tmp_path / "z")]) == 2
+    # The shipped recogniser by name: its path is inside the installed package, not the cwd.
+    from models import PRETRAINED_RECOGNISER
+
+    assert main(["fit-recogniser", "--from", "shipped", "--out", str(tmp_path / "s")]) == 0
+    assert json.loads((tmp_path / "s" / "meta.json").read_text())["from"] == str(PRETRAINED_RECOGNISER)
 
 
 def test_leave_one_family_out_counts_the_fallback(tmp_path: Path) -> None:

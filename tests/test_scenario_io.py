@@ -396,7 +396,7 @@ def test_a_trace_row_at_fault_is_named_under_the_field_that_names_the_trace(tmp_
 
 def test_overrides_that_do_not_apply(tmp_path: Path) -> None:
     path = _write(tmp_path, MINIMAL)
-    assert _error(path, trace_dir=str(tmp_path)).field == "--trace-dir"
+    assert _error(path, trace_dir=str(tmp_path)).field == "trace_dir"
     assert _error(path, rate_per_min=2e6).field == "--rate/@RATE"
 
 

@@ -456,7 +456,8 @@ def token(args: TokenArgs, argv: Sequence[str]) -> int:
 
 
 CLIENT_EXITS = exit_help(
-    unavailable="the service cannot be reached or cannot take the request now (5xx, 429)", refused=True
+    unavailable="the service cannot be reached or cannot take the request now (5xx, 429, 408)",
+    refused=True,
 )
 COMMANDS = (
     Command("submit", "submit tasks to a running service", SubmitArgs, submit, CLIENT_EXITS),

@@ -41,8 +41,8 @@ class DemoArgs:
     :param strict: exit 3 when any task was unschedulable
     :param rate: arrival rate, tasks per minute
     :param seeds: number of seeds
-    :param schedulers: comma-separated specs (default: the baselines, and ldwp+iawp when a model
-        ships; live: ldwp+iawp,mct+mlsm)
+    :param schedulers: comma-separated specs (default: the baselines, ldwp+iawp when a model ships,
+        and the clairvoyant reference oracle+speedup; live: ldwp+iawp,mct+mlsm)
     :param live: run real kernels on the local live runtime
     :param backend: live device backend (default: automatic)
     :param tasks: live: tasks per run

@@ -56,7 +56,8 @@ class FitRecogniserArgs:
     :param latency_tie: also label each candidate's mean latency on the training cases; among
         the candidates predicted to tie the chosen pair's throughput within 1 %, auto then runs
         the one of least predicted mean latency
-    :param start_from: a fitted recogniser's folder to start from instead of --grid: its training
+    :param start_from: a fitted recogniser's folder ('shipped': the shipped one) to start from
+        instead of --grid: its training
         rows, labels, candidates, default, k and margin are kept (so --window, --default, --k,
         --margin, --candidates and --features stay unset); --validation-grid tunes k and the
         margin again, --far-fallback adds the fallback
@@ -225,6 +226,10 @@ def run(args: FitRecogniserArgs, argv: Sequence[str]) -> int:
             "--grid", "--grid", "training grids, or --from a fitted recogniser: one of the two", given
         )
     unused_output(args.out, ("meta.json", "recogniser.json"), "a checkpoint")
+    if args.start_from == "shipped":  # the installed package's, wherever it is
+        from models import PRETRAINED_RECOGNISER
+
+        args = dataclasses.replace(args, start_from=str(PRETRAINED_RECOGNISER))
     steps: list[tuple[str, float]] = []
     if args.start_from is not None:
         model = _start_from(args)

@@ -130,7 +130,9 @@ def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         text = helps[f.name]
         shown = s.shown if s.shown is not None else _shown_default(default)
-        if shown is not None and "default" not in text:
+        # A text that states its default itself ("(default: ...") is left alone; one that only
+        # uses the word ("--default", "the default pair") still gets its own.
+        if shown is not None and "(default" not in text and "default:" not in text:
             text += f" (default: {shown})"
         kw: dict[str, Any] = {"help": text.replace("%", "%%"), "dest": f.name}
         kind = _plain(hints[f.name])

@@ -91,7 +91,7 @@ def _lines(out: dict[str, Any]) -> list[str]:
 
 COMMAND = Command(
     "profile",
-    "measure kernel pairs co-running on the default live cluster's GPUs; write CSVs",
+    "measure kernel pairs co-running on a live cluster's GPUs (the embedded one, or --cluster); write CSVs",
     ProfileArgs,
     run,
     exit_help(unavailable=BACKEND),

@@ -34,7 +34,7 @@ class GenerateArgs:
         the seed set allows, in turn; test-only families only on test seeds)
     :param count: how many cases
     :param seed: seed of the first case; case i gets seed + i, and all of them must lie in one seed
-        set (training 0-9999, validation 10000-19999, test 20000-29999)
+        set (training 0-9999, validation 10000-19999, test 20000-29999, or other: 30000 and up)
     :param out: folder to write the scenario files, their data and the index cases.json into (new
         or empty)
     """

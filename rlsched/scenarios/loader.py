@@ -94,7 +94,7 @@ class ScenarioError(ConfigError):
 
     :param source: the scenario file (as given, or the built-in's path).
     :param field: dotted field, e.g. ``cluster.nodes[2].gpus``; ``<syntax>`` for TOML syntax
-        errors, ``<file>``/``<scenario>`` when the file cannot be found, ``--rate``/``--trace-dir``
+        errors, ``<file>``/``<scenario>`` when the file cannot be found, ``--rate``/``trace_dir``
         for bad overrides.
     :param expected: what a valid value looks like.
     :param got: the offending value, if any.

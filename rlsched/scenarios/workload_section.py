@@ -1,6 +1,6 @@
 """The ``[workload]`` section of a scenario file: task count, apps, sizes, deadlines, tenants, task
 classes, the arrival process — or an Alibaba trace (``[workload.alibaba]``) that supplies them —
-and the checks of ``--rate`` / ``--trace-dir`` overrides."""
+and the checks of ``--rate`` / ``trace_dir`` overrides."""
 
 from __future__ import annotations
 
@@ -84,12 +84,13 @@ def read_alibaba(
 
     :param r: the scenario's reader.
     :param wl: the ``[workload]`` table.
-    :param trace_dir: ``--trace-dir``: replaces the folder of both trace files.
+    :param trace_dir: ``trace_dir`` (of :func:`~rlsched.scenarios.loader.load_scenario`): replaces the
+        folder of both trace files.
     :param folder: where relative paths start (the scenario file's folder).
     """
     if "alibaba" not in wl:
         if trace_dir is not None:
-            raise r.error("--trace-dir", "a scenario with [workload.alibaba]", trace_dir)
+            raise r.error("trace_dir", "a scenario with [workload.alibaba]", trace_dir)
         return None
     where = "workload.alibaba"
     tbl = r.table(wl["alibaba"], where)
@@ -98,7 +99,7 @@ def read_alibaba(
     for key, fallback in (("node_csv", DEFAULT_NODE_CSV), ("pod_csv", DEFAULT_POD_CSV)):
         raw = r.string(tbl, where, key, fallback)
         if trace_dir is not None:
-            # --trace-dir is a command-line path: relative to the current directory, not the file.
+            # trace_dir is the caller's path: relative to the current directory, not the file.
             raw = str(Path(trace_dir).expanduser().resolve() / Path(raw).name)
         files[key] = data_file(r, f"{where}.{key}", raw, folder)
     for key, check in (("node_csv", traces.check_node_csv), ("pod_csv", traces.check_pod_csv)):
