@@ -66,4 +66,4 @@ report-example: setup
 	rm -rf docs/report-example/run-details  # per-run details serve --resume only: not shipped
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .mypy_cache rlsched.egg-info

@@ -204,7 +204,7 @@ def train_placer(cfg: PlacerTrainConfig, out: str | Path, init: str | Path | Non
     summary = {
         "seed_sets": {
             "training": "training seeds (rlsched.seeds.TRAINING)",
-            "validation": f"validation seeds {eval_seeds} (select best/)",
+            "validation": f"validation seeds {', '.join(map(str, eval_seeds))} (select best/)",
         },
         "params": list(PARAM_NAMES),
         "start": history[0]["validation"],

@@ -165,7 +165,7 @@ def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path, 
     assert f"LDWP: best/ is the network at step {ldwp['dqn_steps']:,} of 300," in said, said
     placer = json.loads((out / "stage2" / "best" / "meta.json").read_text())
     assert f"iawp-rl: best/ holds the parameters of iteration {placer['iteration']}\n" in said, said
-    assert said.count("figures from validation seeds") == 2 and "{" not in said, said
+    assert said.count("figures from validation seeds") == 2 and "{" not in said and "[" not in said, said
     meta = json.loads((out / "stage2" / "best" / "meta.json").read_text())
     assert meta["config"]["selector"] == "ldwp"
     assert meta["config"]["selector_model"] == str(out / "stage1" / "best")
