@@ -316,6 +316,15 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
             ["submit", "--app", "fft", "--stream", "2000000"],
             "argument --stream: expected an integer from 0 to",
         ),
+        # A port the system picks (0) was served on, and the banner said :0; 70000 was an internal error.
+        (
+            ["serve", "--config", "x.toml", "--port", "0"],
+            "argument --port: expected an integer from 1 to 65535",
+        ),
+        (
+            ["serve", "--config", "x.toml", "--port", "70000"],
+            "argument --port: expected an integer from 1 to",
+        ),
         (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
         (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
         (["profile", "--fraction", "2", "--out", "x"], "argument --fraction: expected a share in (0, 1]"),

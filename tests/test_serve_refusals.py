@@ -113,6 +113,18 @@ FAST_REFUSALS = {
     "interference of mlsm": ("mct+mlsm", "", ("--interference-model", "no/such/model"), "interference_model"),
     "missing interference": ("mct+iawp", "", ("--interference-model", "no/such/model"), "interference_model"),
     "missing cluster": ("mct+iawp", 'cluster = "no-such-live.toml"\n', (), "no-such-live.toml"),
+    "host that does not resolve": (
+        "mct+mlsm",
+        "",
+        ("--host", "nosuchhost.invalid"),
+        "--host: host: expected a name",
+    ),
+    "host not of this machine": (
+        "mct+mlsm",
+        "",
+        ("--host", "192.0.2.1"),
+        "--host: host: expected an address of this",
+    ),
     "db in no folder": ("mct+mlsm", "", ("--db", "/no/such/folder/q.db"), "--db: db: expected a file in an"),
     "db a folder": ("mct+mlsm", "", ("--db", "/"), "--db: db: expected a file (the task queue"),
     "state_dir a file": ("mct+iawp", 'state_dir = "service.toml"\n', (), "state_dir"),

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import exit_help
 from experiments.commands.flags import flag
@@ -51,7 +52,7 @@ class ServeArgs:
 
     config: str = flag(path=True)
     host: str | None = None
-    port: int | None = None
+    port: int | None = flag(None, parse=values.int_at_least(1, 65535))
     db: str | None = flag(None, path=True)
     scheduler: str | None = None
     backend: str | None = flag(None, choices=("local", "ray"))
@@ -82,8 +83,8 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     )
     from runtime.service.preflight import check_service_config
 
-    # Models, cluster file, queue file, state_dir: refused before torch is imported.
-    check_service_config(cfg, "--db" if args.db is not None else None)
+    # Models, cluster file, queue file, address, state_dir: refused before torch is imported.
+    check_service_config(cfg, frozenset(k for k in ("db", "host") if getattr(args, k) is not None))
     if args.check:
         from runtime.service.start_check import check_loads
 

@@ -264,7 +264,8 @@ def load_service_config(path: str | Path) -> ServiceConfig:
     if len(set(digests)) != len(digests):
         raise r.error("tenants", "a different token for every tenant (and within a tenant's list)")
     folder = Path(path).resolve().parent
-    port = r.integer(doc, "", "port", _d("port"), ge=0, le=65535)
+    # Not 0: a port the system picks would be one neither the banner nor any client knows.
+    port = r.integer(doc, "", "port", _d("port"), ge=1, le=65535)
     bound = r.integer(doc, "", "queue_bound", _d("queue_bound"), ge=1)
     cluster = r.string(doc, "", "cluster", None, expected="a live cluster file path")
     backend = r.choice(doc, "", "backend", BACKENDS, _d("backend"))

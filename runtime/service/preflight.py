@@ -13,6 +13,7 @@ weights are checked when it is loaded (:mod:`runtime.service.models`).
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 from models.checkpoint import META, CheckpointError, read_verified_meta
@@ -56,10 +57,10 @@ def check_model_keys(
         )
 
 
-def check_service_config(cfg: ServiceConfig, db_where: str | None = None) -> None:
+def check_service_config(cfg: ServiceConfig, flags: Collection[str] = ()) -> None:
     """Everything :mod:`runtime.service.preflight` checks, in the order an operator reads the file.
 
-    :param db_where: where ``db`` was given when not in the file (``--db``).
+    :param flags: the keys given by a flag rather than the file (``db``, ``host``): named ``--db``.
     :raises InputError: naming the key (and the file at fault inside a model folder).
     """
     where = cfg.source
@@ -88,7 +89,8 @@ def check_service_config(cfg: ServiceConfig, db_where: str | None = None) -> Non
         from runtime.cluster.config_io import load_live_cluster
 
         load_live_cluster(cfg.cluster)
-    check_db(cfg.db, db_where or where)
+    check_host(cfg.host, "--host" if "host" in flags else where)
+    check_db(cfg.db, "--db" if "db" in flags else where)
     check_state_dir(cfg.state_dir, where)
     check_tls(cfg.tls_certfile, cfg.tls_keyfile, where)
 
@@ -141,6 +143,31 @@ def _interference(path: str, where: str) -> None:
         raise InputError(
             where, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
         )
+
+
+def check_host(host: str, where: str) -> None:
+    """``host`` names an address of this machine: it resolves, and a socket binds to it (on a
+    port the system picks, closed at once). Both were internal errors at the start, after the
+    queue's lock was taken, and ``--check`` said "ready to serve".
+
+    :raises InputError: naming ``host`` (or ``--host``).
+    """
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise InputError(where, "host", "a name or address that resolves", host, hint=str(e)) from None
+    family, _, _, _, addr = infos[0]
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.bind((addr[0], 0))
+    except OSError as e:
+        raise InputError(
+            where, "host", "an address of this machine (or 0.0.0.0 for all)", host, hint=e.strerror or str(e)
+        ) from None
+    finally:
+        s.close()
 
 
 def check_db(db: str, where: str) -> None:
