@@ -109,6 +109,7 @@ def _scenario_figures(
     if not ok:
         return
     slug = plots.figure_stem(sc)
+    name = figure_labels(ok)
     ub = summarise([r["bound_throughput_ub"] for rs in ok.values() for r in rs]).mean
     p = plots.bars_with_intervals(
         out / "img" / f"{slug}-throughput.png",
@@ -116,10 +117,10 @@ def _scenario_figures(
         [
             (
                 "tasks/min",
-                {s: _summ(rs, "throughput", 60.0) for s, rs in ok.items()},
+                {name[s]: _summ(rs, "throughput", 60.0) for s, rs in ok.items()},
                 ub * 60.0 if ub == ub else None,
             ),
-            ("p95 latency, s", {s: _summ(rs, "latency_p95_s") for s, rs in ok.items()}, None),
+            ("p95 latency, s", {name[s]: _summ(rs, "latency_p95_s") for s, rs in ok.items()}, None),
         ],
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: throughput and p95 latency"))
@@ -127,27 +128,29 @@ def _scenario_figures(
         out / "img" / f"{slug}-utilisation.png",
         f"{sc}: GPU utilisation and load balance (intervals over seeds: see the text)",
         [
-            ("GPU utilisation", {s: _summ(rs, "gpu_util") for s, rs in ok.items()}, None),
-            ("load-balancing degree", {s: _summ(rs, "load_balance") for s, rs in ok.items()}, None),
+            ("GPU utilisation", {name[s]: _summ(rs, "gpu_util") for s, rs in ok.items()}, None),
+            ("load-balancing degree", {name[s]: _summ(rs, "load_balance") for s, rs in ok.items()}, None),
         ],
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: GPU utilisation and load balance"))
     mine = [r for r in results if r.case.scenario == sc and r.status == "ok"]
-    lat = {s: [x for r in mine if r.case.scheduler == s for x in r.latencies] for s in ok}
+    lat = {name[s]: [x for r in mine if r.case.scheduler == s for x in r.latencies] for s in ok}
     lb = _latency_lower_bounds(sc, cfg)
     p = plots.latency_cdf(
         out / "img" / f"{slug}-latency-cdf.png",
         f"{sc}: task latency (all seeds)",
         lat,
         lb,
-        f"lower bound (seed {cfg.seeds[0]})",
+        "lower bound (all seeds)",
     )
     figs.append((p.relative_to(out).as_posix(), f"{sc}: latency CDF"))
     first = cfg.seeds[0]
-    churn = _churn_figure(sc, [r for r in mine if r.case.seed == first], cfg, out, slug)
+    churn = _churn_figure(sc, [r for r in mine if r.case.seed == first], cfg, out, slug, name)
     if churn:
         figs.append(churn)
-    series = {r.case.scheduler: (r.util_t, r.util) for r in mine if r.case.seed == first}
+    series = {
+        name.get(r.case.scheduler, r.case.scheduler): (r.util_t, r.util) for r in mine if r.case.seed == first
+    }
     p = plots.device_utilisation(
         out / "img" / f"{slug}-devices.png", f"{sc}, seed {first}: GPUs busy over time", series
     )
@@ -158,10 +161,20 @@ def _scenario_figures(
 CHURN_WINDOW_S = 120.0
 
 
+def figure_labels(runs: dict[str, list[dict]]) -> dict[str, str]:
+    """Each scheduler's name in the figures: a clairvoyant reference (it read the simulator's
+    truth) is marked, as the tables mark it.
+
+    :param runs: each scheduler's result rows.
+    """
+    return {s: f"{s} (clairvoyant)" if any(r.get("clairvoyant") for r in rs) else s for s, rs in runs.items()}
+
+
 def _churn_figure(
-    sc: str, runs: list[CaseResult], cfg: EvalConfig, out: Path, slug: str
+    sc: str, runs: list[CaseResult], cfg: EvalConfig, out: Path, slug: str, name: dict[str, str]
 ) -> tuple[str, str] | None:
-    """Throughput over time around nodes joining and leaving (the paper's cluster change)."""
+    """Throughput over time around nodes joining and leaving (the paper's cluster change);
+    ``name``: each scheduler's label."""
     from experiments import report_plots as plots
     from experiments.cluster_change import change_times, windowed_throughput
     from experiments.evaluation import load_entry
@@ -171,7 +184,13 @@ def _churn_figure(
         return None
     end = max((r.done_s[-1] for r in runs if r.done_s), default=0.0)
     t = np.arange(CHURN_WINDOW_S, end + 1e-9, 10.0)
-    series = {r.case.scheduler: (t, windowed_throughput(np.array(r.done_s), t, CHURN_WINDOW_S)) for r in runs}
+    series = {
+        name.get(r.case.scheduler, r.case.scheduler): (
+            t,
+            windowed_throughput(np.array(r.done_s), t, CHURN_WINDOW_S),
+        )
+        for r in runs
+    }
     seed = runs[0].case.seed
     p = plots.throughput_over_time(
         out / "img" / f"{slug}-cluster-change.png",
@@ -192,8 +211,11 @@ def _latency_lower_bounds(sc: str, cfg: EvalConfig) -> list[float]:
         from experiments.evaluation import load_entry
         from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
-        scenario = scenario_for_seed(load_entry(sc, cfg.rate), cfg.seeds[0])
-        lb = task_latency_bounds(scenario, generate_tasks(scenario, cfg.seeds[0]))
-        return [float(x) for x in lb if x == x]
+        out: list[float] = []
+        for seed in cfg.seeds:  # the curves above pool every seed's tasks: so does their floor
+            scenario = scenario_for_seed(load_entry(sc, cfg.rate), seed)
+            lb = task_latency_bounds(scenario, generate_tasks(scenario, seed))
+            out += [float(x) for x in lb if x == x]
+        return out
     except Exception:  # the bound's own failure is reported in the scenario's text
         return []

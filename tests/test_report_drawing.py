@@ -118,3 +118,27 @@ def test_a_drawing_process_that_dies_costs_no_figure(
     shown = re.findall(r"\(img/([^)]*-devices\.png)\)", md)
     assert len(shown) == 2 and "tiny2" in shown[1], shown
     assert all((out / "img" / name).read_bytes().startswith(b"\x89PNG") for name in shown)
+
+
+def test_the_latency_cdfs_floor_pools_every_seed_as_its_curves_do() -> None:
+    """The CDF pools the latencies of every seed's tasks; its dashed floor was the first seed's
+    tasks' alone (the caption said so, but a floor of other tasks is no floor of these)."""
+    from experiments.configs import EvalConfig
+    from experiments.report_figures import _latency_lower_bounds
+
+    one = _latency_lower_bounds("transfer-4#20", EvalConfig(["transfer-4#20"], ["mct"], [20000]))
+    two = _latency_lower_bounds("transfer-4#20", EvalConfig(["transfer-4#20"], ["mct"], [20000, 20001]))
+    assert len(one) == 20 and len(two) == 40 and two[:20] == one and two[20:] != one
+
+
+def test_the_figures_mark_a_clairvoyant_reference_as_the_tables_do(tmp_path: Path) -> None:
+    """`oracle+speedup` stood unmarked among the schedulers in every figure."""
+    from experiments.report_figures import figure_labels
+
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "out"
+    args = ["evaluate", "--scenarios", str(tmp_path / "tiny.toml"), "--schedulers", "mct,oracle"]
+    assert main([*args, "--seeds", "1", "--jobs", "1", "--out", str(out)]) == 0
+    rows = json.loads((out / "results.json").read_text())["rows"]
+    runs = {s: [r for r in rows if r["scheduler"] == s] for s in ("mct", "oracle")}
+    assert figure_labels(runs) == {"mct": "mct", "oracle": "oracle (clairvoyant)"}
