@@ -263,7 +263,10 @@ def test_a_key_names_one_task_of_its_tenant_within_a_batch_and_across_batches(tm
         again = store.submit("a", [*batch[:700], NewTask("fft", chunk=9, idem_key="s/new")])
         assert [r.id for r, _ in again[:700]] == [r.id for r, _ in first[:700]]
         assert [c for _, c in again] == [False] * 700 + [True]
-        assert store.known_keys("a", ["s/0", "s/699", "s/new", "s/nope"]) == 3
+        # Known keys create nothing, a key twice in a batch one task, a task without a key one.
+        assert store.new_tasks("a", ["s/0", "s/699", "s/new", "s/nope"]) == 1
+        assert store.new_tasks("a", ["s/5", "s/5", "s/5"]) == 0  # it was 2 of 3: a 429 at the quota
+        assert store.new_tasks("a", ["s/x", "s/x", None, None]) == 3
         other = store.submit("b", [NewTask("fft", idem_key="s/0")])
         assert other[0][1] and other[0][0].id not in {r.id for r, _ in first}
         assert store.counts()["a", "queued"] == 701 and store.counts()["b", "queued"] == 1
@@ -272,7 +275,7 @@ def test_a_key_names_one_task_of_its_tenant_within_a_batch_and_across_batches(tm
             store.submit(
                 "a", [NewTask("fft", idem_key="s/fresh"), NewTask("kmeans", chunk=3, idem_key="s/3")]
             )
-        assert store.known_keys("a", ["s/fresh"]) == 0 and store.counts()["a", "queued"] == 701
+        assert store.new_tasks("a", ["s/fresh"]) == 1 and store.counts()["a", "queued"] == 701
     finally:
         store.close()
 

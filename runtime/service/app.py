@@ -310,7 +310,7 @@ def create_app(service: Service) -> FastAPI:
             # A batch sent again (its answer was lost) holds tasks already queued: only the new
             # ones count against the bounds, so a tenant at its quota gets its first answer back.
             # Asked only when the whole batch would not fit: the queue looks the keys up anyway.
-            fresh = len(items) - service.store.known_keys(who.name, keys)
+            fresh = service.store.new_tasks(who.name, [t.idempotency_key for t in items])
             reason = service.admission(who, fresh) if fresh else None
         if reason is not None:
             service.metrics.rejected.labels(who.name).inc(len(items))

@@ -259,11 +259,15 @@ class TaskStore:
                 self._delta[tenant, "queued"] += 1
         return out
 
-    def known_keys(self, tenant: str, keys: Sequence[str]) -> int:
-        """How many of ``keys`` (idempotency keys) already name a task of ``tenant``: a batch sent
-        again creates only the others, and only those count against a queue bound."""
+    def new_tasks(self, tenant: str, keys: Sequence[str | None]) -> int:
+        """How many tasks a batch whose idempotency keys are ``keys`` (``None``: a task without
+        one) would create for ``tenant``: a key that already names a task creates none, nor does a
+        key repeated within the batch; only the rest count against a queue bound, so a batch sent
+        again (its answer lost) gets its first answer back at the tenant's quota."""
+        given = {k for k in keys if k is not None}
         with self._lock:
-            return len(reads.by_keys(self._db, tenant, keys))
+            known = reads.by_keys(self._db, tenant, given)
+        return sum(1 for k in keys if k is None) + len(given - known.keys())
 
     def get(self, tenant: str | None, task_id: int) -> TaskRow | None:
         """A task, if it exists and belongs to ``tenant`` (``None``: any tenant)."""
