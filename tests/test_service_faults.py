@@ -157,6 +157,14 @@ def test_a_key_sent_again_with_another_task_is_refused_and_nothing_of_its_batch_
     assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", 1, "idempotency_key"], r.text
     listed = httpx.get(f"{server.url}/v1/tasks", params={"key_prefix": "fresh-"}, headers=h).json()
     assert listed["tasks"] == []  # the batch was refused whole
+    # Two tasks of one batch with one key: the 422 named the id of a task rolled back with the
+    # batch (the next submission then got that id).
+    twice = [
+        {"app": "fft", "chunk": 6, "idempotency_key": "k2"},
+        {"app": "fft", "chunk": 7, "idempotency_key": "k2"},
+    ]
+    r = httpx.post(url, json=twice, headers=h)
+    assert r.status_code == 422 and "[0] of this batch has it" in r.json()["detail"][0]["msg"], r.text
 
 
 def test_a_tenant_without_the_admin_role_is_refused_before_its_body_and_a_gone_client_is_not_a_500(

@@ -133,7 +133,8 @@ def test_batches_keys_and_queue_bounds(tmp_path: Path, monkeypatch: pytest.Monke
         assert r.returncode == 0 and r.stdout.splitlines()[-1].endswith("; deadline missed by 3 of 3"), (
             r.stdout
         )
-        key = r.stderr.split("these tasks' key is ", 1)[1].split(":", 1)[0]  # the key it made up
+        key = r.stderr.split("rlsched: key ", 1)[1].split(" ", 1)[0]  # the key it made up
+        assert "names the 3 tasks queued" in r.stderr, r.stderr
         assert _cli(s, "batch", "status", "--key", key).stdout.splitlines()[-1].startswith("3 tasks: 3 done")
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
         assert 'rlsched_deadlines_total{result="met",tenant="batch"} 30.0' in metrics, metrics
@@ -180,6 +181,36 @@ def test_a_lost_answer_is_sent_again_and_a_wait_outlives_kill_9(tmp_path: Path) 
         assert [int(k.rsplit("/", 1)[1]) for _, k in _keys(tmp_path / "queue.db", "video")] == list(
             range(100, 105)
         )
+    finally:
+        s.stop()
+
+
+def test_submit_wait_names_its_key_before_it_waits(tmp_path: Path) -> None:
+    """``timeout 3 rlsched submit ... --wait`` (a script's way to bound a wait) ended with SIGTERM
+    and nothing said: the queued tasks' made-up key was printed only at the end. It is said as
+    soon as they are queued now, and finds them."""
+    import signal
+
+    port = free_port()
+    s = Server(service_config(tmp_path, port, {"video": "admin = true"}), port)
+    s.start()
+    try:
+        _drain_all(s)  # the tasks stay queued: the wait never ends on its own
+        env = {**os.environ, "RLSCHED_TOKEN": TOKENS["video"]}
+        cmd = [sys.executable, "-m", "experiments.cli", "submit", "--app", "fft", "--chunks", "2", "--wait"]
+        with open(tmp_path / "err", "w") as err:
+            p = subprocess.Popen(
+                [*cmd, "--url", s.url], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=err
+            )
+            deadline = time.monotonic() + 60
+            while "names the 2 tasks queued" not in (tmp_path / "err").read_text():
+                assert time.monotonic() < deadline and p.poll() is None, (tmp_path / "err").read_text()
+                time.sleep(0.1)
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=30)
+        key = (tmp_path / "err").read_text().split("rlsched: key ", 1)[1].split(" ", 1)[0]
+        r = _cli(s, "video", "status", "--key", key)
+        assert r.stdout.splitlines()[-1].startswith("2 tasks: 2 queued"), r.stdout
     finally:
         s.stop()
 

@@ -219,6 +219,16 @@ def _told(stream: TextIO = sys.stderr, every_s: float = 5.0) -> Callable[[str], 
     return say
 
 
+def _say_key(key: str, n: int) -> None:
+    """Name the key a submission made up: the user's one handle on its tasks."""
+    print(
+        f"rlsched: key {key} names the {n} task{'' if n == 1 else 's'} queued: rlsched status --key "
+        f"{key} shows them, rlsched cancel --key {key} cancels those not started",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
     """Submit chunks FIRST..FIRST+N-1 of one stream; print their records (after they finished with
     ``--wait``)."""
@@ -236,6 +246,8 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
         try:
             rows = c.submit(keyed(body, key), retry_for_s=args.retry_for, on_retry=told)
             if args.wait:
+                if args.key is None:  # said before the wait: a SIGTERM or kill ends it unannounced
+                    _say_key(key, len(rows))
                 timeout = math.inf if args.timeout is None else args.timeout
                 rows = c.wait([r["id"] for r in rows], timeout, on_retry=told)
         except KeyboardInterrupt:
@@ -255,12 +267,8 @@ def submit(args: SubmitArgs, argv: Sequence[str]) -> int:
                 )
             raise
         print(json.dumps(rows) if args.json else task_table(rows))
-        if args.key is None and not args.json:  # a key it made up: the user's handle on them
-            print(
-                f"rlsched: these tasks' key is {key}: rlsched status --key {key} shows them, "
-                f"rlsched cancel --key {key} cancels those not started",
-                file=sys.stderr,
-            )
+        if args.key is None and not args.json and not args.wait:  # a key it made up: their handle
+            _say_key(key, len(rows))
 
     return with_client(args.url, args.token_env, act)
 

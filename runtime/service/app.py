@@ -324,7 +324,10 @@ def create_app(service: Service) -> FastAPI:
                 if isinstance(body, list)
                 else ("body", "idempotency_key")
             )
-            invalid(where, f"a key not used for another task (it names task {e.task_id})", e.key)
+            whose = (
+                f"[{e.first}] of this batch has it" if e.first is not None else f"it names task {e.task_id}"
+            )
+            invalid(where, f"a key not used for another task ({whose})", e.key)
         late = failpoints.first("submit-late")
         if late is not None:
             time.sleep(float(late))

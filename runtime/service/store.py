@@ -239,9 +239,11 @@ class TaskStore:
             # The keys already used, looked up inside the transaction: a concurrent batch with the
             # same keys waits for this one.
             seen = reads.by_keys(self._db, tenant, [t.idem_key for t in tasks if t.idem_key is not None])
+            made: dict[str, int] = {}  # key -> position in this batch of the task it made
             for i, t in enumerate(tasks):
                 if t.idem_key is not None and t.idem_key in seen:
-                    out.append((check_same(i, seen[t.idem_key], t), False))  # a key names one task
+                    row = check_same(i, seen[t.idem_key], t, made.get(t.idem_key))  # a key names one task
+                    out.append((row, False))
                     continue
                 cur = self._db.execute(
                     "INSERT INTO tasks (tenant, app, stream, chunk, priority, deadline_s, idem_key, "
@@ -256,6 +258,7 @@ class TaskStore:
                 out.append((row, True))
                 if t.idem_key is not None:
                     seen[t.idem_key] = row  # the same key again in this batch is this task
+                    made[t.idem_key] = i
                 self._delta[tenant, "queued"] += 1
         return out
 

@@ -133,17 +133,21 @@ class KeyReused(ValueError):
     :param index: the task's position in its batch.
     :param key: the key.
     :param task_id: the task the key names.
+    :param first: the position in this batch of the task the key names, when this batch made it
+        (its id is then none a client can look up: the batch is rolled back).
     """
 
-    def __init__(self, index: int, key: str, task_id: int) -> None:
-        super().__init__(f"idempotency key {key!r} names task {task_id}, another task")
-        self.index, self.key, self.task_id = index, key, task_id
+    def __init__(self, index: int, key: str, task_id: int, first: int | None = None) -> None:
+        whose = f"task [{first}] of this batch" if first is not None else f"task {task_id}"
+        super().__init__(f"idempotency key {key!r} names {whose}, another task")
+        self.index, self.key, self.task_id, self.first = index, key, task_id, first
 
 
-def check_same(index: int, row: TaskRow, t: NewTask) -> TaskRow:
+def check_same(index: int, row: TaskRow, t: NewTask, first: int | None = None) -> TaskRow:
     """``row``, the task ``t``'s key names; refused if it is another task (app, stream, chunk,
     priority, deadline).
 
+    :param first: ``row``'s position in this batch, when this batch made it.
     :raises KeyReused: naming the key and the task it names.
     """
     if (row.app, row.stream, row.chunk, row.priority, row.deadline_s) != (
@@ -153,5 +157,5 @@ def check_same(index: int, row: TaskRow, t: NewTask) -> TaskRow:
         t.priority,
         t.deadline_s,
     ):
-        raise KeyReused(index, t.idem_key or "", row.id)
+        raise KeyReused(index, t.idem_key or "", row.id, first)
     return row
