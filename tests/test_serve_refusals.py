@@ -106,13 +106,40 @@ CORRUPT = "<corrupt>"
 FAST_REFUSALS = {
     "unreadable": ("mct+iawp", 'port = "x"\n', (), "port"),
     "missing recogniser": ("auto", 'recogniser_model = "no/such/rec"\n', (), "recogniser_model"),
-    "missing selector": ("ldwp+iawp", "", ("--selector-model", "no/such/run"), "selector_model"),
-    "corrupt selector": ("ldwp+mlsm", "", ("--selector-model", CORRUPT), "selector_model"),
-    "selector of mct": ("mct+iawp", "", ("--selector-model", str(PRETRAINED_LDWP)), "selector_model"),
-    "missing placer": ("ldwp+iawp-rl", "", ("--placer-model", "no/such/run"), "placer_model"),
-    "interference of mlsm": ("mct+mlsm", "", ("--interference-model", "no/such/model"), "interference_model"),
-    "missing interference": ("mct+iawp", "", ("--interference-model", "no/such/model"), "interference_model"),
+    # A flag's value is blamed on the flag, not on a key the file does not hold.
+    "missing selector": (
+        "ldwp+iawp",
+        "",
+        ("--selector-model", "no/such/run"),
+        "the checkpoint of --selector-model",
+    ),
+    "corrupt selector": ("ldwp+mlsm", "", ("--selector-model", CORRUPT), "--selector-model"),
+    "selector of mct": (
+        "mct+iawp",
+        "",
+        ("--selector-model", str(PRETRAINED_LDWP)),
+        "--selector-model: selector_model: expected a scheduler whose selector is ldwp",
+    ),
+    "missing placer": ("ldwp+iawp-rl", "", ("--placer-model", "no/such/run"), "--placer-model"),
+    "interference of mlsm": (
+        "mct+mlsm",
+        "",
+        ("--interference-model", "no/such/model"),
+        "--interference-model: interference_model",
+    ),
+    "missing interference": (
+        "mct+iawp",
+        "",
+        ("--interference-model", "no/such/model"),
+        "--interference-model",
+    ),
     "missing cluster": ("mct+iawp", 'cluster = "no-such-live.toml"\n', (), "no-such-live.toml"),
+    "tls cert alone by flag": (
+        "mct+mlsm",
+        "",
+        ("--tls-certfile", "/no/cert.pem"),
+        "--tls-certfile: tls_keyfile",
+    ),
     "host that does not resolve": (
         "mct+mlsm",
         "",

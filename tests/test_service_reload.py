@@ -129,7 +129,20 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         )
         config.write_text(text.replace('scheduler = "mct+mlsm"', 'scheduler = "mct+nope"'))
         bad = _reload(s, "tok-ops2")
-        assert bad.status_code == 409 and "nope" in bad.json()["detail"], bad.text
+        # Named as every other refused key is: the file and the key (it was the bare ValueError).
+        said = bad.json()["detail"]
+        assert bad.status_code == 409 and f"{config}: scheduler: expected" in said and "nope" in said, (
+            bad.text
+        )
+        assert (
+            httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).json()["scheduler"]
+            == "mct+speedup"
+        )
+        # A key that waits for a restart is checked as a start would: applied, it said "reloaded",
+        # and the next restart failed on the model folder that is not there.
+        config.write_text('selector_model = "no/such/run"\n' + text.replace('"mct+mlsm"', '"ldwp+mlsm"'))
+        bad = _reload(s, "tok-ops2")
+        assert bad.status_code == 409 and "the checkpoint of selector_model" in bad.json()["detail"], bad.text
         assert (
             httpx.get(f"{s.url}/v1/cluster", headers=_h("tok-new"), timeout=30).json()["scheduler"]
             == "mct+speedup"
@@ -137,7 +150,7 @@ def test_a_reload_changes_tenants_and_limits_and_names_what_needs_a_restart(tmp_
         # Still the same port after all: the restart-only key was not applied.
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
         assert 'rlsched_config_reloads_total{result="applied"} 3.0' in metrics  # dry runs not counted
-        assert 'rlsched_config_reloads_total{result="refused"} 2.0' in metrics
+        assert 'rlsched_config_reloads_total{result="refused"} 3.0' in metrics
         assert "rlsched_config_pending_restart 1.0" in metrics
     finally:
         s.stop()

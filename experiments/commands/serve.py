@@ -84,7 +84,11 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     from runtime.service.preflight import check_service_config
 
     # Models, cluster file, queue file, address, state_dir: refused before torch is imported.
-    check_service_config(cfg, frozenset(k for k in ("db", "host") if getattr(args, k) is not None))
+    keys = {f.name for f in dataclasses.fields(cfg)}
+    flags = frozenset(
+        f.name for f in dataclasses.fields(args) if f.name in keys and getattr(args, f.name) is not None
+    )
+    check_service_config(cfg, flags - {"config"})
     if args.check:
         from runtime.service.start_check import check_loads
 

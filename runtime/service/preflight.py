@@ -28,6 +28,12 @@ INTERFERENCE_PLACERS = ("iawp", "iawp-rl", "iawp-pass", "iawp-active", "coloc-gr
 INTERFERENCE_FORMAT = "rlsched-interference"
 
 
+def given_by(where: str, flags: Collection[str], key: str) -> str:
+    """Where ``key``'s value came from: its flag (``--selector-model``) when ``flags`` holds it,
+    else ``where`` (the config file): an error names what the operator wrote."""
+    return "--" + key.replace("_", "-") if key in flags else where
+
+
 def check_model_keys(
     spec: str,
     where: str,
@@ -35,22 +41,39 @@ def check_model_keys(
     placer_model: str | None = None,
     recogniser_model: str | None = None,
     interference_model: str | None = None,
+    flags: Collection[str] = (),
 ) -> None:
     """Each model key against the scheduler ``spec`` that would use it.
 
+    :param flags: the keys given by a flag, not the file (named as their flag).
     :raises InputError: naming the key and what scheduler it needs.
     """
     auto = spec == AUTO
     sel, _, plc = spec.partition("+")
     if selector_model is not None and sel != "ldwp" and not auto:
-        raise InputError(where, "selector_model", "a scheduler whose selector is ldwp (or auto)", spec)
+        raise InputError(
+            given_by(where, flags, "selector_model"),
+            "selector_model",
+            "a scheduler whose selector is ldwp (or auto)",
+            spec,
+        )
     if placer_model is not None and plc != "iawp-rl":
-        raise InputError(where, "placer_model", "a scheduler whose placer is iawp-rl", spec)
+        raise InputError(
+            given_by(where, flags, "placer_model"),
+            "placer_model",
+            "a scheduler whose placer is iawp-rl",
+            spec,
+        )
     if recogniser_model is not None and not auto:
-        raise InputError(where, "recogniser_model", 'scheduler = "auto" (the recogniser is its model)', spec)
+        raise InputError(
+            given_by(where, flags, "recogniser_model"),
+            "recogniser_model",
+            'scheduler = "auto" (the recogniser is its model)',
+            spec,
+        )
     if interference_model is not None and plc not in INTERFERENCE_PLACERS:
         raise InputError(
-            where,
+            given_by(where, flags, "interference_model"),
             "interference_model",
             f"a scheduler whose placer is interference-aware ({', '.join(INTERFERENCE_PLACERS)})",
             spec,
@@ -60,10 +83,15 @@ def check_model_keys(
 def check_service_config(cfg: ServiceConfig, flags: Collection[str] = ()) -> None:
     """Everything :mod:`runtime.service.preflight` checks, in the order an operator reads the file.
 
-    :param flags: the keys given by a flag rather than the file (``db``, ``host``): named ``--db``.
+    :param flags: the keys given by a flag rather than the file (``db``, ``selector_model``, ...):
+        an error names the flag (``--db``), not the file.
     :raises InputError: naming the key (and the file at fault inside a model folder).
     """
     where = cfg.source
+
+    def of(key: str) -> str:  # what a checkpoint's error says it is the checkpoint of
+        return given_by(where, flags, key) if key in flags else f"{key} ({where})"
+
     check_model_keys(
         cfg.scheduler,
         where,
@@ -71,50 +99,60 @@ def check_service_config(cfg: ServiceConfig, flags: Collection[str] = ()) -> Non
         cfg.placer_model,
         cfg.recogniser_model,
         cfg.interference_model,
+        flags,
     )
     if cfg.selector_learning and cfg.scheduler.partition("+")[0] != "ldwp":
         raise InputError(where, "selector_learning", "a scheduler whose selector is ldwp", cfg.scheduler)
     for key, kind in (("selector_model", "ldwp"), ("placer_model", "iawp-rl")):
         folder = getattr(cfg, key)
         if folder is not None:
-            _checkpoint_files(folder, f"{key} ({where})", kind)
+            _checkpoint_files(folder, of(key), kind)
     if cfg.recogniser_model is not None:
         try:
             recogniser_version(cfg.recogniser_model)  # plain data (and its second decision's): no torch
         except CheckpointError as e:
-            raise InputError.from_checkpoint(e, f"recogniser_model ({where})") from None
+            raise InputError.from_checkpoint(e, of("recogniser_model")) from None
     if cfg.interference_model is not None:
-        _interference(cfg.interference_model, where)
+        _interference(cfg.interference_model, where, flags)
     if cfg.cluster is not None:
         from runtime.cluster.config_io import load_live_cluster
 
         load_live_cluster(cfg.cluster)
-    check_host(cfg.host, "--host" if "host" in flags else where)
-    check_db(cfg.db, "--db" if "db" in flags else where)
+    check_host(cfg.host, given_by(where, flags, "host"))
+    check_db(cfg.db, given_by(where, flags, "db"))
     check_state_dir(cfg.state_dir, where)
-    check_tls(cfg.tls_certfile, cfg.tls_keyfile, where)
+    check_tls(cfg.tls_certfile, cfg.tls_keyfile, where, flags)
 
 
-def check_tls(certfile: str | None, keyfile: str | None, where: str) -> None:
+def check_tls(certfile: str | None, keyfile: str | None, where: str, flags: Collection[str] = ()) -> None:
     """Both TLS files or neither, and the pair loads as a server's certificate and key.
 
+    :param flags: the keys given by a flag, not the file (named as their flag).
     :raises InputError: naming the key at fault and what :mod:`ssl` said.
     """
     import ssl
 
     if (certfile is None) != (keyfile is None):
-        missing = "tls_keyfile" if keyfile is None else "tls_certfile"
-        raise InputError(where, missing, "tls_certfile and tls_keyfile together (or neither)")
+        given, missing = (
+            ("tls_certfile", "tls_keyfile") if keyfile is None else ("tls_keyfile", "tls_certfile")
+        )
+        raise InputError(
+            given_by(where, flags, given), missing, "tls_certfile and tls_keyfile together (or neither)"
+        )
     if certfile is None or keyfile is None:
         return
     for key, path in (("tls_certfile", certfile), ("tls_keyfile", keyfile)):
         if not Path(path).is_file():
-            raise InputError(where, key, "an existing PEM file", path)
+            raise InputError(given_by(where, flags, key), key, "an existing PEM file", path)
     try:
         ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(certfile, keyfile)
     except (ssl.SSLError, OSError) as e:
         raise InputError(
-            where, "tls_certfile", "a PEM certificate that loads with tls_keyfile", certfile, hint=str(e)
+            given_by(where, flags, "tls_certfile"),
+            "tls_certfile",
+            "a PEM certificate that loads with tls_keyfile",
+            certfile,
+            hint=str(e),
         ) from None
 
 
@@ -125,23 +163,25 @@ def _checkpoint_files(folder: str, flag: str, kind: str) -> dict[str, object]:
         raise InputError.from_checkpoint(e, flag) from None
 
 
-def _interference(path: str, where: str) -> None:
+def _interference(path: str, where: str, flags: Collection[str] = ()) -> None:
     """A folder of ``interference fit`` (its files and format) or an existing file (the
     co-location CSV, read and fitted at start)."""
     p = Path(path)
+    source = given_by(where, flags, "interference_model")
+    what = source if source != where else f"interference_model ({where})"
     if p.is_dir():
-        meta = _checkpoint_files(path, f"interference_model ({where})", "interference")
+        meta = _checkpoint_files(path, what, "interference")
         if meta.get("format") != INTERFERENCE_FORMAT:
             raise InputError(
                 str(p / META),
                 "format",
                 f"{INTERFERENCE_FORMAT!r} (an interference model)",
                 meta.get("format"),
-                hint=f"the checkpoint of interference_model ({where})",
+                hint=f"the checkpoint of {what}",
             )
     elif not p.is_file():
         raise InputError(
-            where, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
+            source, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
         )
 
 

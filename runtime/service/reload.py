@@ -188,7 +188,12 @@ class Reloader:
             running = self.service.config
             try:
                 new = self.reread()
-                # Everything that can fail, before anything changes.
+                # Everything that can fail, before anything changes; and what a start with this
+                # file would refuse, though it waits for a restart (a model folder that is not
+                # there): the next restart would otherwise fail where this reload said "reloaded".
+                from runtime.service.preflight import check_service_config
+
+                check_service_config(new)
                 renewed = self.certificate(load=False) if self.certificate is not None else None
                 sched = self._scheduler(running, new)
             except (InputError, ValueError) as e:
@@ -231,6 +236,13 @@ class Reloader:
 
         :raises ValueError: it does not build, or ``selector_learning`` needs an ``ldwp`` selector.
         """
+        from rlsched.errors import InputError
+
         if new.scheduler == running.scheduler:
             return None
-        return self.service.scheduler_for(new.scheduler)
+        try:
+            return self.service.scheduler_for(new.scheduler)
+        except ValueError as e:  # named as every other refused key is: the file and the key
+            raise InputError(
+                new.source, "scheduler", "a scheduler that builds", new.scheduler, hint=str(e)
+            ) from None
