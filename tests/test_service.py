@@ -231,6 +231,7 @@ def _check_top_came_back(top: subprocess.Popen[bytes], out: Path, done: int) -> 
             time.sleep(0.2)
         text = out.read_text(errors="replace")
         assert "service unreachable since" in text and f"{done} done" in text, text[-2000:]
+        assert "\x1b" not in text  # frames into a file: no clear-screen codes between them
         assert text.index("service unreachable since") < text.index(f"{done} done")
     finally:
         top.terminate()

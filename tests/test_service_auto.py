@@ -81,7 +81,15 @@ def test_auto_serves_the_pair_it_recognises_and_comes_back_after_kill_9(tmp_path
 
         _until(s, saved, "a checkpoint of the calibrated model")
         assert _models(s)["placer"] == "auto"
-        assert httpx.get(f"{s.url}/v1/cluster", headers=H, timeout=30).json()["scheduler"] == "auto"
+        cluster = httpx.get(f"{s.url}/v1/cluster", headers=H, timeout=30).json()
+        assert cluster["scheduler"] == "auto"
+        # The pair auto runs, where `rlsched top` reads it (its header said only `auto`).
+        assert cluster["auto"] == {
+            "running": "mct+iawp-pass",
+            "tasks_seen": 12,
+            "window": 12,
+            "deciding": False,
+        }
         metrics = httpx.get(f"{s.url}/metrics", timeout=30).text
         assert re.search(r"rlsched_tasks_accepted\S* 16", metrics), metrics[:2000]
         for spec in ("mct+speedup", "auto"):  # an admin's switch back to auto takes the configured recogniser

@@ -43,3 +43,28 @@ def test_every_line_fits_80_columns_for_a_plain_cluster() -> None:
     lines = frame(state, 26.5, "http://127.0.0.1:8470").splitlines()
     assert max(len(x) for x in lines) <= 80, lines
     assert lines[1] == "12345 queued, 0 running, 0 done (26.5/s)"
+
+
+def test_a_frame_is_cut_to_a_narrow_or_short_terminal() -> None:
+    """At 60 columns each GPU line (69) wrapped and split its figures; at 8 rows the header
+    scrolled away."""
+    from experiments.commands.top_frames import fit
+
+    nodes = [{"name": f"node{i}", "alive": True, "draining": False} for i in range(12)]
+    text = frame(_state(nodes, []), 1.0, "http://127.0.0.1:8470")
+    narrow = fit(text, 60, 40).splitlines()
+    assert max(len(x) for x in narrow) == 60 and any(x.endswith("…") for x in narrow)
+    short = fit(text, 100, 8).splitlines()
+    assert len(short) == 7 and short[0] == text.splitlines()[0]
+    assert short[-1] == f"… {len(text.splitlines()) - 6} more lines (a larger terminal shows them)"
+    assert fit(text, 200, 100) == text  # what fits is left alone
+
+
+def test_auto_shows_the_pair_it_runs_and_how_far_it_has_watched() -> None:
+    """The header said `auto on numpy`: what placed tasks, and when auto would decide, nowhere."""
+    nodes = [{"name": "volta", "alive": True, "draining": False}]
+    auto = {"running": "ldwp+iawp", "tasks_seen": 12, "window": 50, "deciding": True}
+    state = _state(nodes, []) | {"scheduler": "auto", "auto": auto}
+    assert "auto (ldwp+iawp, deciding: 12/50 tasks) on local" in frame(state, 0.0, "http://x")
+    state["auto"] = {**auto, "running": "mct-drain+iawp-pass", "deciding": False}
+    assert "auto (mct-drain+iawp-pass) on local" in frame(state, 0.0, "http://x")

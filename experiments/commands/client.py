@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 import time
 import uuid
@@ -18,7 +19,7 @@ from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import EXIT_OK, exit_help
 from experiments.commands.flags import flag
-from experiments.commands.top_frames import frame, unreachable_frame
+from experiments.commands.top_frames import fit, frame, unreachable_frame
 from rlsched.errors import InputError, Refused, Unavailable
 from runtime.service.task_limits import MAX_CHUNK, MAX_ID, MAX_PRIORITY, MAX_STREAM, MIN_PRIORITY
 
@@ -402,6 +403,14 @@ def _top(client: Client, once: bool, interval: float) -> None:
     frame saying so, and the frames resume once it is back; ``once`` and a refusal (a bad token)
     end the command instead (exit 4; a refusal exit 5)."""
     last: tuple[float, int] | None = None
+    tty = sys.stdout.isatty()
+
+    def show(text: str) -> None:  # to a terminal, cut to its size; to a file or pipe, whole
+        if tty:
+            size = shutil.get_terminal_size()
+            text = fit(text, size.columns, size.lines)
+        print(text, flush=True)
+
     if once:
         last = (time.monotonic(), client.cluster()["done"])
         time.sleep(interval)
@@ -416,17 +425,19 @@ def _top(client: Client, once: bool, interval: float) -> None:
                 raise
             lost = lost or time.time()
             last = None  # no rate across the gap
-            print(unreachable_frame(lost, e, interval), flush=True)
+            show(unreachable_frame(lost, e, interval))
         else:
             lost = None
             done, now = state["done"], time.monotonic()
             rate = (done - last[1]) / (now - last[0]) if last else 0.0
             last = (now, done)
-            print(frame(state, rate, client.url, tenants), flush=True)
+            show(frame(state, rate, client.url, tenants))
         if once:
             return
         time.sleep(interval)
-        print("\x1b[2J\x1b[H", end="")  # clear the terminal for the next frame
+        # A terminal is cleared for the next frame; a file or pipe gets no escape codes, only a
+        # blank line between frames.
+        print("\x1b[2J\x1b[H" if tty else "", end="" if tty else "\n")
 
 
 def _tenants(client: Client) -> tuple[list[dict[str, Any]] | None, bool]:

@@ -15,9 +15,14 @@ def unreachable_frame(since: float, e: Exception, interval: float) -> str:
 def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, Any]] | None = None) -> str:
     """One frame: the service, its queue and rate, a line per GPU, the drained nodes (if any),
     and for an admin a line per tenant (``tenants``: ``GET /v1/admin/tenants``)."""
+    scheduler = state["scheduler"]
+    auto = state.get("auto")
+    if auto:  # the pair that places tasks now, and while auto still watches, how far it is
+        deciding = f", deciding: {auto['tasks_seen']}/{auto['window']} tasks" if auto.get("deciding") else ""
+        scheduler = f"{scheduler} ({auto['running']}{deciding})"
     lines = [
         # two lines: one ran to about 100 columns and wrapped in an 80-column terminal
-        f"rlsched {state.get('version', '?')} at {url}: {state['scheduler']} on {state['backend']}",
+        f"rlsched {state.get('version', '?')} at {url}: {scheduler} on {state['backend']}",
         f"{state['queued']} queued, {state['running']} running, {state['done']} done ({rate:.1f}/s)",
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
@@ -43,4 +48,16 @@ def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, 
                 f"{t['name']:<16} {t['weight']:>6g} {t['queued']:>7} {t['running']:>7} {t['done']:>8} "
                 f"{t['failed']:>7} {t['cancelled']:>9}" + ("" if t.get("configured", True) else "  (removed)")
             )
+    return "\n".join(lines)
+
+
+def fit(text: str, columns: int, rows: int) -> str:
+    """``text`` cut to a terminal of ``columns`` x ``rows``: a longer line ends in ``…`` rather than
+    wrap (wrapped, a GPU line split its figures across two lines), and past the last row a line
+    says how many were left out (the header stays in view)."""
+    lines = [x if len(x) <= columns else x[: max(columns - 1, 0)] + "…" for x in text.splitlines()]
+    room = max(rows - 1, 1)  # the cursor's line after the frame
+    if len(lines) > room:
+        cut = len(lines) - room + 1
+        lines = [*lines[: room - 1], f"… {cut} more lines (a larger terminal shows them)"[:columns]]
     return "\n".join(lines)

@@ -15,7 +15,7 @@ from typing import Any
 
 from rlsched.errors import InputError
 from rlsched.overload import TICK_S
-from rlsched.policies.registry import AUTO
+from rlsched.policies.registry import AUTO, describe_auto
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.version import package_version
 from runtime.cluster.backend import ClusterBackend, DeviceReport
@@ -451,9 +451,15 @@ class Service:
                 for i, n in enumerate(c.spec.nodes)
             ]
         counts = self.store.counts(pruned=True)  # done, failed, cancelled: every task, pruned or not
+        auto = describe_auto(self.scheduler)
+        if auto is not None:  # the pair that places tasks now (`placer` says "auto"), as /v1/models has it
+            auto = {k: auto[k] for k in ("running", "tasks_seen", "window")} | {
+                "deciding": auto["choice"] is None
+            }
         return {
             "version": package_version(),
             "scheduler": self.scheduler.name,
+            "auto": auto,
             "backend": c.backend_name,
             **self.learning.describe(),
             "nodes": nodes,
