@@ -209,7 +209,7 @@ def _run(case: Case) -> CaseResult:
     from envs.capacity import task_latency_bounds
     from envs.simulator import Simulator
     from experiments.fit_cache import install
-    from rlsched.metrics import served_rate, served_share
+    from rlsched.metrics import served_share
     from rlsched.policies.registry import PolicyOptions, describe_auto, parse_scheduler
     from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 
@@ -242,8 +242,6 @@ def _run(case: Case) -> CaseResult:
     res.chose = auto["running"] if auto is not None else ""
     arrivals, done = [r.arrival_s for r in sim.records], [r.done_s for r in sim.records]
     res.metrics["served_share"] = served_share(arrivals, done, task_latency_bounds(scenario, tasks))
-    if case.arrival_scale != 1.0:  # a load curve's run: its capacity, should it be the reference
-        res.metrics["served_per_s"] = served_rate(arrivals, done)
     if case.detail:
         res.latencies = [r.done_s - r.arrival_s for r in sim.records if not math.isnan(r.done_s)]
         res.done_s = sorted(r.done_s for r in sim.records if not math.isnan(r.done_s))

@@ -41,7 +41,11 @@ def load_blocks(rows: list[dict], load_of: str, out: Path) -> list[Block]:
     """Figures and tables of latency against offered load, one scenario at a time."""
     from experiments import report_plots as plots  # matplotlib: imported when a figure is drawn
 
-    ref = "the LP capacity bound" if load_of == "bound" else f"{load_of}'s saturated throughput"
+    ref = (
+        "the LP capacity bound"
+        if load_of == "bound"
+        else f"{load_of}'s knee: the highest arrival rate at which it keeps up on that seed, bisected"
+    )
     blocks = [
         Block("h2", "Latency against offered load"),
         Block("p", HOW_TO_READ.format(ref=ref, keep=KEEP_UP)),

@@ -119,8 +119,6 @@ def summarise(
 
 #: The middle of a run's arrivals over which :func:`served_share` counts (edges have no steady state).
 SERVED_WINDOW = (0.1, 0.9)
-#: Completions :func:`served_rate` needs in that window to call their rate a capacity.
-MIN_SERVED = 100
 
 
 def served_share(
@@ -153,29 +151,6 @@ def served_share(
     expected = np.count_nonzero((ideal >= t0) & (ideal <= t1))  # NaN compares False
     completed = np.count_nonzero((d >= t0) & (d <= t1))
     return float(completed / expected) if expected else math.nan
-
-
-def served_rate(arrivals: Sequence[float] | np.ndarray, done: Sequence[float] | np.ndarray) -> float:
-    """Completions per second within the middle of the arrival window (:data:`SERVED_WINDOW`).
-
-    Of a run whose arrivals outpace the scheduler, this is its capacity: unlike completions over
-    the whole run, it leaves out the drain after the last arrival, when the cluster runs emptier
-    (0.6x the rate measured this way on ``paper``). NaN under :data:`MIN_SERVED` completions in
-    the window: a short run has no steady state (tasks that run long against its window may not
-    finish in it, and those that do are the short ones).
-
-    :param arrivals: arrival time of every task.
-    :param done: completion time of every task (NaN: not completed).
-    """
-    a = np.asarray(arrivals, dtype=np.float64)
-    if len(a) < 20:
-        return math.nan
-    t0, t1 = _window(a)
-    if not t1 > t0:
-        return math.nan
-    d = np.asarray(done, dtype=np.float64)
-    n = np.count_nonzero((d >= t0) & (d <= t1))
-    return float(n / (t1 - t0)) if n >= MIN_SERVED else math.nan
 
 
 def _window(arrivals: np.ndarray) -> tuple[float, float]:

@@ -128,30 +128,30 @@ def test_loads_relative_to_a_schedulers_saturated_throughput(tmp_path: Path) -> 
     )
     assert r.returncode == 0, r.stderr
     (row,) = json.loads((out / "results.json").read_text())["rows"]
-    # mct+mlsm serves less than the LP bound (about half on 240 tasks), so 0.9 of what it serves
-    # is well under 0.9 of the bound.
-    assert row["load"] == 0.9 and 0.2 < row["bound_offered_load"] < 0.9 * 0.9, row
-    assert "mct+mlsm's saturated throughput" in (out / "report.md").read_text()
-    # 240 tasks have no steady state to measure a capacity on: the lower bound used is said.
-    assert "is too short for its capacity to be measured" in r.stderr, r.stderr
+    # The knee is at most 1.05x the bound (the bisection's top).
+    assert row["load"] == 0.9 and 0.2 < row["bound_offered_load"] <= 0.9 * 1.05, row
+    assert "mct+mlsm's knee: the highest arrival rate at which it keeps up" in (out / "report.md").read_text()
+    assert "under 1,000 tasks, whether a run keeps up varies" in r.stderr, r.stderr  # 240 tasks
 
 
 def test_a_scheduler_keeps_up_below_its_measured_capacity_and_not_above() -> None:
-    """The reference's capacity is what it completes per second over the middle of its arrivals
-    at twice the bound. Taken over the whole run (the drain after the last arrival in it) it read
-    58 tasks/min on `paper` against 94, and mct+mlsm "kept up" at 1.1 of it."""
+    """The reference's capacity is its knee: the highest rate it keeps up at, bisected. One
+    saturated run's whole-run throughput counted the drain after the last arrival, and mct+mlsm
+    kept up at 1.1 of it on `paper`; its completions over the middle of the arrivals favoured the
+    tasks that finish first, and it fell behind at 0.9 of them (validation seeds: BENCHMARKS)."""
     from experiments.evaluation import Case, run_case
     from experiments.load_curves import capacities, load_points
 
-    cap = capacities(["paper"], [1], "mct+mlsm", 1, False, 600)
-    shares = {}
-    for load in (0.9, 1.1):
-        (point,) = load_points([load], cap)
-        r = run_case(
-            Case("paper", "mct+mlsm", 1, timeout_s=600, detail=False, arrival_scale=point.arrival_scale)
-        )
-        shares[load] = r.metrics["served_share"]
-    assert shares[0.9] > 0.95 and shares[1.1] < 0.95, shares
+    for entry in ("paper", "interference-saturated#2000"):
+        cap = capacities([entry], [1], "mct+mlsm", 1, False, 600)
+        bound = capacities([entry], [1], "bound", 1, False, 600)
+        assert cap[entry, 1][0] <= 1.05 * bound[entry, 1][0]
+        shares = {}
+        for load in (0.9, 1.1):
+            (point,) = load_points([load], cap)
+            case = Case(entry, "mct+mlsm", 1, timeout_s=600, detail=False, arrival_scale=point.arrival_scale)
+            shares[load] = run_case(case).metrics["served_share"]
+        assert shares[0.9] >= 0.99 and shares[1.1] < 0.99, (entry, shares)
 
 
 @pytest.mark.parametrize(
@@ -222,4 +222,6 @@ def test_a_reference_run_past_the_time_limit_names_the_limit_not_the_scheduler(t
     assert r.returncode == 2 and last.startswith("rlsched: error: --timeout: value: expected a time limit"), (
         r.stderr
     )
-    assert "the --load-of reference mct+mlsm saturated on interference-saturated#300" in last, last
+    assert "the --load-of reference mct+mlsm runs interference-saturated#300 (seed 20000) within" in last, (
+        last
+    )

@@ -1,17 +1,19 @@
-"""How to measure a scheduler's capacity from one saturated run (a script, not a test).
+"""What a scheduler's capacity is, for ``evaluate --load-of`` (a script, not a test).
 
     python -m experiments.benchmarks.saturated_capacity [--seed 10001] [--scheduler mct+mlsm]
 
-``evaluate --load-of SELECTOR+PLACER`` sets offered loads relative to what that scheduler serves
-when its arrivals come at twice the LP bound. Three ways to read that run:
+``evaluate --load-of SELECTOR+PLACER`` sets offered loads relative to that scheduler's capacity.
+Three readings of one run with arrivals at twice the LP bound, and the knee:
 
 * ``thr`` — completed tasks over the whole run (the drain after the last arrival in it);
-* ``win`` — completions per second over the middle 80 % of the arrivals
-  (:func:`rlsched.metrics.served_rate`, what ``evaluate`` uses);
-* ``busy`` — completions per second from the first 5 % of completions to the last arrival.
+* ``win`` — completions per second over the middle 80 % of the arrivals;
+* ``busy`` — completions per second from the first 5 % of completions to the last arrival;
+* ``knee`` — the highest arrival rate at which it keeps up, bisected
+  (:func:`experiments.load_curves.capacities`, what ``evaluate`` uses).
 
 A capacity ``c`` is right when the scheduler keeps up at 0.9 c and not at 1.1 c: the script runs it
-at both and prints ``served_share`` (1 keeping up; about capacity over arrival rate when not).
+at both and prints ``served_share`` (1 keeping up; about capacity over arrival rate when not),
+and each reading over the LP bound.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from envs.capacity import task_latency_bounds
 from envs.simulator import Simulator
 from experiments.evaluation import load_entry
 from experiments.load_curves import capacities
-from rlsched.metrics import MIN_SERVED, served_rate, served_share
+from rlsched.metrics import served_share
 from rlsched.policies.registry import parse_scheduler
 from rlsched.scenarios.taskgen import generate_tasks, scenario_for_seed
 from rlsched.seeds import describe
@@ -37,6 +39,8 @@ SCENARIOS = (
     "paper#300",
     "hetero-saturated#300",
     "interference-saturated#400",
+    "interference-saturated#2000",
+    "alibaba-dense",
     "paper",
     "dynamic",
     "transfer-32",
@@ -56,6 +60,17 @@ def _run(entry: str, spec: str, seed: int, scale: float) -> tuple[float, np.ndar
     return m.throughput, a, d, served_share(a, d, task_latency_bounds(scenario, tasks))
 
 
+#: Completions a window needs for its rate to be read.
+MIN_SERVED = 100
+
+
+def _window_rate(a: np.ndarray, d: np.ndarray) -> float:
+    order = np.sort(a)
+    t0, t1 = order[int(0.1 * len(a))], order[int(0.9 * len(a)) - 1]
+    n = np.count_nonzero((d >= t0) & (d <= t1))
+    return n / (t1 - t0) if n >= MIN_SERVED and t1 > t0 else math.nan
+
+
 def _busy(a: np.ndarray, d: np.ndarray) -> float:
     done = np.sort(d[~np.isnan(d)])
     t0, t1 = done[int(0.05 * len(done))], a.max()
@@ -70,16 +85,19 @@ def main() -> None:
     args = ap.parse_args()
     print(f"# command: python -m experiments.benchmarks.saturated_capacity {' '.join(sys.argv[1:])}".rstrip())
     print(f"# machine: {platform.machine()}, python {platform.python_version()}; {describe([args.seed])}")
-    print("scenario | measure | capacity/min | served_share at 0.9 | at 1.1")
+    print("scenario | measure | capacity/min | of the LP bound | served_share at 0.9 | at 1.1")
     for entry in SCENARIOS:
         cap, own = capacities([entry], [args.seed], "bound", 1, False, 600)[(entry, args.seed)]
+        knee = capacities([entry], [args.seed], args.scheduler, 1, False, 600)[(entry, args.seed)][0] / 60.0
         thr, a, d, _ = _run(entry, args.scheduler, args.seed, 2.0 * cap / own)
-        for name, c in (("thr", thr), ("win", served_rate(a, d)), ("busy", _busy(a, d))):
+        readings = (("thr", thr), ("win", _window_rate(a, d)), ("busy", _busy(a, d)), ("knee", knee))
+        for name, c in readings:
             if math.isnan(c):
-                print(f"{entry} | {name} | under {MIN_SERVED} completions in its window | | ")
+                print(f"{entry} | {name} | under {MIN_SERVED} completions in its window | | | ")
                 continue
             shares = [_run(entry, args.scheduler, args.seed, f * c * 60.0 / own)[3] for f in (0.9, 1.1)]
-            print(f"{entry} | {name} | {60 * c:.0f} | {shares[0]:.3f} | {shares[1]:.3f}", flush=True)
+            row = f"{entry} | {name} | {60 * c:.0f} | {60 * c / cap:.2f} | {shares[0]:.3f} | {shares[1]:.3f}"
+            print(row, flush=True)
 
 
 if __name__ == "__main__":

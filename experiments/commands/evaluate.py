@@ -31,7 +31,7 @@ class EvaluateArgs:
     :param loads: offered loads, e.g. 0.5,0.7,0.8,0.9,0.95: each scenario runs at the rates that
         give them, and the report plots latency against load
     :param load_of: what --loads are relative to: 'bound' (the LP capacity bound) or
-        SELECTOR+PLACER (its saturated throughput on each seed)
+        SELECTOR+PLACER (its knee on each seed: the highest arrival rate it keeps up at, bisected)
     :param model: LDWP checkpoint for ldwp (default: shipped)
     :param placer_model: placer checkpoint for iawp-rl (rlsched train --stage 2; default: shipped)
     :param recogniser: the auto scheduler's recogniser (rlsched fit-recogniser; default: shipped)
