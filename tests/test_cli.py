@@ -325,6 +325,11 @@ def test_demo_prints_a_table_over_seeds(small: Path) -> None:
             ["serve", "--config", "x.toml", "--port", "70000"],
             "argument --port: expected an integer from 1 to",
         ),
+        # A port out of range was "cannot reach the service" (exit 4: try again later).
+        (
+            ["status", "1", "--url", "http://127.0.0.1:99999"],
+            "--url: value: expected a URL whose port is from 1",
+        ),
         (["simulate", "--rate", "fast"], "argument --rate: expected a number, got 'fast'"),
         (["demo", "--rate", "-3"], "argument --rate: expected a positive number, got -3"),
         (["profile", "--fraction", "2", "--out", "x"], "argument --fraction: expected a share in (0, 1]"),

@@ -4,6 +4,7 @@ that does not load changes nothing, and a removed tenant's accepted tasks still 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -192,6 +193,11 @@ def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
             rows
         )
         assert rows[2][1] == "3" and "*" not in listed.stdout, listed.stdout
+        as_json = subprocess.run(
+            [*cli[:-1], "tenants", "--json"], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        # The service's answer, as --help says (it was the bare list).
+        assert [t["name"] for t in json.loads(as_json.stdout)["tenants"]] == ["ops", "batch"], as_json.stdout
         refused = subprocess.run(
             cli,
             cwd=ROOT,
@@ -206,6 +212,10 @@ def test_sighup_reloads_and_rlsched_reload_reports(tmp_path: Path) -> None:
         bad = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
         assert bad.returncode == 5 and bad.stderr.startswith("rlsched: refused: "), bad.stderr
         assert "queue_bound" in bad.stderr and bad.stderr.count("\n") == 1, bad.stderr
+        # The last admin's role removed: applied (the file is the operator's), and said.
+        write_config(tmp_path, port, TOKENS, None)
+        out = subprocess.run(cli, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and "no tenant has the admin role now" in out.stdout, out.stdout
     finally:
         s.stop()
 

@@ -108,7 +108,8 @@ def tenants(args: TenantsArgs, argv: Sequence[str]) -> int:
 
     def act(c: Client) -> None:
         rows = c.tenants()
-        print(json.dumps(rows) if args.json else tenant_table(rows))
+        # --json prints the service's answer, as every client command does (it printed the list alone).
+        print(json.dumps({"tenants": rows}) if args.json else tenant_table(rows))
 
     return with_client(args.url, args.token_env, act)
 

@@ -10,6 +10,7 @@ import re
 import shutil
 import sys
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -163,9 +164,15 @@ def with_client(given: str | None, token_env: str, act: Callable[[Client], None]
     """Run ``act`` against the service (``--url``, else ``$RLSCHED_URL``, else the default); its
     absence or trouble is exit 4, its refusal of the request as asked (a 4xx) exit 5."""
     url = given or os.environ.get("RLSCHED_URL") or DEFAULT_URL
+    source = "--url" if given else "$RLSCHED_URL"
     if not url.startswith(("http://", "https://")):  # else "cannot reach": exit 4, "retry later"
-        source = "--url" if given else "$RLSCHED_URL"
         raise InputError(source, "value", "an http:// or https:// URL, e.g. http://127.0.0.1:8470", url)
+    try:
+        port = urllib.parse.urlsplit(url).port  # raises for a port past 65535
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise InputError(source, "value", "a URL whose port is from 1 to 65535", url)
     from runtime.service.extra import CLIENT_MODULES, require_serve_extra
 
     require_serve_extra("the rlsched client commands", CLIENT_MODULES)
@@ -200,9 +207,8 @@ def _partly(e: PartlySubmitted) -> str:
     ids = [r["id"] for r in e.accepted]
     key = e.accepted[0].get("idempotency_key") or ""
     prefix = key.split("/", 1)[0]
-    return (
-        f"{e} (queued: ids {min(ids)}-{max(ids)}); the same command with --key {prefix} queues only the rest"
-    )
+    which = f"id {ids[0]}" if len(ids) == 1 else f"ids {min(ids)}-{max(ids)}"
+    return f"{e} (queued: {which}); the same command with --key {prefix} queues only the rest"
 
 
 def _told(stream: TextIO = sys.stderr, every_s: float = 5.0) -> Callable[[str], None]:

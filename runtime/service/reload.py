@@ -201,6 +201,10 @@ class Reloader:
                     metrics.reloads.labels("refused").inc()
                 raise ReloadRefused(f"nothing changed: {e}") from None
             applied, pending = changes(running, new)
+            if not any(t.admin for t in new.tenants) and any(t.admin for t in running.tenants):
+                # Applied all the same (the file is the operator's), but said: after it no token
+                # can reload, drain or switch; only SIGHUP or a restart reads the file again.
+                applied.append("no tenant has the admin role now: only SIGHUP or a restart reloads again")
             switch = self.service.admin_switch()
             if sched is not None and switch is not None:
                 # What runs is the admin's switch, not the file's old scheduler: say so, and that
