@@ -98,7 +98,7 @@ def test_train_stage_2_writes_a_placer_that_simulate_uses(tmp_path: Path, capsys
     argv = ["train", "--stage", "2", "--scenario", "interference-saturated#120", "--iterations", "1"]
     assert main([*argv, "--jobs", "1", "--out", str(out), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert "validation seeds [10001, 10002, 10003]" in summary["seed_sets"]["validation"]
+    assert "validation seeds 10001, 10002, 10003" in summary["seed_sets"]["validation"]
     history = json.loads((out / "history.json").read_text())
     assert [h["iteration"] for h in history] == [0, 1]
     # a new history from a checkpoint: not into the run it came from (it would be overwritten)

@@ -98,6 +98,7 @@ def test_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
 #: references, which declare themselves (``clairvoyant = True``) and which reports mark.
 TRUTH_READERS: dict[str, str] = {
     "envs/simulator.py": "the simulator itself",
+    "envs/sim_node.py": "the simulator's work on a node (a part of the simulator: rates from the truth)",
     "envs/oracle.py": "the oracle: a declared clairvoyant selector, a reference only",
     "envs/capacity.py": "the capacity bound: report-only, like the oracle",
     "envs/simulated_instrument.py": "the simulated co-location micro-benchmark (the world's instrument)",
