@@ -13,6 +13,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
 
 from envs.ground_truth import GroundTruth
 from envs.network import Link
@@ -50,7 +53,7 @@ class _NodeDispatch:
 
     @property
     def placer(self) -> SubtaskPlacer:
-        return self.sim.placer
+        return self.sim.dispatch_placer
 
     def start(self, tr: TaskRun, sub: Subtask, unit: int) -> bool:
         return self.sim._start(tr, sub, unit)
@@ -68,6 +71,7 @@ class NodeExecution:
     view: ClusterView
     nodes: Sequence[NodeSpec]
     placer: SubtaskPlacer
+    dispatch_placer: Any
     truth: GroundTruth
     records: list[TaskRecord]
     trace: list[tuple] | None
@@ -175,8 +179,15 @@ class NodeExecution:
 
     def _check_unit(self, tr: TaskRun, sub: Subtask, unit: int) -> None:
         f, node = self.view.fast, tr.node
+        if isinstance(unit, (bool, np.bool_)) or not isinstance(unit, (int, np.integer)):
+            raise PlacementError(
+                f"{self.placer.name}: place returned {unit!r} for {sub.kind.name} on node {node}, expected "
+                f"a GPU index, CPU ({CPU}) or None"
+            )
         if unit == CPU:
-            if sub.kind.device is Device.GPU or f.cpu_busy[node] >= f.cores[node]:
+            if sub.kind.device is Device.GPU:
+                raise PlacementError(f"{self.placer.name}: {sub.kind.name} runs on GPUs only, not a CPU core")
+            if f.cpu_busy[node] >= f.cores[node]:
                 raise PlacementError(f"{self.placer.name}: no CPU core for {sub.kind.name} on node {node}")
             return
         gpus = self.nodes[node].gpus

@@ -41,6 +41,7 @@ from envs.sim_node import (
 )
 from envs.sim_runs import Run, TaskRun
 from rlsched import dispatch
+from rlsched.cluster import check_runnable
 from rlsched.feasibility import TaskNeeds, static_feasible, task_needs
 from rlsched.hardware import GpuModel
 from rlsched.interference.calibration import CalibratingPlacer
@@ -52,6 +53,7 @@ from rlsched.scheduler import SubtaskPlacer, TwoStageScheduler, is_clairvoyant
 from rlsched.tasks import Device, KindSpec, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
+from rlsched.view_guard import guarded_placer
 from rlsched.world import drive, hand_over, take_decision
 
 __all__ = ["PlacementError", "Simulator"]
@@ -85,8 +87,11 @@ class Simulator(NodeExecution):
         self.rebalance = rebalance
         self.tasks = tasks
         self.placer = placer
+        #: What dispatch calls: the placer, or a guard that hands another's the view read-only.
+        self.dispatch_placer = guarded_placer(placer)
         self.seed = seed
         spec = scenario.cluster
+        check_runnable(spec)  # a scenario built in code is held to what the loader checks
         self.view = ClusterView.from_spec(spec)
         self.nodes = spec.nodes
         rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
@@ -125,6 +130,8 @@ class Simulator(NodeExecution):
         self._tf_mean = self.view.node_tflops_mean.tolist()
         self._bw_mean = self.view.node_bw_mean.tolist()
         self.pending: list[int] = []  # arrived, not yet given a node
+        self.undecided: list[int] = []  # arrived after finish(): never given a node
+        self._finishing = False
         self.unplaceable: list[int] = []  # arrived, no feasible node right now
         self.completed = 0
         self.decisions = 0
@@ -164,6 +171,8 @@ class Simulator(NodeExecution):
                 f"scheduler {scheduler.name}: its placer is not the one this Simulator was built with; "
                 "build the Simulator with scheduler.placer"
             )
+        if self._n_events or self.decisions:  # its metrics would be the first run's, whatever ran
+            raise ValueError("this Simulator has run: a Simulator runs once; build another for the next run")
         scheduler.reset(self.view, self.seed)
         self.calibrate_placer()
         self._bind_if_clairvoyant(scheduler.selector)
@@ -248,6 +257,7 @@ class Simulator(NodeExecution):
             away = self._avoid.get(task.id)
             if away is not None and self._mask_val.sum() > 1:
                 self._mask_val[away] = False  # as the service: a moved task goes elsewhere
+            self._mask_val.flags.writeable = False  # a policy's write would change what assign checks
             self._mask_key = key
         return self._mask_val
 
@@ -259,9 +269,15 @@ class Simulator(NodeExecution):
         self._to_node(task, node)
 
     def finish(self) -> RunMetrics:
-        """Run the remaining events (tasks already placed) to the end; the run's metrics."""
-        while self._events and not self.pending:
+        """Run every task already given a node to its end; the run's metrics. Tasks that arrive
+        meanwhile, or were waiting for a decision, get none: they count as
+        ``tasks_unschedulable`` (never given a node), not as lost."""
+        self._finishing = True
+        while self._events:
             self._step_event()
+            if self.pending:  # no decision will come for them (and drift would wait for ever)
+                self.undecided += self.pending
+                self.pending = []
         return self.metrics()
 
     @property
@@ -274,7 +290,7 @@ class Simulator(NodeExecution):
         return summarise(
             self.records,
             self._util.summary(),
-            unschedulable=len(self.unplaceable) + len(self.pending),
+            unschedulable=len(self.unplaceable) + len(self.pending) + len(self.undecided),
             decisions=self.decisions,
             wall_s=wall_s,
             decide_s=decide_s,

@@ -24,6 +24,7 @@ from rlsched.interference.instrument import ProfilingInstrument
 from rlsched.metrics import RunMetrics
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from rlsched.view_guard import guarded_view, is_ours
 
 #: ``(device model, kind, co-runner kinds, measured speed[, shares])`` of a finished GPU subtask
 #: (:meth:`rlsched.interference.calibration.ObservingPlacer.observe`).
@@ -87,7 +88,8 @@ class World(Decisions, Protocol):
         ...
 
     def finish(self) -> RunMetrics:
-        """Run everything assigned to the end and return the run's metrics."""
+        """Run everything assigned to the end and return the run's metrics (tasks never given a
+        node are not waited for)."""
         ...
 
 
@@ -142,6 +144,11 @@ def take_decision(pending: list[int], task: Task, node: int, mask: np.ndarray) -
     pending.pop(0)
 
 
+def _is_index(node: object) -> bool:
+    """An integer that is not a bool (``True`` indexed the mask as a boolean array)."""
+    return isinstance(node, (int, np.integer)) and not isinstance(node, (bool, np.bool_))
+
+
 def drive(
     world: Decisions,
     selector: Selector,
@@ -159,14 +166,16 @@ def drive(
     :return: seconds spent in ``selector.select``.
     """
     select = selector.select
+    ours = is_ours(selector)  # another's gets the view read-only (rlsched.view_guard)
     decide_s = 0.0
     while (task := world.next_decision()) is not None:
         mask = world.mask(task)
         with world.lock():
+            view = world.view if ours else guarded_view(world.view, selector)
             d0 = time.perf_counter()
-            node = select(task, world.view, mask)
+            node = select(task, view, mask)
             took = time.perf_counter() - d0
-        if not (isinstance(node, (int, np.integer)) and 0 <= node < len(mask) and mask[node]):
+        if not (_is_index(node) and 0 <= node < len(mask) and mask[node]):
             raise ValueError(
                 f"selector {getattr(selector, 'name', type(selector).__name__)!r}: select returned {node!r} "
                 f"for task {task.id}, expected "

@@ -1,0 +1,122 @@
+"""What a policy written outside rlsched can and cannot do to the world it is judged in, and what
+a researcher's own decision loop over the ``World`` interface gets (``/tmp/walk-E`` findings,
+2026-12-07): each test failed before its fix."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from envs.simulator import PlacementError, Simulator
+from rlsched import TwoStageScheduler, generate_tasks, load_scenario, make_placer
+
+
+class InPlace:
+    """A selector with one missing ``.copy()``: it subtracts into the view's own array."""
+
+    name = "in-place"
+
+    def reset(self, view: object, seed: int) -> None:
+        pass
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        free = view.host_mem_mb  # type: ignore[attr-defined]
+        free -= view.host_mem_used_mb  # type: ignore[attr-defined]
+        return int(np.argmax(np.where(mask, free, -np.inf)))
+
+
+class OpensTheMask(InPlace):
+    name = "opens-the-mask"
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        mask[:] = True
+        return 0
+
+
+class Says(InPlace):
+    """A selector that returns a fixed value."""
+
+    def __init__(self, value: object) -> None:
+        self.value, self.name = value, f"says-{value!r}"
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> object:  # type: ignore[override]
+        return self.value
+
+
+def _sim(n: int = 50, placer: object = None) -> tuple[Simulator, object]:
+    sc = load_scenario("paper", max_tasks=n)
+    p = placer if placer is not None else make_placer("speedup")
+    return Simulator(sc, generate_tasks(sc, 0), p, seed=0), p  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("selector", [InPlace(), OpensTheMask()])
+def test_a_foreign_policy_cannot_write_into_the_world(selector: InPlace) -> None:
+    """The slip ran: 24 of 200 tasks completed, 176 "unschedulable", the host memory negative; a
+    selector that opened the mask ran tasks on a node not yet joined."""
+    sim, p = _sim()
+    before = sim.view.host_mem_mb.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        sim.run(TwoStageScheduler(selector, p))  # type: ignore[arg-type]
+    assert np.array_equal(sim.view.host_mem_mb, before)
+
+
+def test_a_foreign_placer_gets_the_view_read_only_and_a_bad_answer_is_named() -> None:
+    class Subtracts:
+        name = "subtracts"
+
+        def reset(self, view: object, seed: int) -> None:
+            pass
+
+        def place(self, task: object, sub: object, node: int, view: object) -> int | None:
+            view.gpu_streams[node] -= 1  # type: ignore[attr-defined]
+            return None
+
+    class Floats(Subtracts):
+        name = "floats"
+
+        def place(self, task: object, sub: object, node: int, view: object) -> int | None:
+            return 0.0  # type: ignore[return-value]
+
+    sim, p = _sim(placer=Subtracts())
+    with pytest.raises(ValueError, match="read-only"):
+        sim.run(_sched("mct", p))
+    sim, p = _sim(placer=Floats())
+    with pytest.raises(PlacementError, match=r"floats: place returned 0\.0 .* expected a GPU index"):
+        sim.run(_sched("mct", p))
+
+
+def _sched(selector: str, placer: object) -> TwoStageScheduler:
+    from rlsched import make_selector
+
+    return TwoStageScheduler(make_selector(selector), placer)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", [True, np.True_, 1.0, None])
+def test_a_selector_that_returns_no_node_index_is_named(value: object) -> None:
+    """``True`` indexed the mask as a boolean array: numpy's "truth value ... ambiguous"."""
+    sim, p = _sim()
+    with pytest.raises(
+        ValueError, match=r"selector 'says-.*': select returned .* expected the index of a node"
+    ):
+        sim.run(TwoStageScheduler(Says(value), p))  # type: ignore[arg-type]
+
+
+def test_a_simulator_runs_once() -> None:
+    """A second run returned the first run's metrics, whatever the second scheduler."""
+    sim, p = _sim()
+    sim.run(_sched("mct", p))
+    with pytest.raises(ValueError, match="a Simulator runs once"):
+        sim.run(_sched("round-robin", p))
+
+
+def test_finish_runs_the_assigned_tasks_to_their_end() -> None:
+    """After 10 of 50 decisions, finish() stopped at the next arrival: 0 completed, 49 "lost"."""
+    sim, p = _sim()
+    p.reset(sim.view, 0)  # type: ignore[attr-defined]
+    sim.calibrate_placer()
+    for _ in range(10):
+        t = sim.next_decision()
+        assert t is not None
+        sim.assign(t, int(np.flatnonzero(sim.mask(t))[0]))
+    m = sim.finish()
+    assert (m.tasks_completed, m.tasks_unschedulable, m.tasks_lost) == (10, 40, 0), m
