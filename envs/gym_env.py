@@ -14,6 +14,8 @@ on request copies of the observable view and of the task awaiting a node.
 
 from __future__ import annotations
 
+import numbers
+import os
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -57,7 +59,7 @@ class ClusterSchedulingEnv(gym.Env):
 
     def __init__(
         self,
-        scenario: str | Scenario | Sequence[str | Scenario] = "paper",
+        scenario: str | os.PathLike[str] | Scenario | Sequence[str | os.PathLike[str] | Scenario] = "paper",
         placer: str = "speedup",
         max_tasks: int | None = None,
         reward: str = "latency",
@@ -70,11 +72,15 @@ class ClusterSchedulingEnv(gym.Env):
         self.feature_version = check_feature_version(feature_version)
         if placer not in placer_names():
             raise ValueError(f"unknown placer {placer!r}; known: {', '.join(placer_names())}")
-        many = [scenario] if isinstance(scenario, str | Scenario) else list(scenario)
+        if max_tasks is not None and (
+            isinstance(max_tasks, bool) or not isinstance(max_tasks, numbers.Integral) or max_tasks < 1
+        ):  # a negative one sliced tasks off the end; 0 made episodes that were over at reset()
+            raise ValueError(f"max_tasks must be an integer >= 1 or None, got {max_tasks!r}")
+        many = [scenario] if isinstance(scenario, str | os.PathLike | Scenario) else list(scenario)
         if not many:
             raise ValueError("scenario: expected at least one scenario")
         self.scenarios = [
-            load_scenario(s, rate_per_min=rate_per_min) if isinstance(s, str) else s for s in many
+            s if isinstance(s, Scenario) else load_scenario(s, rate_per_min=rate_per_min) for s in many
         ]
         self.placer_name = placer
         self.max_tasks = max_tasks

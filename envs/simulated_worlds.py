@@ -45,6 +45,9 @@ class SimulatedWorlds:
 
     def open(self, seed: int | None, rng: np.random.Generator, options: dict[str, Any] | None) -> World:
         run_seed = int(rng.integers(len(TRAINING))) if seed is None else int(seed)
+        unknown = sorted(set(options or {}) - {"scenario"})
+        if unknown:  # a misspelt option was ignored: the episode ran on a scenario not asked for
+            raise ValueError(f"reset options: unknown {', '.join(map(repr, unknown))}; known: 'scenario'")
         pick = (options or {}).get("scenario")
         if pick is None:
             pick = int(rng.integers(len(self.scenarios))) if len(self.scenarios) > 1 else 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from rlsched.hardware import CPU_CORE_GFLOPS, GpuModel
@@ -11,7 +12,7 @@ from rlsched.hardware import CPU_CORE_GFLOPS, GpuModel
 class NodeSpec:
     """One worker node.
 
-    :param name: unique node name.
+    :param name: unique node name (a scenario file writes ``GROUP-INDEX`` names only).
     :param cpu_cores: cores available to subtasks (each runs one subtask at a time).
     :param host_mem_gib: host memory in GiB.
     :param gpus: the node's GPUs, by model.
@@ -32,6 +33,26 @@ class NodeSpec:
     join_s: float = 0.0
     leave_s: float | None = None
 
+    def __post_init__(self) -> None:
+        # A node built in code is held to what a scenario file's loader checks: one that cannot
+        # run anything ran with plausible metrics (0 streams per GPU: 1/40 of the throughput).
+        where = f"node {self.name!r}"
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"{where}: name: expected a non-empty string")
+        if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
+            raise ValueError(f"{where}: cpu_cores: expected an integer >= 1, got {self.cpu_cores!r}")
+        if not all(isinstance(g, GpuModel) for g in self.gpus):
+            raise ValueError(
+                f"{where}: gpus: expected GpuModel objects (rlsched.hardware.gpu_model('V100M16')), "
+                f"got {self.gpus!r}"
+            )
+        if self.gpus and (not isinstance(self.streams_per_gpu, int) or self.streams_per_gpu < 1):
+            raise ValueError(
+                f"{where}: streams_per_gpu: expected an integer >= 1, got {self.streams_per_gpu!r}"
+            )
+        if self.leave_s is not None and self.leave_s <= self.join_s:
+            raise ValueError(f"{where}: leave_s: expected a time after join_s ({self.join_s:g} s)")
+
 
 @dataclass(frozen=True)
 class ClusterSpec:
@@ -48,3 +69,16 @@ class ClusterSpec:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+
+def check_runnable(cluster: ClusterSpec) -> None:
+    """What a scenario file's loader checks of a cluster as a whole, for one built in code (a
+    world runs it otherwise, with plausible metrics): node names unique, one node from time 0.
+
+    :raises ValueError: naming the rule.
+    """
+    twice = sorted(name for name, n in Counter(x.name for x in cluster.nodes).items() if n > 1)
+    if twice:
+        raise ValueError(f"cluster {cluster.name!r}: nodes: expected unique names, {', '.join(twice)} twice")
+    if not any(n.join_s == 0 for n in cluster.nodes):
+        raise ValueError(f"cluster {cluster.name!r}: nodes: expected at least one node present from time 0")

@@ -118,7 +118,7 @@ class SchedulingEnv(gym.Env):
         world, task = self._world, self._task
         if world is None or task is None:
             raise RuntimeError("step() called before reset() or after the episode ended")
-        node = int(action)
+        node = _node_index(action)
         invalid = not (0 <= node < len(self._mask) and self._mask[node])
         if invalid:
             with world.lock():
@@ -207,3 +207,17 @@ class SchedulingEnv(gym.Env):
             nodes[:n] = obs["nodes"]
             obs["nodes"], obs["mask"] = nodes, self._pad_mask(obs["mask"])
         return obs
+
+
+def _node_index(action: object) -> int:
+    """The node an action names: an integer (a Python or numpy one, or an array holding one), as
+    ``Discrete`` samples. ``int()`` took 2.7 for node 2 and "3" for node 3 in silence.
+
+    :raises ValueError: for any other value.
+    """
+    a = np.asarray(action)
+    if a.size != 1 or a.dtype.kind not in "iu":
+        raise ValueError(
+            f"action: expected an integer node index (the action space is Discrete), got {action!r}"
+        )
+    return int(a.reshape(()))

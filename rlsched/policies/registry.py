@@ -18,6 +18,7 @@ declares clairvoyance under a name registered without it is refused.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -167,6 +168,12 @@ def _checked(kind: str, name: str, policy: Any) -> Any:
 
     :raises ValueError: naming the policy.
     """
+    method = "select" if kind == "selector" else "place"
+    if not callable(getattr(policy, method, None)):
+        raise ValueError(
+            f"{kind} {name!r}: its factory built {type(policy).__name__}, which has no {method}() "
+            f"(registered as a {kind}?)"
+        )
     if is_clairvoyant(policy) and name not in _CLAIRVOYANT[kind]:
         raise ValueError(
             f"{kind} {name!r} declares itself clairvoyant (clairvoyant = True) but was registered "
@@ -268,16 +275,38 @@ def placer_names() -> list[str]:
     return sorted(PLACERS)
 
 
+#: A policy's name: what a SELECTOR+PLACER spec can hold.
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def _check_name(kind: str, name: str) -> None:
+    """A name a spec can spell, not one of rlsched's own (as for plug-ins: built-in names win).
+
+    :raises ValueError: naming it.
+    """
+    if not isinstance(name, str) or not _NAME.fullmatch(name):
+        raise ValueError(
+            f"{kind} name {name!r}: expected letters, digits and _.- (it is spelt in SELECTOR+PLACER specs)"
+        )
+    if name in (_BUILTIN_SELECTORS if kind == "selector" else _BUILTIN_PLACERS) or name == AUTO:
+        raise ValueError(f"{kind} name {name!r} is rlsched's own: register yours under another name")
+
+
 def register_selector(name: str, factory: Callable[[], NodeSelector]) -> None:
     """Add a stage-1 policy for this process (code that embeds rlsched; packages use the
     entry-point group instead). A clairvoyant reference declares ``clairvoyant = True`` on
-    ``factory`` (its class)."""
+    ``factory`` (its class).
+
+    :raises ValueError: a name a spec cannot spell, or one of rlsched's own.
+    """
+    _check_name("selector", name)
     SELECTORS[name] = _plain(factory)
     _declare("selector", name, factory)
 
 
 def register_placer(name: str, factory: Callable[[], SubtaskPlacer]) -> None:
     """Add a stage-2 policy for this process (see :func:`register_selector`)."""
+    _check_name("placer", name)
     PLACERS[name] = _plain(factory)
     _declare("placer", name, factory)
 

@@ -72,6 +72,9 @@ Paths inside a file resolve relative to the file's folder; ``${RLSCHED_DATA}`` i
 from __future__ import annotations
 
 import dataclasses
+import numbers
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +118,7 @@ def list_scenarios() -> list[str]:
 
 
 def load_scenario(
-    name_or_path: str,
+    name_or_path: str | os.PathLike[str],
     *,
     rate_per_min: float | None = None,
     trace_dir: str | None = None,
@@ -136,7 +139,11 @@ def load_scenario(
     :param max_tasks: run at most this many of the workload's tasks (an entry's ``#TASKS``).
     :raises ScenarioError: naming the file, line and field of the first problem found.
     """
-    path, shown = _locate(name_or_path)
+    if max_tasks is not None and (
+        isinstance(max_tasks, bool) or not isinstance(max_tasks, numbers.Integral) or max_tasks < 1
+    ):
+        raise ScenarioError(str(name_or_path), "max_tasks", "an integer >= 1 (or None)", max_tasks)
+    path, shown = _locate(os.fspath(name_or_path))
     r = ConfigReader.open(path, "scenario file", shown, ScenarioError)
     return _build(r, path, rate_per_min, trace_dir, max_tasks)
 
@@ -152,11 +159,19 @@ def _locate(name_or_path: str) -> tuple[Path, str]:
     path = builtin_dir() / f"{name_or_path}.toml"
     if not path.is_file():
         names = ", ".join(list_scenarios()) or "none installed"
+        stem = re.split(r"[@~#]", name_or_path, maxsplit=1)[0]
+        hint = (
+            "the @RATE, ~LOAD and #TASKS suffixes are the command line's; here: "
+            f"load_scenario({stem!r}, rate_per_min=..., max_tasks=...)"
+            if stem != name_or_path
+            else None
+        )
         raise ScenarioError(
             name_or_path,
             "<scenario>",
             f"a built-in scenario ({names}) or a path to a .toml file",
             name_or_path,
+            hint=hint,
         )
     try:
         shown = str(path.resolve().relative_to(Path.cwd().resolve()))

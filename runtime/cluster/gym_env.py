@@ -59,6 +59,10 @@ class LiveWorlds:
         return len(self.spec.nodes)
 
     def open(self, seed: int | None, rng: np.random.Generator, options: dict[str, Any] | None) -> World:
+        if options:  # none is read here: a given one would be ignored in silence
+            raise ValueError(
+                f"reset options: the live env takes none, got {', '.join(map(repr, sorted(options)))}"
+            )
         run_seed = int(rng.integers(2**31 - 1)) if seed is None else int(seed)
         work = build_work(dataclasses.replace(self.workload, seed=run_seed))
         # The session's own selector only re-places tasks of a node that died after the last
