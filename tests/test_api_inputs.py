@@ -96,10 +96,6 @@ def test_a_cluster_built_in_code_is_held_to_the_loaders_rules() -> None:
             NodeSpec(**args)  # type: ignore[arg-type]
     sc = load_scenario("paper", max_tasks=5)
     first = sc.cluster.nodes[0]
-    for nodes, rule in (
-        ((first, first), "unique names"),
-        (tuple(dataclasses.replace(n, join_s=10.0) for n in sc.cluster.nodes), "present from time 0"),
-    ):
-        bad = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=nodes))
-        with pytest.raises(ValueError, match=rule):
-            Simulator(bad, generate_tasks(sc, 0), make_placer("speedup"))
+    bad = dataclasses.replace(sc, cluster=dataclasses.replace(sc.cluster, nodes=(first, first)))
+    with pytest.raises(ValueError, match="unique names"):
+        Simulator(bad, generate_tasks(sc, 0), make_placer("speedup"))
