@@ -7,7 +7,7 @@ registry through the ``rlsched.policies`` entry-point group, not through an impo
 
 from gymnasium.envs.registration import register, registry
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "Simulator": "envs.simulator",
@@ -19,6 +19,7 @@ _EXPORTS = {
 }
 __all__ = ["ENV_ID", *sorted(_EXPORTS)]
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)
 
 ENV_ID = "rlsched/ClusterScheduling-v0"
 if ENV_ID not in registry:

@@ -7,7 +7,7 @@ Public names are imported on first use (PEP 562), so ``import rlsched`` stays ch
 
 from __future__ import annotations
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "ClusterSpec": "rlsched.cluster",
@@ -37,6 +37,7 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)
 
 #: The other top-level packages rlsched ships beside this one (the project's layout).
 SIBLINGS = ("envs", "models", "runtime", "experiments")

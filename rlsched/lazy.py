@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -23,3 +24,17 @@ def lazy_exports(package: str, exports: dict[str, str]) -> Callable[[str], Any]:
         return getattr(importlib.import_module(module), name)
 
     return __getattr__
+
+
+def lazy_dir(package: str, exports: dict[str, str]) -> Callable[[], list[str]]:
+    """A module ``__dir__`` that lists the lazy exports beside what the module holds, so that
+    ``dir()`` and tab completion show them (they are not attributes until first read).
+
+    :param package: the package's ``__name__``.
+    :param exports: public name -> module that defines it.
+    """
+
+    def __dir__() -> list[str]:
+        return sorted(set(vars(sys.modules[package])) | set(exports))
+
+    return __dir__

@@ -15,7 +15,7 @@ import contextlib
 import copy
 import time
 from collections.abc import Callable, Hashable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -37,6 +37,7 @@ class Selector(Protocol):
     def select(self, task: Task, view: ClusterView, mask: np.ndarray) -> int: ...
 
 
+@runtime_checkable
 class Decisions(Protocol):
     """What the stage-1 loop (:func:`drive`) steps: tasks that need a node, one at a time.
 
@@ -70,6 +71,7 @@ class Decisions(Protocol):
         ...
 
 
+@runtime_checkable
 class World(Decisions, Protocol):
     """A cluster running one task stream; stage 1 decided from outside, stage 2 inside."""
 

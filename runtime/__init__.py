@@ -8,7 +8,7 @@ the MLSM side (memory manager, residency, stream pools), ``runtime.backends`` th
 
 from __future__ import annotations
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "LocalCluster": "runtime.cluster.local",
@@ -27,3 +27,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)

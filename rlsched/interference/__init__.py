@@ -8,7 +8,7 @@ measurement file or a scenario does without.
 
 from __future__ import annotations
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "ColocationData": "rlsched.interference.measurements",
@@ -31,3 +31,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 if TYPE_CHECKING:
     from rlsched.policies.registry import (
@@ -45,9 +45,9 @@ __all__ = [
 # The registry's names are imported on first use (PEP 562): a light module of this folder
 # (``names``, read by the CLI as it builds its parser) must not bring in the registry and every
 # policy with it.
-__getattr__ = lazy_exports(
-    __name__, {n: "rlsched.policies.registry" for n in __all__ if n != "ldwp_from_network"}
-)
+_EXPORTS = {n: "rlsched.policies.registry" for n in __all__ if n != "ldwp_from_network"}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)
 
 
 def ldwp_from_network(net: object, meta: dict, source: str) -> object:

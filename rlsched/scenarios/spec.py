@@ -139,4 +139,5 @@ class Scenario:
     interference: InterferenceSpec = field(default_factory=InterferenceSpec)
     seed: int = 0
     description: str = ""
-    path: str | None = None
+    #: Where it was loaded from: not part of what it is (a written copy compares equal).
+    path: str | None = field(default=None, compare=False)

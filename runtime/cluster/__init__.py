@@ -8,7 +8,7 @@ cluster does without.
 
 from __future__ import annotations
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "ClusterBackend": "runtime.cluster.backend",
@@ -32,3 +32,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)

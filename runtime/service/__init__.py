@@ -8,7 +8,7 @@ imports nothing on its own: each name imports its module on first use (PEP 562),
 
 from __future__ import annotations
 
-from rlsched.lazy import lazy_exports
+from rlsched.lazy import lazy_dir, lazy_exports
 
 _EXPORTS = {
     "ServiceConfig": "runtime.service.config",
@@ -25,3 +25,4 @@ _EXPORTS = {
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
+__dir__ = lazy_dir(__name__, _EXPORTS)
