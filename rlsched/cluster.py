@@ -39,8 +39,12 @@ class NodeSpec:
         where = f"node {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise ValueError(f"{where}: name: expected a non-empty string")
-        if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 1:
-            raise ValueError(f"{where}: cpu_cores: expected an integer >= 1, got {self.cpu_cores!r}")
+        if isinstance(self.cpu_cores, bool) or not isinstance(self.cpu_cores, int) or self.cpu_cores < 0:
+            raise ValueError(f"{where}: cpu_cores: expected an integer >= 0, got {self.cpu_cores!r}")
+        if self.cpu_cores == 0 and not self.gpus:  # a live GPU node may leave its cores to others
+            raise ValueError(
+                f"{where}: cpu_cores: expected at least one CPU core or one GPU, got 0 and no GPU"
+            )
         if not all(isinstance(g, GpuModel) for g in self.gpus):
             raise ValueError(
                 f"{where}: gpus: expected GpuModel objects (rlsched.hardware.gpu_model('V100M16')), "

@@ -86,7 +86,8 @@ def test_a_cluster_built_in_code_is_held_to_the_loaders_rules() -> None:
 
     v100 = gpu_model("V100M16")
     for kw, field in (
-        ({"cpu_cores": 0}, "cpu_cores"),
+        ({"cpu_cores": 0, "gpus": ()}, "cpu_cores"),
+        ({"cpu_cores": -1}, "cpu_cores"),
         ({"streams_per_gpu": 0}, "streams_per_gpu"),
         ({"gpus": ("V100M16",)}, "gpus"),
         ({"join_s": 5.0, "leave_s": 5.0}, "leave_s"),
