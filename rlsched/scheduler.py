@@ -101,6 +101,9 @@ class TwoStageScheduler:
         return f"{self.selector.name}+{self.placer.name}"
 
     def reset(self, view: ClusterView, seed: int) -> None:
-        """Reset both stages (the placer on a derived seed so the two draw independently)."""
-        self.selector.reset(view, seed)
-        self.placer.reset(view, seed + 7919)
+        """Reset both stages (the placer on a derived seed so the two draw independently); a
+        stage from outside rlsched is handed the view read-only (:mod:`rlsched.view_guard`)."""
+        from rlsched.view_guard import guarded_view
+
+        self.selector.reset(guarded_view(view, self.selector), seed)
+        self.placer.reset(guarded_view(view, self.placer), seed + 7919)

@@ -120,3 +120,21 @@ def test_finish_runs_the_assigned_tasks_to_their_end() -> None:
         sim.assign(t, int(np.flatnonzero(sim.mask(t))[0]))
     m = sim.finish()
     assert (m.tasks_completed, m.tasks_unschedulable, m.tasks_lost) == (10, 40, 0), m
+
+
+def test_what_reset_hands_a_foreign_policy_is_read_only_too() -> None:
+    """A policy that kept the view it was reset with could write into it on any later call."""
+
+    class Keeps(InPlace):
+        name = "keeps"
+
+        def reset(self, view: object, seed: int) -> None:
+            self.view = view
+
+        def select(self, task: object, view: object, mask: np.ndarray) -> int:
+            self.view.tasks_on_node[:] = 0  # type: ignore[attr-defined]
+            return int(np.flatnonzero(mask)[0])
+
+    sim, p = _sim()
+    with pytest.raises(ValueError, match="read-only"):
+        sim.run(TwoStageScheduler(Keeps(), p))  # type: ignore[arg-type]
