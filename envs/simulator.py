@@ -68,7 +68,9 @@ class Simulator(NodeExecution):
     :param scenario: cluster, dynamics and interference source.
     :param tasks: the tasks to run, dense ids in arrival order.
     :param placer: the stage-2 policy used on every node.
-    :param seed: drives drift (the tasks were drawn from their own seed).
+    :param seed: drives drift and the ground truth's draws (the tasks were drawn from their own
+        seed); default the scenario's, as :func:`~rlsched.scenarios.taskgen.generate_tasks`' is
+        (it was 0 while tasks came from the scenario's seed).
     :param trace: keep a log of subtask executions (for tests).
     :param rebalance: move tasks that have not started off nodes that stay overloaded or to idle GPU nodes, as
         ``rlsched serve`` does (:mod:`envs.rebalancing`).
@@ -79,7 +81,7 @@ class Simulator(NodeExecution):
         scenario: Scenario,
         tasks: list[Task],
         placer: SubtaskPlacer,
-        seed: int = 0,
+        seed: int | None = None,
         trace: bool = False,
         rebalance: bool = False,
     ) -> None:
@@ -89,12 +91,12 @@ class Simulator(NodeExecution):
         self.placer = placer
         #: What dispatch calls: the placer, or a guard that hands another's the view read-only.
         self.dispatch_placer = guarded_placer(placer)
-        self.seed = seed
+        self.seed = scenario.seed if seed is None else seed
         spec = scenario.cluster
         check_runnable(spec)  # a scenario built in code is held to what the loader checks
         self.view = ClusterView.from_spec(spec)
         self.nodes = spec.nodes
-        rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED]))
+        rng = np.random.default_rng(np.random.SeedSequence([self.seed, 0x5EED]))
         self.truth = GroundTruth(scenario.interference, scenario.drift, [n.gpus for n in spec.nodes], rng)
         self.trace: list[tuple] | None = [] if trace else None
         self._init_state()

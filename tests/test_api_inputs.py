@@ -117,3 +117,16 @@ def test_the_api_says_what_it_has(tmp_path: Path) -> None:
     assert isinstance(Simulator(sc, generate_tasks(sc, 0), make_placer("speedup")), World)
     write_scenario(sc, tmp_path / "p.toml")
     assert load_scenario(tmp_path / "p.toml") == sc
+
+
+def test_a_simulators_seed_defaults_to_the_scenarios_as_its_tasks_do() -> None:
+    """Tasks came from the scenario's seed and drift from seed 0: a scenario of seed 7 simulated
+    without a seed paired two different runs."""
+    import dataclasses
+
+    from envs.simulator import Simulator
+    from rlsched import generate_tasks, make_placer
+
+    sc = dataclasses.replace(load_scenario("dynamic", max_tasks=30), seed=7)
+    assert Simulator(sc, generate_tasks(sc), make_placer("speedup")).seed == 7
+    assert Simulator(sc, generate_tasks(sc), make_placer("speedup"), seed=3).seed == 3
