@@ -133,7 +133,6 @@ class Simulator(NodeExecution):
         self._bw_mean = self.view.node_bw_mean.tolist()
         self.pending: list[int] = []  # arrived, not yet given a node
         self.undecided: list[int] = []  # arrived after finish(): never given a node
-        self._finishing = False
         self.unplaceable: list[int] = []  # arrived, no feasible node right now
         self.completed = 0
         self.decisions = 0
@@ -274,7 +273,6 @@ class Simulator(NodeExecution):
         """Run every task already given a node to its end; the run's metrics. Tasks that arrive
         meanwhile, or were waiting for a decision, get none: they count as
         ``tasks_unschedulable`` (never given a node), not as lost."""
-        self._finishing = True
         while self._events:
             self._step_event()
             if self.pending:  # no decision will come for them (and drift would wait for ever)
