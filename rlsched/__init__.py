@@ -41,6 +41,8 @@ __dir__ = lazy_dir(__name__, _EXPORTS)
 
 #: The other top-level packages rlsched ships beside this one (the project's layout).
 SIBLINGS = ("envs", "models", "runtime", "experiments")
+#: Every top-level package of the project: code in them is rlsched's own (not a plug-in's).
+OUR_PACKAGES = frozenset({"rlsched", *SIBLINGS})
 
 
 def shadowed_siblings() -> list[tuple[str, str]]:

@@ -15,15 +15,13 @@ from typing import Any, cast
 
 import numpy as np
 
+from rlsched import OUR_PACKAGES
 from rlsched.view import ClusterView
-
-#: Top-level packages whose policies are rlsched's own.
-_OURS = frozenset({"rlsched", "envs", "runtime", "models", "experiments"})
 
 
 def is_ours(policy: object) -> bool:
     """Whether ``policy``'s class is defined in rlsched's own packages."""
-    return type(policy).__module__.split(".", 1)[0] in _OURS
+    return type(policy).__module__.split(".", 1)[0] in OUR_PACKAGES
 
 
 class ReadOnlyView:

@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -84,11 +84,7 @@ def run(args: ServeArgs, argv: Sequence[str]) -> int:
     from runtime.service.preflight import check_service_config
 
     # Models, cluster file, queue file, address, state_dir: refused before torch is imported.
-    keys = {f.name for f in dataclasses.fields(cfg)}
-    flags = frozenset(
-        f.name for f in dataclasses.fields(args) if f.name in keys and getattr(args, f.name) is not None
-    )
-    check_service_config(cfg, flags - {"config"})
+    check_service_config(cfg, frozenset(_given(args)))
     if args.check:
         from runtime.service.start_check import check_loads
 
@@ -117,14 +113,19 @@ def _config(args: ServeArgs) -> ServiceConfig:
     """The config file with the flags given over it (at start, and again on a reload)."""
     from runtime.service.config import load_service_config
 
-    cfg = load_service_config(args.config)
-    keys = {f.name for f in dataclasses.fields(cfg)}
-    over = {
+    return dataclasses.replace(load_service_config(args.config), **_given(args))
+
+
+def _given(args: ServeArgs) -> dict[str, Any]:
+    """The config keys the flags give over the file (an error about one names the flag)."""
+    from runtime.service.config import ServiceConfig
+
+    keys = {f.name for f in dataclasses.fields(ServiceConfig)} - {"config"}
+    return {
         f.name: getattr(args, f.name)
         for f in dataclasses.fields(args)
-        if f.name in keys and f.name != "config" and getattr(args, f.name) is not None
+        if f.name in keys and getattr(args, f.name) is not None
     }
-    return dataclasses.replace(cfg, **over)
 
 
 COMMAND = Command(

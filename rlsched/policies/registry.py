@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from rlsched import OUR_PACKAGES
 from rlsched.policies.names import AUTO
 from rlsched.policies.placers import FirstFreePlacer, LeastLoadedPlacer, MlsmPlacer, SpeedupPlacer
 from rlsched.policies.selectors import (
@@ -151,8 +152,6 @@ _plugins_read = False
 #: The plug-ins loaded: policy name -> its entry point (``module:Class``), so that an error raised
 #: in their code, or a broken contract, is said to be theirs (``experiments/cli.py``).
 PLUGINS: dict[str, str] = {}
-#: This project's packages: a policy it registers as an entry point (``oracle``) is not a plug-in.
-_OUR_PACKAGES = frozenset({"rlsched", "envs", "experiments", "runtime", "models"})
 
 
 def _declare(kind: str, name: str, factory: object) -> None:
@@ -227,7 +226,9 @@ def load_plugins() -> None:
             factory = ep.load()
             table[ep.name] = _plain(factory)
             _declare(kind, ep.name, factory)
-            if ep.value.split(".", 1)[0].split(":", 1)[0] not in _OUR_PACKAGES:  # oracle is ours
+            if (
+                ep.value.split(".", 1)[0].split(":", 1)[0] not in OUR_PACKAGES
+            ):  # an entry point of this project's own (oracle) is no plug-in
                 PLUGINS[ep.name] = ep.value
 
 
