@@ -138,3 +138,49 @@ def test_what_reset_hands_a_foreign_policy_is_read_only_too() -> None:
     sim, p = _sim()
     with pytest.raises(ValueError, match="read-only"):
         sim.run(TwoStageScheduler(Keeps(), p))  # type: ignore[arg-type]
+
+
+class _Writes:
+    """A placer from outside rlsched that writes into the view on its first offer of a root
+    subtask (``late=False``: made by the driver's submit) or of a child (``late=True``: made on a
+    lane thread when its parent finished); ``mlsm`` decides."""
+
+    name = "writes"
+
+    def __init__(self, late: bool) -> None:
+        self.inner, self.late, self.wrote = make_placer("mlsm"), late, False
+
+    def reset(self, view: object, seed: int) -> None:
+        self.inner.reset(view, seed)  # type: ignore[arg-type]
+
+    def place(self, task: object, sub: object, node: int, view: object) -> int | None:
+        if not self.wrote and bool(sub.parents) == self.late:  # type: ignore[attr-defined]
+            self.wrote = True
+            view.gpu_streams[node] -= 1  # type: ignore[attr-defined]
+        return self.inner.place(task, sub, node, view)  # type: ignore[arg-type]
+
+
+def test_a_live_node_agent_hands_a_foreign_placer_the_view_read_only() -> None:
+    """The live agents handed a plug-in placer the cluster's own view: its slip took a stream
+    from the node for the rest of the run, without an error. Now it raises where the placer runs:
+    at a task's first offer the driver's call fails; on a later offer (a lane thread) that task
+    fails with the error, and the run goes on."""
+    from rlsched.policies.selectors import MctSelector
+    from runtime.cluster.config import default_live_cluster
+    from runtime.cluster.live import LiveOptions, run_live
+    from runtime.cluster.local import LocalCluster
+    from runtime.cluster.workload import LiveWorkload, build_work
+
+    def run(late: bool) -> tuple[LocalCluster, object]:
+        cluster = LocalCluster(default_live_cluster(), "numpy")
+        work = build_work(LiveWorkload(apps={"video_synopsis": 1.0}, streams=1, tasks=6, rate_per_s=100.0))
+        sched = TwoStageScheduler(MctSelector(), _Writes(late))  # type: ignore[arg-type]
+        return cluster, run_live(cluster, sched, work, LiveOptions())
+
+    streams = default_live_cluster().view().gpu_streams.copy()
+    with pytest.raises(ValueError, match="read-only"):
+        run(late=False)
+    cluster, res = run(late=True)
+    assert res.metrics.tasks_completed == 5 and len(res.errors) == 1, res.errors  # type: ignore[attr-defined]
+    assert "read-only" in next(iter(res.errors.values()))  # type: ignore[attr-defined]
+    assert np.array_equal(cluster.view.gpu_streams, streams)

@@ -33,6 +33,7 @@ from rlsched.scheduler import CPU, SubtaskPlacer
 from rlsched.tasks import Subtask, Task
 from rlsched.utilisation import UtilAccumulator
 from rlsched.view import ClusterView
+from rlsched.view_guard import guarded_placer
 from rlsched.world import Observe
 from runtime.backends.base import Backend, DeviceFull
 from runtime.cluster.backend import MOVED, TaskOutcome
@@ -55,7 +56,8 @@ class NodeAgent:
     :param spec: the live cluster (for the node's devices and stream bounds).
     :param backend: opens the node's devices.
     :param view: the shared cluster view this agent keeps up to date.
-    :param placer: stage 2.
+    :param placer: stage 2 (one from outside rlsched reads the view read-only:
+        :mod:`rlsched.view_guard`).
     :param lock: the cluster lock guarding ``view`` and every agent's scheduling state.
     :param clock: seconds since the run started.
     :param observe: called with every finished GPU subtask and the time-weighted kinds that ran
@@ -77,7 +79,8 @@ class NodeAgent:
         observe: Observe | None = None,
         speeds: SpeedReference | None = None,
     ) -> None:
-        self.node, self.view, self.placer, self.lock, self.clock = node, view, placer, lock, clock
+        self.node, self.view, self.lock, self.clock = node, view, lock, clock
+        self.placer = placer
         self.observe = observe
         self.speeds = speeds if speeds is not None else SpeedReference()
         ns = self.nspec = spec.nodes[node]
@@ -117,6 +120,16 @@ class NodeAgent:
                 if not s.parents:
                     self.ready(run, s)
             self.drain()
+
+    @property
+    def placer(self) -> SubtaskPlacer:
+        """Stage 2 as dispatch calls it: a placer from outside rlsched is handed the view
+        read-only, as in the simulator (:func:`rlsched.view_guard.guarded_placer`)."""
+        return self._placer
+
+    @placer.setter
+    def placer(self, placer: SubtaskPlacer) -> None:
+        self._placer = guarded_placer(placer)
 
     # ---- dispatch hooks (lock held) --------------------------------------------------------
     def ready(self, run: TaskRun, sub: Subtask) -> None:

@@ -21,6 +21,7 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from rlsched.view_guard import guarded_view
 from rlsched.world import Observe
 from runtime import failpoints
 from runtime.backends.base import Backend
@@ -150,7 +151,7 @@ class LocalCluster:
         placer = make_placer(placer_spec)
         with self.lock:
             if isinstance(placer_spec, str):
-                placer.reset(self.view, 0)  # an object was reset by its scheduler
+                placer.reset(guarded_view(self.view, placer), 0)  # an object was reset by its scheduler
             self._placer, self._observe = placer, observe
             for a in self.agents:
                 a.placer, a.observe = placer, observe

@@ -26,6 +26,7 @@ from rlsched.policies.registry import make_placer
 from rlsched.scheduler import SubtaskPlacer
 from rlsched.tasks import Task
 from rlsched.view import ClusterView
+from rlsched.view_guard import guarded_view
 from runtime.backends.select import choose_backend
 from runtime.cluster.agent import NodeAgent
 from runtime.cluster.backend import TaskOutcome
@@ -155,7 +156,9 @@ class NodeActor:
         self.backend = choose_backend(backend, max_speed=spec.max_speed)
         placer = make_placer(placer_spec)
         if isinstance(placer_spec, str):
-            placer.reset(self.view, seed)  # an object was reset by the driver's scheduler
+            placer.reset(
+                guarded_view(self.view, placer), seed
+            )  # an object was reset by the driver's scheduler
         self._t0 = time.perf_counter()
         obs = getattr(placer, "observe", None) if observe else None
         self.agent = NodeAgent(node, spec, self.backend, self.view, placer, self.lock, self.clock, obs)
@@ -244,7 +247,7 @@ class NodeActor:
         placer = make_placer(placer_spec)
         with self.lock:
             if isinstance(placer_spec, str):
-                placer.reset(self.view, 0)
+                placer.reset(guarded_view(self.view, placer), 0)
             self.agent.placer = placer
             self.agent.observe = getattr(placer, "observe", None) if observe else None
 

@@ -18,6 +18,7 @@ from rlsched.overload import TICK_S
 from rlsched.policies.registry import AUTO, describe_auto
 from rlsched.scheduler import TwoStageScheduler
 from rlsched.version import package_version
+from rlsched.view_guard import guarded_view
 from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
@@ -345,7 +346,7 @@ class Service:
         with self.cluster.lock:
             reset = getattr(selector, "reset", None)
             if reset is not None:
-                reset(self.cluster.view, 0)
+                reset(guarded_view(self.cluster.view, selector), 0)
             self.dispatcher.scheduler = self.scheduler = sched
 
     def _promotion_event(self, kind: str) -> None:
