@@ -129,6 +129,16 @@ def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.C
     assert (out / "interference").is_dir() and (out / "colocation.csv").is_file()
 
 
+def test_finetune_from_shipped_starts_from_the_shipped_network(tmp_path: Path) -> None:
+    """``--from shipped``, as ``fit-recogniser`` takes it: it was "shipped/meta.json: not found"."""
+    out = tmp_path / "ft"
+    assert (
+        main(["finetune", "--from", "shipped", "--scenario", "paper#30", "--steps", "200", "--out", str(out)])
+        == 0
+    )
+    assert json.loads((out / "transfer.json").read_text())["source"] == str(PRETRAINED)
+
+
 def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     args = ["finetune", "--from", str(PRETRAINED), "--out", str(tmp_path)]
     assert main([*args, "--live", "--scenario", "paper"]) == 2
@@ -191,3 +201,39 @@ def test_a_ray_address_nothing_answers_at_is_unavailable_at_once(
     said = "rlsched: unavailable: RAY_ADDRESS 127.0.0.1:1: no Ray cluster answers there (Connection refused)"
     assert err == said + "\n", err
     assert time.monotonic() - t0 < 10 and not (tmp_path / "ft").exists()
+
+
+def test_a_ray_address_of_no_form_ray_takes_is_bad_input_naming_the_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``ray.init`` raised "Invalid address format": an internal error (exit 1), "a bug"."""
+    pytest.importorskip("ray")
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1")
+    args = [
+        "finetune",
+        "--from",
+        str(PRETRAINED),
+        "--live",
+        "--backend",
+        "ray",
+        "--out",
+        str(tmp_path / "ft"),
+    ]
+    assert main(args) == 2
+    said = (
+        "rlsched: error: RAY_ADDRESS: value: expected auto, local, HOST:PORT or ray://HOST:PORT, "
+        "got '127.0.0.1'"
+    )
+    assert capsys.readouterr().err == said + "\n"
+
+
+def test_joining_by_address_names_the_token_when_it_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ray start`` (Ray 2.60) asks for a token; a machine without it is refused like a wrong
+    address, so the one line said "Failed to connect" and nothing else."""
+    from runtime.cluster.ray_address import _auth_hint
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    assert "RAY_AUTH_MODE=token" in _auth_hint("10.0.0.5:6379")
+    assert _auth_hint("auto") == ""
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert _auth_hint("10.0.0.5:6379") == ""

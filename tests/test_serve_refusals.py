@@ -40,6 +40,26 @@ def test_a_ray_address_nothing_answers_at_exits_4_and_leaves_no_queue(tmp_path: 
     assert [p.name for p in tmp_path.iterdir()] == ["service.toml"]
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1", "head:99999", ":6379"])
+def test_a_ray_address_of_no_form_ray_takes_exits_2_naming_it_under_check_too(
+    tmp_path: Path, address: str
+) -> None:
+    """``ray.init`` raised "Invalid address format" at start (an internal error, exit 1) after
+    ``--check`` had said "ready to serve"."""
+    top = f'backend = "ray"\nray_address = "{address}"\n'
+    config = write_config(tmp_path, free_port(), TOKENS, None, top)
+    said = f"ray_address: expected auto, local, HOST:PORT or ray://HOST:PORT, got '{address}'"
+    for flags in (["--check"], []):
+        r = _serve_exit(config, *flags)
+        assert r.returncode == 2 and said in r.stderr, r.stderr
+    (tmp_path / "flag").mkdir()
+    plain = write_config(tmp_path / "flag", free_port(), TOKENS, None, 'backend = "ray"\n')
+    r = _serve_exit(plain, "--check", "--ray-address", "nope")
+    assert r.returncode == 2 and "--ray-address: ray_address: expected auto" in r.stderr, r.stderr
+    r = _serve_exit(plain, "--check", "--ray-address", "10.1.2.3:6379")  # says where, joins nothing
+    assert r.returncode == 0 and "on the Ray cluster at 10.1.2.3:6379 (not joined by --check)" in r.stdout
+
+
 def test_selector_learning_without_an_ldwp_selector_exits_2_naming_the_key(tmp_path: Path) -> None:
     config = write_config(tmp_path, free_port(), TOKENS, None, "selector_learning = true\n", "mct+mlsm")
     r = _serve_exit(config)

@@ -119,5 +119,34 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
         ids = [t["id"] for t in httpx.post(f"{s.url}/v1/tasks", json=body, headers=headers("video")).json()]
         rows = wait_done(s, "video", ids, timeout=60)
         assert {r["node"] for r in rows} == {joined[0]["name"]} and {r["state"] for r in rows} == {"done"}
+
+        # An admin removes it: discovery (every 2 s) leaves its Ray node alone, and an admin may
+        # put a node there again (its Ray node stayed "taken" for ever: 409 until a restart).
+        name = joined[0]["name"]
+        assert httpx.delete(f"{s.url}/v1/admin/nodes/{name}", headers=headers("video")).status_code == 200
+        time.sleep(5)
+        assert not [n for n in cluster_nodes(s) if n["ray_node_id"] == fresh.node_id and n["alive"]]
+        node = {"name": "again", "cpu_cores": 1, "gpus": [{"model": "T4"}], "ray_node_id": fresh.node_id}
+        r = httpx.post(f"{s.url}/v1/admin/nodes", json=node, headers=headers("video"), timeout=90)
+        assert r.status_code == 201, r.text
+        back = [n for n in cluster_nodes(s) if n["ray_node_id"] == fresh.node_id and n["alive"]]
+        assert [n["name"] for n in back] == ["again"]
     finally:
         s.stop()
+
+
+def test_more_cluster_nodes_than_ray_nodes_is_unavailable_not_a_bug(tmp_path: Path, ray_cluster: Any) -> None:
+    """Three cluster-file nodes on a two-node Ray cluster: "internal error ... (a bug)", exit 1."""
+    import subprocess
+    import sys
+
+    from experiments.benchmarks.service_process import ROOT
+
+    nodes = _cluster_file(tmp_path).read_text() + '[[nodes]]\nname = "c"\ncpu_cores = 1\n'
+    (tmp_path / "live.toml").write_text(nodes)
+    top = f'backend = "ray"\nray_address = "{ray_cluster.address}"\ncluster = "{tmp_path / "live.toml"}"\n'
+    cfg = service_config(tmp_path, free_port(), {"video": ""}, top=top)
+    cmd = [sys.executable, "-m", "experiments.cli", "serve", "--config", str(cfg)]
+    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    said = f"unavailable: ray_address {ray_cluster.address}: the live cluster has 3 nodes but Ray has 2 alive"
+    assert r.returncode == 4 and said in r.stderr, r.stderr

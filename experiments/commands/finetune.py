@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Sequence
@@ -20,7 +21,7 @@ from rlsched.errors import InputError
 class FinetuneArgs:
     """Options of ``rlsched finetune``.
 
-    :param source: checkpoint directory of the trained network
+    :param source: checkpoint directory of the trained network ('shipped': the shipped one)
     :param scenario: target scenario (built-in name or path, with an optional @RATE or ~LOAD and #TASKS);
         not with --live
     :param rate: arrival rate override, tasks/min
@@ -59,6 +60,10 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
     from experiments import inputs
 
+    if args.source == "shipped":  # the installed package's, wherever it is
+        from models import PRETRAINED_LDWP
+
+        args = dataclasses.replace(args, source=str(PRETRAINED_LDWP))
     inputs.new_run_folder(args.out, resumable=False)
     live_only = given(argv, ("--backend", "--device-backend", "--tasks", "--eval-tasks", "--cluster"))
     if live_only and not args.live:

@@ -7,15 +7,38 @@ from __future__ import annotations
 import os
 import socket
 
-from rlsched.errors import Unavailable
+from rlsched.errors import InputError, Unavailable
 
 #: Seconds a TCP connection to the address may take before the cluster counts as unreachable.
 CONNECT_TIMEOUT_S = 5.0
+#: The forms of a Ray address ``ray.init`` takes.
+EXPECTED = "auto, local, HOST:PORT or ray://HOST:PORT"
 
 
 def ray_address(given: str | None) -> str | None:
     """The address ``ray.init`` will use: ``given``, else ``$RAY_ADDRESS``, else ``None``."""
     return given if given is not None else os.environ.get("RAY_ADDRESS") or None
+
+
+def well_formed(address: str) -> bool:
+    """Whether ``address`` has a form ``ray.init`` takes (:data:`EXPECTED`): anything else made
+    it raise a ``ValueError`` (``Invalid address format``), reported as a bug."""
+    if address in ("auto", "local"):
+        return True
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    return bool(host.strip("[]")) and port.isdigit() and 1 <= int(port) <= 65535
+
+
+def check_address_form(address: str | None, source: str, field: str = "value") -> None:
+    """Refuse a Ray address of no form ``ray.init`` takes (``None``: none given, nothing to check).
+
+    :param address: the address.
+    :param source: where it was given: ``RAY_ADDRESS``, ``--ray-address``, or the config file.
+    :param field: the key (``ray_address``), or ``value`` for a flag or variable.
+    :raises InputError: naming ``source`` and ``field`` (exit 2).
+    """
+    if address is not None and not well_formed(address):
+        raise InputError(source, field, EXPECTED, address)
 
 
 def check_ray_address(given: str | None, what: str) -> None:
@@ -24,14 +47,14 @@ def check_ray_address(given: str | None, what: str) -> None:
 
     :param given: the address the caller passes to ``ray.init`` (``None``: ``$RAY_ADDRESS``).
     :param what: how the user named it, for the message (``--ray-address``, ``RAY_ADDRESS``).
+    :raises InputError: an address of no form Ray takes (exit 2).
     :raises Unavailable: naming ``what``, the address and why (exit 4).
     """
     address = ray_address(given)
+    check_address_form(address, what)
     if address is None or address in ("auto", "local"):
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
-    if not host or not port.isdigit():
-        return  # a form Ray knows and this check does not: Ray says what is wrong with it
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
@@ -55,5 +78,19 @@ def ray_init(address: str | None, what: str, **kwargs: object) -> None:
         ray.init(address=address, **kwargs)  # type: ignore[arg-type]
     except ConnectionError as e:
         raise Unavailable(
-            f"{what} {ray_address(address)}", f"cannot join a Ray cluster there ({e})"
+            f"{what} {ray_address(address)}", f"cannot join a Ray cluster there ({e}){_auth_hint(address)}"
         ) from None
+
+
+def _auth_hint(address: str | None) -> str:
+    """What to try when joining by an address failed: ``ray start`` (Ray 2.60) turns token
+    authentication on, and a machine without the token is refused with the same error as a
+    wrong address (Ray's log lines above it say ``Unauthenticated``)."""
+    given = ray_address(address)
+    if given in (None, "auto", "local") or os.environ.get("RAY_AUTH_MODE") == "token":
+        return ""
+    return (
+        "; if Ray's lines above say Unauthenticated, the cluster asks for its token: set "
+        "RAY_AUTH_MODE=token here, with the token (`ray get-auth-token` on the head prints it) in "
+        "RAY_AUTH_TOKEN or ~/.ray/auth_token"
+    )

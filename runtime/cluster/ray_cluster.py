@@ -164,6 +164,8 @@ class RayCluster:
         self._seq = [0] * n
         self._in_flight = [0] * n
         self._dead = [False] * n
+        #: Rows whose agent left for good (removed, or its Ray node lost): their Ray node is free.
+        self._left = [False] * n
         self._ticking = [False] * n
         self._calls: dict[Any, _Call] = {}
         #: Object references of shared inputs by cache id, least recently used first.
@@ -405,7 +407,7 @@ class RayCluster:
         with self.lock:
             if self._dead[node]:
                 return
-            self._dead[node] = True
+            self._dead[node] = self._left[node] = True
             self._in_flight[node] = 0
             self.view.set_alive(node, False)
             self.view.clear_node(node)
@@ -417,8 +419,10 @@ class RayCluster:
         return self.node_ids[node]
 
     def free_hosts(self) -> list[dict[str, Any]]:
-        """Alive Ray nodes that hold no agent of this cluster (``ray.nodes()`` entries)."""
-        mine = set(self.node_ids)
+        """Alive Ray nodes that hold no agent of this cluster (``ray.nodes()`` entries): a Ray
+        node whose agent was removed is free again."""
+        with self.lock:
+            mine = {x for x, left in zip(self.node_ids, self._left, strict=True) if not left}
         return [x for x in self._r.nodes() if x.get("Alive") and str(x["NodeID"]) not in mine]
 
     def add_node(self, node: LiveNode, where: str | None = None) -> int:
@@ -442,6 +446,7 @@ class RayCluster:
             self._seq.append(0)
             self._in_flight.append(0)
             self._dead.append(True)
+            self._left.append(False)
             self._ticking.append(False)
             self.node_ids.append(ray_id)
             actor = self._new_actor(self._actor_cls, i, ray_id, *self._started_with)
@@ -451,6 +456,8 @@ class RayCluster:
         if not done:
             with contextlib.suppress(Exception):
                 self._r.kill(actor, no_restart=True)
+            with self.lock:
+                self._left[i] = True
             raise TimeoutError(f"node actor for {node.name!r} not up after {self.start_timeout_s:.0f} s")
         with self.lock:
             self._dead[i] = False
@@ -466,7 +473,7 @@ class RayCluster:
         with self.lock:
             if self._dead[node]:
                 raise ValueError(f"node {self.spec.nodes[node].name!r} already left the cluster")
-            self._dead[node] = True  # answers from now on are NODE_LOST (see _resolve)
+            self._dead[node] = self._left[node] = True  # answers are NODE_LOST now (_resolve)
             held = self._in_flight[node]
             self._in_flight[node] = 0
             self.view.set_alive(node, False)

@@ -11,7 +11,9 @@
   names (if the catalog knows it), else the service's ``ray_gpu_model``.
 
 A removed node keeps its row in the view (dead), so node indices never shift under a running
-scheduler; a node added later under the same name gets a new row.
+scheduler; a node added later under the same name gets a new row. On Ray, the Ray node a removed
+node ran on is free again: an admin may add a node there (``ray_node_id``), and discovery leaves
+it alone until then (it would undo the removal two seconds later), until the service restarts.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class NodeAdmin:
         self._lock = threading.Lock()  # one membership change at a time
         #: Told ``(name, row)`` of each node that joins, before the dispatcher is woken for it.
         self.on_join: Callable[[str, int], None] | None = None
+        #: Ray nodes whose agent an admin removed: discovery does not give them one again.
+        self.removed_hosts: set[str] = set()
 
     def index(self, name: str) -> int:
         """The row of the live node called ``name`` (else of its latest, dead, row).
@@ -112,6 +116,9 @@ class NodeAdmin:
             i = self.live_index(name)
             held = self.cluster.remove_node(i)
             self.dispatcher.closed.discard(i)
+            host = self.cluster.location(i)
+            if host is not None:
+                self.removed_hosts.add(host)
             return held
 
     def add(self, node: LiveNode, where: str | None = None) -> int:
@@ -124,15 +131,20 @@ class NodeAdmin:
                 i = self.cluster.add_node(node, where)
             except ValueError as e:
                 raise NodeError(str(e)) from e
+            host = self.cluster.location(i)
+            self.removed_hosts.discard(host or "")
         if self.on_join is not None:  # outside the lock: it takes the admin's, held around remove
             self.on_join(node.name, i)
         self.dispatcher.wake()
         return i
 
     def discover(self, default_model: str) -> list[int]:
-        """Ray: give every alive Ray node without an agent one; the rows added."""
+        """Ray: give every alive Ray node without an agent one (but those an admin removed an
+        agent from); the rows added."""
         added = []
         for entry in self.cluster.free_hosts():
+            if str(entry["NodeID"]) in self.removed_hosts:
+                continue
             node = ray_node_spec(entry, default_model)
             if node is None:
                 continue

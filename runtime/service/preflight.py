@@ -118,6 +118,8 @@ def check_service_config(cfg: ServiceConfig, flags: Collection[str] = ()) -> Non
         from runtime.cluster.config_io import load_live_cluster
 
         load_live_cluster(cfg.cluster)
+    if cfg.backend == "ray":
+        _ray_address(cfg.ray_address, where, flags)
     check_host(cfg.host, given_by(where, flags, "host"))
     check_db(cfg.db, given_by(where, flags, "db"))
     check_state_dir(cfg.state_dir, where)
@@ -183,6 +185,17 @@ def _interference(path: str, where: str, flags: Collection[str] = ()) -> None:
         raise InputError(
             source, "interference_model", "a folder of 'rlsched interference fit' or a co-location CSV", path
         )
+
+
+def _ray_address(address: str | None, where: str, flags: Collection[str]) -> None:
+    """The Ray address the service would join has a form Ray takes: ``ray_address`` (or its
+    flag), else ``$RAY_ADDRESS``, which Ray follows when the key is left out."""
+    from runtime.cluster.ray_address import check_address_form, ray_address
+
+    if address is not None:
+        check_address_form(address, given_by(where, flags, "ray_address"), "ray_address")
+    else:
+        check_address_form(ray_address(None), "RAY_ADDRESS")
 
 
 def check_host(host: str, where: str) -> None:

@@ -22,8 +22,8 @@ from rlsched.view_guard import guarded_view
 from runtime.cluster.backend import ClusterBackend, DeviceReport
 from runtime.cluster.config import LiveClusterSpec, default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
-from runtime.cluster.local import LocalCluster
 from runtime.service.admin_changes import AdminKeeper
+from runtime.service.cluster_backend import make_cluster
 from runtime.service.config import ServiceConfig, Tenant
 from runtime.service.dispatcher import Dispatcher
 from runtime.service.learning import Learning
@@ -479,24 +479,6 @@ def _device_figures(d: DeviceReport | None) -> dict[str, float | int | None]:
         "cache_misses": d.misses,
         "memory_refusals": d.memory_refusals,
     }
-
-
-def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend:
-    """The cluster backend ``config`` names (Ray: joins ``ray_address``, or starts a local Ray)."""
-    if config.backend == "local":
-        return LocalCluster(spec)
-    import ray
-
-    from runtime.cluster.ray_address import ray_init
-    from runtime.cluster.ray_cluster import RayCluster
-
-    started_here = not ray.is_initialized() and config.ray_address is None
-    if not ray.is_initialized():
-        ray_init(config.ray_address, "ray_address", include_dashboard=False, log_to_driver=False)
-    # A Ray started here has one node: the spec's agents share it. A joined cluster gets one
-    # agent per Ray node.
-    # The service returns the outputs' digest only: nodes send that, not the arrays.
-    return RayCluster(spec, share_nodes=started_here, outputs="digest")
 
 
 def store_owner(config: ServiceConfig) -> str:

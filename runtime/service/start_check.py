@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from runtime.cluster.config import default_live_cluster
 from runtime.cluster.config_io import load_live_cluster
+from runtime.cluster.ray_address import ray_address
 from runtime.service.config import ServiceConfig
 from runtime.service.learned_state import LearnedState
 from runtime.service.models import build_scheduler, load_interference
@@ -36,11 +37,24 @@ def check_loads(cfg: ServiceConfig) -> str:
     gpus = sum(len(n.gpus) for n in spec.nodes)
     models = ", ".join(f"{v.role} {v.source} {v.sha256[:12]}" for v in versions) or "no trained model"
     state = f"learned state v{learned.version}" if learned is not None else "no learned state yet"
-    tenants = f"{len(cfg.tenants)} tenant{'s' if len(cfg.tenants) != 1 else ''}"
+    tenants = _counted(len(cfg.tenants), "tenant")
     scheme = "https" if cfg.tls_certfile else "http"
     kept = "for ever" if cfg.finished_retention_s <= 0 else span_text(cfg.finished_retention_s)
     return (
         f"scheduler {cfg.scheduler}; {models}; {state}; {tenants}; "
-        f"{len(spec.nodes)} nodes, {gpus} GPUs; {scheme}://{cfg.host}:{cfg.port}; "
-        f"queue {cfg.db}, finished tasks kept {kept}"
+        f"{_counted(len(spec.nodes), 'node')}, {_counted(gpus, 'GPU')}{_on_ray(cfg)}; "
+        f"{scheme}://{cfg.host}:{cfg.port}; queue {cfg.db}, finished tasks kept {kept}"
     )
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _on_ray(cfg: ServiceConfig) -> str:
+    """Where a Ray service's agents would run: ``--check`` does not join the cluster."""
+    if cfg.backend != "ray":
+        return ""
+    address = ray_address(cfg.ray_address)
+    where = f"the Ray cluster at {address}" if address is not None else "a local Ray it starts"
+    return f" on {where} (not joined by --check)"
