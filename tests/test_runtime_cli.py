@@ -178,6 +178,11 @@ def test_live_demo_refuses_a_ground_truth_scheduler_before_any_run() -> None:
         check_live_schedulers(["mct+iawp", "least-loaded+first-free", "oracle"])
 
 
+def _finetune_on_ray(out: Path) -> list[str]:
+    """``rlsched finetune --live --backend ray`` of the shipped network into ``out``."""
+    return ["finetune", "--from", str(PRETRAINED), "--live", "--backend", "ray", "--out", str(out)]
+
+
 def test_a_ray_address_nothing_answers_at_is_unavailable_at_once(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,16 +190,7 @@ def test_a_ray_address_nothing_answers_at_is_unavailable_at_once(
     profiling's; now the command says so before any work (exit 4)."""
     pytest.importorskip("ray")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")
-    args = [
-        "finetune",
-        "--from",
-        str(PRETRAINED),
-        "--live",
-        "--backend",
-        "ray",
-        "--out",
-        str(tmp_path / "ft"),
-    ]
+    args = _finetune_on_ray(tmp_path / "ft")
     t0 = time.monotonic()
     assert main(args) == 4
     err = capsys.readouterr().err
@@ -209,16 +205,7 @@ def test_a_ray_address_of_no_form_ray_takes_is_bad_input_naming_the_variable(
     """``ray.init`` raised "Invalid address format": an internal error (exit 1), "a bug"."""
     pytest.importorskip("ray")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1")
-    args = [
-        "finetune",
-        "--from",
-        str(PRETRAINED),
-        "--live",
-        "--backend",
-        "ray",
-        "--out",
-        str(tmp_path / "ft"),
-    ]
+    args = _finetune_on_ray(tmp_path / "ft")
     assert main(args) == 2
     said = (
         "rlsched: error: RAY_ADDRESS: value: expected auto, local, HOST:PORT or ray://HOST:PORT, "
