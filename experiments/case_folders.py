@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from experiments.scenario_gen.index import INDEX_NAME, read_index
+from experiments.scenario_gen.index import INDEX_NAME, check_use, read_index
 from rlsched.errors import InputError
 from rlsched.scenarios.loader import list_scenarios
 
@@ -123,3 +123,42 @@ def _read_index(folder: Path) -> dict[Path, CaseInfo]:
         index.path(c).resolve(): CaseInfo(c.family, c.seed_set, c.test_only, c.seed, c.offered_load, c.regime)
         for c in index.cases
     }
+
+
+def check_file_use(entry: str, use: str, flag: str) -> None:
+    """Refuse one scenario file that ``use`` may not see (a folder is :func:`check_use`'s): a case
+    of a generated set, by its index beside it, as :func:`check_use` would; any other file whose
+    own ``seed`` is a test seed (a generated test case copied out of its set). Entries that are
+    no file (built-ins, folders) pass.
+
+    :param entry: a scenario entry as written (``FILE[@RATE|~LOAD][#TASKS]``).
+    :param use: ``training``, ``validation`` or ``test``.
+    :param flag: the flag that named it.
+    :raises InputError: naming ``flag``, the file and its seed.
+    """
+    import dataclasses
+    import tomllib
+
+    from rlsched.seeds import seed_set
+
+    path = Path(split_suffix(entry)[0]).expanduser()
+    if use == "test" or not path.is_file():
+        return
+    if (path.parent / INDEX_NAME).is_file():
+        index = read_index(path.parent)
+        mine = tuple(c for c in index.cases if index.path(c).resolve() == path.resolve())
+        if mine:
+            check_use(dataclasses.replace(index, cases=mine), use, flag)
+            return
+    try:
+        seed = tomllib.loads(path.read_text()).get("seed")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return  # not readable as a scenario: the scenario loader says why
+    if isinstance(seed, int) and not isinstance(seed, bool) and seed_set(seed) == "test":
+        raise InputError(
+            flag,
+            "value",
+            f"a scenario for {use}, not a test case",
+            str(path),
+            hint=f"its seed {seed} is a test seed: test cases are for rlsched evaluate",
+        )

@@ -105,8 +105,7 @@ def check_grid_use(grid: Grid, use: str, flag: str) -> None:
 
     :raises InputError: naming ``flag``, the case and the seed.
     """
-    from experiments.case_folders import split_suffix
-    from experiments.scenario_gen.index import INDEX_NAME, check_use, read_index
+    from experiments.case_folders import check_file_use
     from rlsched.errors import InputError
     from rlsched.seeds import seed_set
 
@@ -115,9 +114,8 @@ def check_grid_use(grid: Grid, use: str, flag: str) -> None:
             raise InputError(
                 flag, "seed", f"runs on {use} seeds only", seed, hint=f"{case} ran on a {seed_set(seed)} seed"
             )
-    for folder in sorted({Path(split_suffix(c)[0]).parent for c in grid.cases}):
-        if (folder / INDEX_NAME).is_file():
-            check_use(read_index(folder), use, flag)
+    for case in sorted(grid.cases):  # the cases the grid ran, not their folders' others
+        check_file_use(case, use, flag)
 
 
 def choose_candidates(grid: Grid, default: str = DEFAULT_PAIR) -> list[str]:

@@ -14,21 +14,22 @@ def scenario_entries(cfg: TrainConfig) -> list[str]:
 
     :raises ValueError: naming ``scenario`` when it lists none.
     """
-    return _entries(cfg.scenario, "scenario", "training")
+    return checked_entries(cfg.scenario, "scenario", "training")
 
 
 def validation_entries(cfg: TrainConfig) -> list[str]:
     """The entries of the validation scenarios, as written (the keys of evaluation figures)."""
     if cfg.validation_scenario is None:
         return scenario_entries(cfg)
-    return _entries(cfg.validation_scenario, "validation_scenario", "validation")
+    return checked_entries(cfg.validation_scenario, "validation_scenario", "validation")
 
 
-def _entries(text: str, field: str, use: str) -> list[str]:
+def checked_entries(text: str, field: str, use: str) -> list[str]:
     """The entries of ``text``, each folder of cases replaced by its scenario files. A folder of
-    generated cases (``rlsched scenarios generate``) must hold only cases ``use`` may see: training
-    seeds for training, validation seeds for validation, and no test-only family either way."""
-    from experiments.case_folders import expand_folders, split_suffix
+    generated cases (``rlsched scenarios generate``), or one of its files, must hold only cases
+    ``use`` may see: training seeds for training, validation seeds for validation, and no
+    test-only family either way; no other file may carry a test seed."""
+    from experiments.case_folders import check_file_use, expand_folders, split_suffix
     from experiments.scenario_gen.index import INDEX_NAME, check_use, read_index
 
     entries = [e.strip() for e in text.split(",") if e.strip()]
@@ -39,4 +40,6 @@ def _entries(text: str, field: str, use: str) -> list[str]:
         folder = Path(split_suffix(e)[0]).expanduser()
         if (folder / INDEX_NAME).is_file():
             check_use(read_index(folder), use, flag)
+        else:
+            check_file_use(e, use, flag)
     return expand_folders(entries, flag)

@@ -273,3 +273,57 @@ def test_a_generated_case_runs_in_simulate_and_evaluate(one_of_each: CaseIndex, 
         == 0
     )
     assert (out / "report.md").is_file()
+
+
+def test_one_file_of_a_test_set_is_refused_for_training_as_its_folder_is(
+    one_of_each: CaseIndex, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Only the folder was refused: each file of it trained LDWP, the placer and a fine-tune
+    (exit 0), and chose a network as a validation scenario, with summaries saying "not test
+    figures"; a case copied out of its set too."""
+    from experiments.case_folders import check_file_use
+
+    case = str(one_of_each.path(one_of_each.cases[0]))
+    out = str(tmp_path / "out")
+    refused = [
+        ["train", "--scenario", f"{case}#60", "--steps", "100", "--out", out],
+        ["train", "--scenario", "paper#60", "--validation-scenario", case, "--steps", "100", "--out", out],
+        ["train", "--stage", "2", "--scenario", f"{case}#60", "--iterations", "1", "--out", out],
+        ["finetune", "--from", "shipped", "--scenario", f"{case}#60", "--steps", "100", "--out", out],
+    ]
+    for args in refused:
+        assert main(args) == 2, args
+        assert "is a test seed" in capsys.readouterr().err, args
+    copied = tmp_path / "mine.toml"
+    shutil.copy(case, copied)
+    with pytest.raises(InputError, match=r"^--scenario: value: expected a scenario for training, not a test"):
+        check_file_use(f"{copied}~0.5", "training", "--scenario")
+    check_file_use(case, "test", "--scenarios")  # evaluate's use
+    check_file_use("paper#60", "training", "--scenario")  # a built-in: no file
+
+
+def test_stage_2_trains_on_a_folder_of_generated_cases(tmp_path: Path) -> None:
+    """``--stage 2`` refused a folder (after ``--stage both``'s stage 1 had trained in full)."""
+    folder = tmp_path / "gen-train"
+    assert (
+        main(
+            [
+                "scenarios",
+                "generate",
+                "--family",
+                "churn",
+                "--count",
+                "2",
+                "--seed",
+                "0",
+                "--out",
+                str(folder),
+            ]
+        )
+        == 0
+    )
+    out = tmp_path / "s2"
+    args = ["train", "--stage", "2", "--scenario", f"{folder}#40", "--iterations", "1", "--jobs", "1"]
+    assert main([*args, "--out", str(out)]) == 0
+    scenarios = json.loads((out / "best" / "meta.json").read_text())["config"]["scenarios"]
+    assert scenarios.count("churn-") == 2

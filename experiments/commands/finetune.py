@@ -82,6 +82,9 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     if args.scenario is None:
         raise InputError("--scenario", "value", "a target scenario, built-in name or file (or --live)")
     inputs.scenario(args.scenario, args.rate)  # before the network: loading it imports torch
+    from experiments.case_folders import check_file_use
+
+    check_file_use(args.scenario, "training", "--scenario")  # it trains there: never a test case
     inputs.ldwp_model(args.source, "--from")
     steps = default(FinetuneConfig, "steps") if args.steps is None else args.steps
     from experiments.finetune import finetune  # torch and stable-baselines3: once the inputs are read

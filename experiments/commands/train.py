@@ -181,12 +181,17 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
 
 
 def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -> PlacerTrainConfig:
+    """Stage 2's config; a folder of generated cases among its scenarios becomes their files,
+    checked as stage 1's are (training seeds only)."""
+    from experiments.train_entries import checked_entries
+
     defaults = PlacerTrainConfig()
+    scenarios = checked_entries(args.scenario or defaults.scenarios, "scenario", "training")
     return PlacerTrainConfig(
         **pick(
             PlacerTrainConfig,
             args,
-            scenarios=args.scenario or defaults.scenarios,
+            scenarios=",".join(scenarios),
             selector=selector,
             selector_model=selector_model,
             iterations=args.iterations or defaults.iterations,
