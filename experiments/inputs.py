@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -87,8 +88,9 @@ def scenario_entries(text: str, rate: float | None, flag: str, processes: int = 
     return out
 
 
-#: What a training or fine-tuning run leaves in its ``--out``.
-RUN_FILES = ("best", "last", "history.json", "summary.json", "transfer.json")
+#: What a training or fine-tuning run leaves in its ``--out`` (and a checkpoint folder holds: a
+#: shipped one is no ``--out``).
+RUN_FILES = ("best", "last", "history.json", "summary.json", "transfer.json", "meta.json", "weights.pt")
 
 
 def new_run_folder(
@@ -117,6 +119,20 @@ def new_run_folder(
         hint=f"it holds {', '.join(held)}: give another {flag}"
         + (f", or go on with --resume {folder / 'last'}" if resumable else ""),
     )
+
+
+def warn_before_learning(steps: int, learning_starts: int, network: str) -> None:
+    """Warn that a DQN run of ``steps`` ends before its first gradient step (it gathers
+    ``learning_starts`` steps first): its "trained" network is the one it started from.
+
+    :param network: what becomes of the network then (said after the warning).
+    """
+    if steps <= learning_starts:
+        print(
+            f"rlsched: warning: --steps {steps:,} is not above the {learning_starts:,} steps DQN "
+            f"gathers before its first gradient step: DQN does not change the network ({network})",
+            file=sys.stderr,
+        )
 
 
 def unused_output(out: str | Path, names: Sequence[str], what: str, flag: str = "--out") -> None:

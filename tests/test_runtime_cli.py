@@ -129,14 +129,36 @@ def test_finetune_live_writes_models_and_report(tmp_path: Path, capsys: pytest.C
     assert (out / "interference").is_dir() and (out / "colocation.csv").is_file()
 
 
-def test_finetune_from_shipped_starts_from_the_shipped_network(tmp_path: Path) -> None:
-    """``--from shipped``, as ``fit-recogniser`` takes it: it was "shipped/meta.json: not found"."""
+def test_finetune_from_shipped_starts_from_the_shipped_network(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--from shipped``, as ``fit-recogniser`` takes it: it was "shipped/meta.json: not found".
+    200 steps end before DQN's first gradient step: said (it printed "fine-tuning for 200 steps"
+    and wrote the source's weights as the result)."""
     out = tmp_path / "ft"
-    assert (
-        main(["finetune", "--from", "shipped", "--scenario", "paper#30", "--steps", "200", "--out", str(out)])
-        == 0
-    )
+    args = ["finetune", "--from", "shipped", "--scenario", "paper#30", "--steps", "200"]
+    assert main([*args, "--out", str(out)]) == 0
     assert json.loads((out / "transfer.json").read_text())["source"] == str(PRETRAINED)
+    assert "--steps 200 is not above the 1,000 steps DQN gathers" in capsys.readouterr().err
+
+
+def test_finetune_writes_over_no_profile_and_into_no_checkpoint_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A live fine-tune replaced a profile's colocation.csv (beside its solo.csv) without a word;
+    a fine-tune filled the shipped model's folder with its run."""
+    prof = tmp_path / "prof"
+    prof.mkdir()
+    (prof / "colocation.csv").write_text("kept\n")
+    live = ["finetune", "--from", "shipped", "--live", "--steps", "5", "--tasks", "4", "--out", str(prof)]
+    assert main(live) == 2
+    assert "expected a folder without measurements" in capsys.readouterr().err
+    assert (prof / "colocation.csv").read_text() == "kept\n" and len(list(prof.iterdir())) == 1
+    before = sorted(p.name for p in PRETRAINED.iterdir())
+    sim = ["finetune", "--from", "shipped", "--scenario", "paper#30", "--out", str(PRETRAINED)]
+    assert main(sim) == 2
+    assert "it holds meta.json, weights.pt" in capsys.readouterr().err
+    assert sorted(p.name for p in PRETRAINED.iterdir()) == before
 
 
 def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

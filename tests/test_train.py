@@ -492,3 +492,21 @@ def test_an_out_that_holds_a_run_is_refused_unless_the_run_is_resumed(
     assert (out / "history.json").read_bytes() == history
     assert main([*args, "--steps", "200", "--resume", str(out / "last")]) == 0
     assert json.loads((out / "history.json").read_text())[-1]["step"] == 200
+
+
+def test_resume_without_scenario_goes_on_with_the_checkpoints_run(
+    tiny: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``train --resume DIR/last`` as the interrupt message says it (no ``--scenario``) trained on
+    the default ``paper``: ``history.json`` and ``best/`` then compared evaluations of two cases."""
+    from experiments.cli import main
+
+    out = tmp_path / "run"
+    assert (
+        main(["train", "--scenario", f"{tiny}#40", "--steps", "200", "--pretrain", "none", "--out", str(out)])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["train", "--resume", str(out / "last"), "--steps", "300", "--out", str(out)]) == 0
+    assert f"going on with its run's --scenario {tiny}#40" in capsys.readouterr().err
+    assert load_checkpoint(out / "last", FEATURE_VERSION)[1]["config"]["scenario"] == f"{tiny}#40"

@@ -13,7 +13,7 @@ from experiments.commands import values
 from experiments.commands.command import Command
 from experiments.commands.exit_codes import BACKEND, EXIT_OK, exit_help
 from experiments.commands.flags import flag, given
-from experiments.configs import FinetuneConfig, LiveFinetuneConfig, default
+from experiments.configs import FinetuneConfig, LiveFinetuneConfig, TrainConfig, default
 from rlsched.errors import InputError
 
 
@@ -87,6 +87,7 @@ def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     check_file_use(args.scenario, "training", "--scenario")  # it trains there: never a test case
     inputs.ldwp_model(args.source, "--from")
     steps = default(FinetuneConfig, "steps") if args.steps is None else args.steps
+    inputs.warn_before_learning(steps, default(TrainConfig, "learning_starts"), "it stays --from's")
     from experiments.finetune import finetune  # torch and stable-baselines3: once the inputs are read
     from experiments.train_summary import finetune_lines
 
@@ -105,6 +106,8 @@ def _live(args: FinetuneArgs) -> int:
     from experiments.train_summary import live_finetune_lines
 
     inputs.ldwp_model(args.source, "--from")
+    # It writes its own co-location survey and model there: never over a profile's.
+    inputs.unused_output(args.out, ("colocation.csv", "solo.csv", "interference"), "measurements")
     cluster = inputs.live_cluster(args.cluster)
     if not any(n.gpus for n in cluster.nodes):  # its interference model is fitted on GPU co-runs
         raise InputError(

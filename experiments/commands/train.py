@@ -140,6 +140,8 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
         raise InputError(
             "--n-steps", "value", "1 without --half-life (n-step returns need --half-life > 0)", args.n_steps
         )
+    if args.resume is not None and args.scenario is None:
+        args = _resumed_scenarios(args)
     cfg = TrainConfig(
         **pick(
             TrainConfig,
@@ -160,7 +162,9 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
         inputs.scenario_entries(cfg.validation_scenario, args.rate_per_min, "--validation-scenario")
     if cfg.pretrain not in (None, "best"):
         _teacher(cfg.pretrain)
-    if args.resume is not None:
+    if args.resume is None:
+        inputs.warn_before_learning(cfg.steps, cfg.learning_starts, "behaviour cloning still trains it")
+    else:
         done = inputs.ldwp_weights(args.resume, cfg.net_arch, "--resume")
         if cfg.steps <= done:
             print(
@@ -178,6 +182,32 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     else:
         print("\n".join(stage1_lines(summary, out, cfg.objective)))
     return EXIT_OK
+
+
+def _resumed_scenarios(args: TrainArgs) -> TrainArgs:
+    """``args`` with the scenarios of the ``--resume`` checkpoint's run, where none were given:
+    the default ``paper`` would continue a run of other cases, and ``history.json``/``best/``
+    would compare evaluations of both."""
+    from models.checkpoint import CheckpointError, read_verified_meta
+
+    assert args.resume is not None
+    try:
+        config = read_verified_meta(args.resume, "ldwp").get("config", {})
+    except CheckpointError:
+        return args  # refused, naming the file, where the weights are read
+    keys = ("scenario", "validation_scenario", "rate_per_min")
+    given = {k: config.get(k) for k in keys}
+    if not isinstance(given["scenario"], str):
+        return args
+    kept = {k: v for k, v in given.items() if v is not None and getattr(args, k) is None}
+    flags = {
+        "scenario": "--scenario",
+        "validation_scenario": "--validation-scenario",
+        "rate_per_min": "--rate",
+    }
+    said = ", ".join(f"{flags[k]} {v}" for k, v in kept.items())
+    print(f"rlsched: --resume {args.resume}: going on with its run's {said}", file=sys.stderr)
+    return dataclasses.replace(args, **kept)
 
 
 def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -> PlacerTrainConfig:
