@@ -110,6 +110,10 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
                 break
             time.sleep(0.25)
         assert joined and [g["model"] for g in joined[0]["gpus"]] == ["T4"]
+        # The log says both (it said neither: only Ray's own lines told of the lost node).
+        said = s.log.read_text()
+        assert f"node {on_doomed} lost (Ray node {doomed.node_id[:12]} gone)" in said, said
+        assert f"joined as {joined[0]['name']} (T4)" in said, said
         survivor = next(
             n["name"] for n in cluster_nodes(s) if n["alive"] and n["ray_node_id"] != fresh.node_id
         )

@@ -68,3 +68,16 @@ def test_auto_shows_the_pair_it_runs_and_how_far_it_has_watched() -> None:
     assert "auto (ldwp+iawp, deciding: 12/50 tasks) on local" in frame(state, 0.0, "http://x")
     state["auto"] = {**auto, "running": "mct-drain+iawp-pass", "deciding": False}
     assert "auto (mct-drain+iawp-pass) on local" in frame(state, 0.0, "http://x")
+
+
+def test_a_gone_node_is_named_not_shown_and_a_cpu_only_node_is_shown() -> None:
+    """A removed or lost node kept its GPU lines like a live one; a CPU-only node had none."""
+    nodes = [
+        {"name": "volta", "alive": False, "draining": False},
+        {"name": "turing", "alive": True, "draining": False},
+    ]
+    state = _state(nodes, [])
+    state["nodes"].append({"name": "ray-566503d9", "alive": True, "cpu_cores": 2, "gpus": []})
+    lines = frame(state, 1.0, "http://x").splitlines()
+    assert not any(x.startswith("volta ") for x in lines) and lines[-1] == "gone: volta"
+    assert "ray-566503d9 -   cpu only (2 cores)" in lines

@@ -13,8 +13,9 @@ def unreachable_frame(since: float, e: Exception, interval: float) -> str:
 
 
 def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, Any]] | None = None) -> str:
-    """One frame: the service, its queue and rate, a line per GPU, the drained nodes (if any),
-    and for an admin a line per tenant (``tenants``: ``GET /v1/admin/tenants``)."""
+    """One frame: the service, its queue and rate, a line per GPU of each live node (a CPU-only
+    node's cores), the nodes gone and drained (if any), and for an admin a line per tenant
+    (``tenants``: ``GET /v1/admin/tenants``)."""
     scheduler = state["scheduler"]
     auto = state.get("auto")
     if auto:  # the pair that places tasks now, and while auto still watches, how far it is
@@ -27,12 +28,20 @@ def frame(state: dict[str, Any], rate: float, url: str, tenants: list[dict[str, 
         "node        gpu model      streams running mem MiB        speed  rate",
     ]
     for n in state["nodes"]:
+        if not n.get("alive", True):
+            continue  # said on the "gone:" line: its last figures are no load
+        if not n["gpus"]:  # a CPU-only node had no line at all
+            lines.append(f"{n['name']:<11} -   cpu only ({n.get('cpu_cores', '?')} cores)")
         for j, g in enumerate(n["gpus"]):
             mem = f"{g['mem_used_mib']:.0f}/{g['mem_mib']:.0f}"
             lines.append(
                 f"{n['name']:<11} {j:<3} {g['model']:<10} {g['streams']:>7} {g['running']:>7} "
                 f"{mem:<14} {g.get('speed', float('nan')):>5.2f} {g.get('rate', float('nan')):>5.2f}"
             )
+    live = {n["name"] for n in state["nodes"] if n.get("alive", True)}
+    gone = sorted({n["name"] for n in state["nodes"] if not n.get("alive", True)} - live)
+    if gone:  # removed or lost (a name added again since is live, above)
+        lines.append(f"gone: {', '.join(gone)}")
     drained = [n["name"] for n in state["nodes"] if n.get("draining") and n.get("alive", True)]
     waiting = state.get("drains_waiting", [])
     if drained or waiting:  # nodes that take no new tasks, said where an operator looks

@@ -408,10 +408,17 @@ class RayCluster:
             if self._dead[node]:
                 return
             self._dead[node] = self._left[node] = True
+            held = self._in_flight[node]
             self._in_flight[node] = 0
             self.view.set_alive(node, False)
             self.view.clear_node(node)
         self.speeds.forget(node)
+        log.warning(
+            "node %s lost (Ray node %s gone): its %d task(s) in flight are placed again",
+            self.spec.nodes[node].name,
+            self.node_ids[node][:12],
+            held,
+        )
 
     # ---- membership --------------------------------------------------------------------------
     def location(self, node: int) -> str | None:

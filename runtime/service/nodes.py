@@ -150,6 +150,8 @@ class NodeAdmin:
                 continue
             try:
                 added.append(self.add(node, str(entry["NodeID"])))
+                gpus = ", ".join(g.model for g in node.gpus) or "no GPU"
+                log.info("rlsched serve: Ray node %s joined as %s (%s)", entry["NodeID"], node.name, gpus)
             except (NodeError, TimeoutError) as e:  # retried at the next discovery
                 log.warning("rlsched serve: Ray node %s did not join: %s", entry["NodeID"], e)
         return added
