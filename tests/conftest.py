@@ -100,11 +100,11 @@ def ctrl_c_able() -> None:
 
 
 def interrupt_rlsched(
-    args: Sequence[str], ready: Path | Callable[[], bool], after_s: float
+    args: Sequence[str], ready: Path | Callable[[], bool], after_s: float, sig: int = signal.SIGINT
 ) -> tuple[int, str]:
     """Run ``rlsched ARGS``, wait until ``ready`` exists as a file or returns True (the run is
-    under way), let it work ``after_s`` more seconds, send SIGINT as Ctrl-C would, and return
-    (exit code, stderr)."""
+    under way), let it work ``after_s`` more seconds, send ``sig`` (SIGINT: as Ctrl-C would), and
+    return (exit code, stderr)."""
     exe = shutil.which("rlsched") or str(Path(sys.executable).with_name("rlsched"))
     proc = subprocess.Popen(
         [exe, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_able
@@ -115,7 +115,7 @@ def interrupt_rlsched(
             assert proc.poll() is None and time.monotonic() < deadline, "the run did not start"
             time.sleep(0.2)
         time.sleep(after_s)
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()

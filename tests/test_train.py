@@ -259,13 +259,15 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
 
 
 @pytest.mark.serial  # a signal at a moment of the run: timed against the clock
-def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_keeps_the_weights_learnt_so_far(tiny: Path, tmp_path: Path, sig: int) -> None:
     """SIGINT during DQN: exit 130, last/ holds the current (unevaluated) weights, and the
-    message says how to resume from them."""
+    message says how to resume from them. SIGTERM (timeout, systemd, Slurm) the same: it saved
+    nothing and said nothing (exit 143)."""
     out = tmp_path / "run"
     args = ["train", "--scenario", str(tiny), "--steps", "1000000", "--out", str(out)]
     # pretrained/ is written when cloning is done and DQN starts.
-    rc, err = interrupt_rlsched(args, out / "pretrained" / "meta.json", 3.0)
+    rc, err = interrupt_rlsched(args, out / "pretrained" / "meta.json", 3.0, sig)
     assert rc == 130, err
     assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
     _, meta = load_checkpoint(out / "last", FEATURE_VERSION)

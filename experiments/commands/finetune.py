@@ -57,7 +57,15 @@ class FinetuneArgs:
 
 
 def run(args: FinetuneArgs, argv: Sequence[str]) -> int:
-    """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison."""
+    """Fine-tune in the simulator (``--scenario``) or live (``--live``); print the comparison.
+    SIGTERM stops it as Ctrl-C does."""
+    from experiments.commands.terminate import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        return _run(args, argv)
+
+
+def _run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     from experiments import inputs
 
     if args.source == "shipped":  # the installed package's, wherever it is

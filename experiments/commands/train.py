@@ -106,7 +106,15 @@ def _warn_unused(argv: Sequence[str], names: Sequence[str], stage: str) -> None:
 
 
 def run(args: TrainArgs, argv: Sequence[str]) -> int:
-    """Train the stage(s) asked for; print the summary's headline figures."""
+    """Train the stage(s) asked for; print the summary's headline figures. SIGTERM stops it as
+    Ctrl-C does (the weights saved first)."""
+    from experiments.commands.terminate import terminate_as_interrupt
+
+    with terminate_as_interrupt():
+        return _run(args, argv)
+
+
+def _run(args: TrainArgs, argv: Sequence[str]) -> int:
     if args.stage == "1":
         _warn_unused(argv, _STAGE2, "1")
     elif args.stage == "2":
