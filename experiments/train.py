@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import asdict
@@ -169,12 +170,19 @@ class _Progress(BaseCallback):
         if score(ev, self.cfg.objective) > self.best:
             self.best = score(ev, self.cfg.objective)
             save_checkpoint(self.out / "best", scorer.state_dict(), meta)
-        if self.bar is not None:
+        if self.bar is not None and not self.bar.disable:
             self.bar.set_postfix(
                 val_thr=f"{ev['throughput_per_min']:.1f}/min",
                 val_p95=f"{ev['latency_p95_s']:.0f}s",
                 vs_ref=f"{ev['relative_throughput']:.3f}",
                 **({"lat_vs_ref": f"{ev['relative_latency']:.3f}"} if "relative_latency" in ev else {}),
+            )
+        elif self.num_timesteps > 0:  # no bar (a log file): a line per evaluation, a sign of life
+            print(
+                f"DQN step {self.steps:,} of {self.cfg.steps:,}: validation {ev['throughput_per_min']:.1f} "
+                f"tasks/min, p95 {ev['latency_p95_s']:.0f} s, {ev['relative_throughput']:.3f}x the reference",
+                file=sys.stderr,
+                flush=True,
             )
         # Atomic (temporary file, then rename): a kill mid-write must not lose the evaluations.
         tmp = self.out / "history.json.tmp"

@@ -510,5 +510,8 @@ def test_resume_without_scenario_goes_on_with_the_checkpoints_run(
     )
     capsys.readouterr()
     assert main(["train", "--resume", str(out / "last"), "--steps", "300", "--out", str(out)]) == 0
-    assert f"going on with its run's --scenario {tiny}#40" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"going on with its run's --scenario {tiny}#40" in err
+    # Without a terminal there is no bar: each evaluation is a line (a log file stayed empty).
+    assert "DQN step 300 of 300: validation " in err, err
     assert load_checkpoint(out / "last", FEATURE_VERSION)[1]["config"]["scenario"] == f"{tiny}#40"
