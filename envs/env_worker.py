@@ -157,11 +157,12 @@ class _Launcher:
         atexit.register(self.stop)
 
     def stop(self) -> None:
-        """Close the launcher's socket (it exits on that) and reap it."""
+        """Close the launcher's socket (it exits on that) and reap it; a second Ctrl-C while it
+        waits (at exit, after the first stopped a run) kills it rather than print a traceback."""
         self.sock.close()
         try:
             self.process.wait(CLOSE_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
             self.process.kill()
             self.process.wait()
 

@@ -124,7 +124,8 @@ def _dispatch(cmd: Command, args: Any, argv: Sequence[str], debug: bool) -> int:
         return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as e:
         saved = getattr(e, "saved", None)  # training saved its weights first
-        resume = f"; continue with --resume {saved}" if saved else ""
+        into = getattr(e, "into", None)  # where the resumed run goes, if not the same --out
+        resume = f"; continue with --resume {saved}" + (f" into {into}" if into else "") if saved else ""
         print(f"rlsched: {str(e) or 'interrupted'}{resume}", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as e:

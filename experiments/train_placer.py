@@ -198,6 +198,7 @@ def train_placer(cfg: PlacerTrainConfig, out: str | Path, init: str | Path | Non
     except KeyboardInterrupt as e:
         if (out / "last" / "meta.json").is_file():  # the CLI names it as the --resume argument
             e.saved = str(out / "last")  # type: ignore[attr-defined]
+            e.into = "another --out (a stage-2 run starts a new history)"  # type: ignore[attr-defined]
         raise
     finally:
         runner.close()

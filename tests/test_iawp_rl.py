@@ -179,7 +179,8 @@ def test_ctrl_c_in_stage_2_exits_130_and_names_the_parameters_to_resume_from(tmp
     # The start is validated and saved to last/ before the first iteration.
     rc, err = interrupt_rlsched([*args, "--out", str(out)], out / "last" / "meta.json", 2.0)
     assert rc == 130, err
-    assert f"continue with --resume {out / 'last'}" in err and "Traceback" not in err
+    # It said only "--resume", and the same --out is refused (it holds a run).
+    assert f"continue with --resume {out / 'last'} into another --out" in err and "Traceback" not in err
     load_params(out / "last")
 
 
