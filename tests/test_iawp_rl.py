@@ -170,6 +170,17 @@ def test_train_stage_both_trains_ldwp_then_the_placer_behind_it(tmp_path: Path, 
     assert meta["config"]["selector"] == "ldwp"
     assert meta["config"]["selector_model"] == str(out / "stage1" / "best")
     load_params(out / "stage2" / "best")
+    # Resumed as its Ctrl-C line says: behind the same network, on the same cases (it went on
+    # behind mct, on the default scenarios, and no flag could name the network).
+    again = tmp_path / "again"
+    argv = ["train", "--stage", "2", "--resume", str(out / "stage2" / "last"), "--iterations", "1"]
+    assert main([*argv, "--jobs", "1", "--out", str(again)]) == 0
+    config = json.loads((again / "best" / "meta.json").read_text())["config"]
+    assert (config["selector"], config["selector_model"], config["scenarios"]) == (
+        "ldwp",
+        str(out / "stage1" / "best"),
+        str(scenario),
+    )
 
 
 @pytest.mark.slow  # Ctrl-C during training stays tested in the default run by test_train.py (stage 1)

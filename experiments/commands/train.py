@@ -128,7 +128,10 @@ def _run(args: TrainArgs, argv: Sequence[str]) -> int:
         one = args.stage == "1"
         inputs.new_run_folder(args.out, args.resume if one else None, resumable=one)
     if args.stage == "2":
-        return _train_stage2(args, args.out, args.selector or "mct", None, init=args.resume)
+        selector, model = args.selector or "mct", None
+        if args.resume is not None:
+            args, selector, model = _resumed_stage2(args, selector)
+        return _train_stage2(args, args.out, selector, model, init=args.resume)
     if args.stage == "both":  # stage 2's inputs are checked before stage 1 spends its hours
         _check_stage2(args, args.selector or "ldwp")
     out = Path(args.out) / "stage1" if args.stage == "both" else Path(args.out)
@@ -216,6 +219,31 @@ def _resumed_scenarios(args: TrainArgs) -> TrainArgs:
     said = ", ".join(f"{flags[k]} {v}" for k, v in kept.items())
     print(f"rlsched: --resume {args.resume}: going on with its run's {said}", file=sys.stderr)
     return dataclasses.replace(args, **kept)
+
+
+def _resumed_stage2(args: TrainArgs, selector: str) -> tuple[TrainArgs, str, str | None]:
+    """``args``, the selector and its network for a stage-2 ``--resume``: where ``--selector`` or
+    ``--scenario`` is not given, the placer checkpoint's run's. ``--stage both``'s stage 2,
+    resumed as its Ctrl-C line says, trained behind ``mct`` instead of the new network (no flag
+    names a network for stage 2), on the default scenarios."""
+    from models.checkpoint import CheckpointError, read_verified_meta
+
+    assert args.resume is not None
+    try:
+        config = read_verified_meta(args.resume, "iawp-rl").get("config", {})
+    except CheckpointError:
+        return args, selector, None  # refused, naming the file, where the parameters are read
+    said, model = [], None
+    behind, network = config.get("selector"), config.get("selector_model")
+    if args.selector is None and isinstance(behind, str) and (network is None or isinstance(network, str)):
+        selector, model = behind, network
+        said.append(f"selector {behind}" + ("" if network is None else f" ({network})"))
+    if args.scenario is None and isinstance(config.get("scenarios"), str):
+        args = dataclasses.replace(args, scenario=config["scenarios"])
+        said.append(f"--scenario {config['scenarios']}")
+    if said:
+        print(f"rlsched: --resume {args.resume}: going on with its run's {', '.join(said)}", file=sys.stderr)
+    return args, selector, model
 
 
 def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -> PlacerTrainConfig:
