@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -142,6 +143,10 @@ class _StepBar(BaseCallback):
         self.bar.close()
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def _write_rows(path: Path, data: ColocationData) -> None:
     from rlsched.interference.measurements import write_colocation_csv
 
@@ -170,8 +175,11 @@ def finetune_live(
     net, meta = scorer_from_checkpoint(source)
     spec = cluster or default_live_cluster()
     make = cluster_factory(spec, cfg)  # Ray joined or refused before the profiling's minutes
+    _say(f"finetune --live: profiling co-runs on {len(spec.nodes)} live nodes for the interference model...")
     interference, _ = transfer_interference(spec, cfg, out)
+    _say(f"finetune --live: zero-shot evaluation of {source} ({cfg.eval_tasks} live tasks a run)...")
     zero_shot = evaluate_live(GreedySelector(net), spec, cfg, make)
+    _say("finetune --live: now mct on the same workloads...")
     mct = evaluate_live(MctSelector(), spec, cfg, make)
     workload = LiveWorkload(tasks=cfg.tasks_per_episode, rate_per_s=cfg.rate_per_s, seed=cfg.seed)
     version = network_feature_version(net)  # fed what it was trained on; meta keeps saying so
@@ -190,8 +198,19 @@ def finetune_live(
     scorer.feature_version = version
     scorer.load_state_dict(net.state_dict())
     model.q_net_target.scorer.load_state_dict(net.state_dict())  # type: ignore[union-attr]
-    if cfg.steps > 0:
-        model.learn(total_timesteps=cfg.steps, callback=_StepBar(cfg.steps) if cfg.progress else None)
+    _say(f"finetune --live: fine-tuning for {cfg.steps:,} live steps (each a real task decision)")
+    try:
+        if cfg.steps > 0:
+            model.learn(total_timesteps=cfg.steps, callback=_StepBar(cfg.steps) if cfg.progress else None)
+    except KeyboardInterrupt:
+        # Live steps are real task runs: keep what they taught (it lost them all).
+        done = int(model.num_timesteps)
+        kept = {"evaluation": None, "finetuned_live": dataclasses.asdict(cfg), "live_steps": done}
+        save_checkpoint(out / "last", scorer.state_dict(), {**meta, **kept, "source": str(source)})
+        raise KeyboardInterrupt(
+            f"interrupted after {done:,} live DQN steps; weights saved in {out / 'last'}; "
+            f"rlsched finetune --from {out / 'last'} --live --out ANOTHER goes on from them"
+        ) from None
     env.close()
     scorer.eval()
     tuned = evaluate_live(GreedySelector(scorer), spec, cfg, make)

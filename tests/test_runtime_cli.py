@@ -16,7 +16,7 @@ from experiments.cli import main
 from models.checkpoint import load_checkpoint
 from rlsched.features import READABLE_FEATURE_VERSIONS
 from rlsched.policies.ldwp import PRETRAINED
-from tests.conftest import ctrl_c_able
+from tests.conftest import ctrl_c_able, interrupt_rlsched
 
 
 def test_live_demo_prints_the_comparison(capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,6 +159,30 @@ def test_finetune_writes_over_no_profile_and_into_no_checkpoint_folder(
     assert main(sim) == 2
     assert "it holds meta.json, weights.pt" in capsys.readouterr().err
     assert sorted(p.name for p in PRETRAINED.iterdir()) == before
+
+
+@pytest.mark.serial  # a signal at a moment of the run: timed against the clock
+def test_ctrl_c_in_a_live_finetune_keeps_the_weights_learnt_so_far(tmp_path: Path) -> None:
+    """Live steps are real task runs: Ctrl-C said only "rlsched: interrupted" and kept nothing."""
+    out = tmp_path / "ft"
+    args = [
+        "finetune",
+        "--from",
+        "shipped",
+        "--live",
+        "--steps",
+        "100000",
+        "--tasks",
+        "10",
+        "--eval-tasks",
+        "4",
+    ]
+    # interference/ is written after the profiling; DQN starts two short evaluations later.
+    rc, err = interrupt_rlsched([*args, "--out", str(out)], (out / "interference").is_dir, 4.0)
+    assert rc == 130, err
+    assert f"weights saved in {out / 'last'}; rlsched finetune --from {out / 'last'} --live" in err, err
+    meta = load_checkpoint(out / "last", READABLE_FEATURE_VERSIONS)[1]
+    assert meta["live_steps"] > 0 and meta["evaluation"] is None
 
 
 def test_finetune_live_argument_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
