@@ -161,6 +161,9 @@ def test_finetune_writes_over_no_profile_and_into_no_checkpoint_folder(
     assert sorted(p.name for p in PRETRAINED.iterdir()) == before
 
 
+# Slow (24 s; `make test-all` runs it): `make test` keeps `train`'s Ctrl-C and SIGTERM tests, the
+# same saving on the simulated path.
+@pytest.mark.slow
 @pytest.mark.serial  # a signal at a moment of the run: timed against the clock
 def test_ctrl_c_in_a_live_finetune_keeps_the_weights_learnt_so_far(tmp_path: Path) -> None:
     """Live steps are real task runs: Ctrl-C said only "rlsched: interrupted" and kept nothing."""
