@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from experiments.commands import values
 from experiments.commands.command import Command
@@ -199,25 +200,17 @@ def _resumed_scenarios(args: TrainArgs) -> TrainArgs:
     """``args`` with the scenarios of the ``--resume`` checkpoint's run, where none were given:
     the default ``paper`` would continue a run of other cases, and ``history.json``/``best/``
     would compare evaluations of both."""
-    from models.checkpoint import CheckpointError, read_verified_meta
-
     assert args.resume is not None
-    try:
-        config = read_verified_meta(args.resume, "ldwp").get("config", {})
-    except CheckpointError:
-        return args  # refused, naming the file, where the weights are read
-    keys = ("scenario", "validation_scenario", "rate_per_min")
-    given = {k: config.get(k) for k in keys}
-    if not isinstance(given["scenario"], str):
+    config = _run_config(args.resume, "ldwp")
+    if not isinstance(config.get("scenario"), str):
         return args
-    kept = {k: v for k, v in given.items() if v is not None and getattr(args, k) is None}
     flags = {
         "scenario": "--scenario",
         "validation_scenario": "--validation-scenario",
         "rate_per_min": "--rate",
     }
-    said = ", ".join(f"{flags[k]} {v}" for k, v in kept.items())
-    print(f"rlsched: --resume {args.resume}: going on with its run's {said}", file=sys.stderr)
+    kept = {k: config[k] for k in flags if config.get(k) is not None and getattr(args, k) is None}
+    _say_resumed(args.resume, [f"{flags[k]} {v}" for k, v in kept.items()])
     return dataclasses.replace(args, **kept)
 
 
@@ -226,13 +219,9 @@ def _resumed_stage2(args: TrainArgs, selector: str) -> tuple[TrainArgs, str, str
     ``--scenario`` is not given, the placer checkpoint's run's. ``--stage both``'s stage 2,
     resumed as its Ctrl-C line says, trained behind ``mct`` instead of the new network (no flag
     names a network for stage 2), on the default scenarios."""
-    from models.checkpoint import CheckpointError, read_verified_meta
-
-    assert args.resume is not None
-    try:
-        config = read_verified_meta(args.resume, "iawp-rl").get("config", {})
-    except CheckpointError:
-        return args, selector, None  # refused, naming the file, where the parameters are read
+    resume = args.resume
+    assert resume is not None
+    config = _run_config(resume, "iawp-rl")
     said, model = [], None
     behind, network = config.get("selector"), config.get("selector_model")
     if args.selector is None and isinstance(behind, str) and (network is None or isinstance(network, str)):
@@ -241,9 +230,25 @@ def _resumed_stage2(args: TrainArgs, selector: str) -> tuple[TrainArgs, str, str
     if args.scenario is None and isinstance(config.get("scenarios"), str):
         args = dataclasses.replace(args, scenario=config["scenarios"])
         said.append(f"--scenario {config['scenarios']}")
-    if said:
-        print(f"rlsched: --resume {args.resume}: going on with its run's {', '.join(said)}", file=sys.stderr)
+    _say_resumed(resume, said)
     return args, selector, model
+
+
+def _run_config(resume: str, kind: str) -> dict[str, Any]:
+    """The config of the run a checkpoint of ``kind`` came from (``{}`` for a checkpoint that does
+    not verify: it is refused, naming the file, where its weights are read)."""
+    from models.checkpoint import CheckpointError, read_verified_meta
+
+    try:
+        config = read_verified_meta(resume, kind).get("config", {})
+    except CheckpointError:
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _say_resumed(resume: str, said: list[str]) -> None:
+    if said:
+        print(f"rlsched: --resume {resume}: going on with its run's {', '.join(said)}", file=sys.stderr)
 
 
 def _stage2_config(args: TrainArgs, selector: str, selector_model: str | None) -> PlacerTrainConfig:
