@@ -46,21 +46,30 @@ freeze_heap_at_exit()
 FULL_PROPERTIES = os.environ.get("RLSCHED_FULL_PROPERTIES") == "1"
 
 
-#: Test files whose tests run real servers, clusters, live kernels, Ray or signals, against the
-#: clock: `make test` runs them alone, one at a time, after the others have run two at a time
-#: (pytest-xdist). They pace work to what 2 cores do in a given time, which another test on the
-#: other core would change. Marked here, by file, so a new test in one of them is serial too; a
-#: test elsewhere that times a signal is marked ``@pytest.mark.serial`` itself (test_train.py).
+#: Test files whose tests pace work against the clock: live kernels whose measured speeds,
+#: budgets or overlaps they check, services whose learning or rebalancing depends on how much the
+#: 2 cores get through in a given time, Ray clusters, signals at a moment of a run. `make test` runs
+#: them alone, one at a time, after the others have run two at a time (pytest-xdist): another test
+#: on the other core would change what they measure. Marked here, by file, so a new test in one of
+#: them is serial too; a test elsewhere that times a signal is marked ``@pytest.mark.serial``
+#: itself (test_train.py). Tests that run a real service or live cluster only to check what it
+#: answers, stores or refuses (test_service.py, test_service_admin.py, ...) run in the parallel
+#: pass: they wait on the service with deadlines, not on the clock, and pass with a third process
+#: taking a core beside the two workers (2026-12-07, three runs).
 SERIAL_FILES = (
     "test_active_profiling.py",
     "test_bench_live.py",
     "test_chaos.py",
-    "test_cluster_backend_protocol.py",
-    "test_gpu_working_memory.py",
-    "test_plugins.py",
-    "test_runtime_",
-    "test_serve_extra.py",
-    "test_service",
+    "test_runtime_backends.py",
+    "test_runtime_cli.py",
+    "test_runtime_live.py",
+    "test_runtime_profiler.py",
+    "test_runtime_ray.py",
+    "test_service_auto.py",
+    "test_service_canary.py",
+    "test_service_learning.py",
+    "test_service_ray.py",
+    "test_service_rebalance.py",
 )
 
 
