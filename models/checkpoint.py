@@ -1,8 +1,11 @@
-"""Checkpoints: weights plus a JSON of metadata with the sha256 of every file.
+"""Checkpoints: weights plus a JSON of metadata with the sha256 of every file, and of itself.
 
-Loading verifies each checksum before reading, loads weights with ``torch.load(weights_only=True)``
-(never unpickling arbitrary objects), and refuses a checkpoint whose feature-encoder version
-differs from the caller's — a network trained on other features would silently mis-schedule.
+``meta.json`` says how the weights are built and fed (feature version, layer sizes, the run's
+settings), so it is sealed too: its ``meta_sha256`` key holds the sha256 of the rest of it
+(:func:`meta_digest`). Loading verifies each checksum before reading, loads weights with
+``torch.load(weights_only=True)`` (never unpickling arbitrary objects), and refuses a checkpoint
+whose feature-encoder version differs from the caller's — a network trained on other features
+would silently mis-schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ if TYPE_CHECKING:
 
 WEIGHTS = "weights.pt"
 META = "meta.json"
+#: The key of ``meta.json`` that holds the sha256 of the rest of it. Checkpoints written before
+#: it (2026-12-07) have none and are read as before; one that has it must match.
+META_SHA256 = "meta_sha256"
 
 
 class _Nothing:
@@ -88,6 +94,45 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+def meta_digest(meta: dict[str, Any]) -> str:
+    """The sha256 of ``meta`` without its :data:`META_SHA256` key, over its canonical JSON (keys
+    sorted, no spaces), so that re-indenting the file changes nothing and a changed value does."""
+    rest = {k: v for k, v in meta.items() if k != META_SHA256}
+    # As the file will read back (tuples as lists, int keys as strings), then canonical.
+    rest = json.loads(json.dumps(rest))
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def write_meta(directory: str | Path, meta: dict[str, Any]) -> Path:
+    """Write ``meta`` as the folder's ``meta.json``, sealed with :data:`META_SHA256`, under a
+    temporary name then renamed (a crash leaves the old file or the new one, never half of one).
+
+    :returns: the file's path.
+    """
+    path = Path(directory) / META
+    sealed = {**meta, META_SHA256: meta_digest(meta)}
+    tmp = path.with_name(META + ".tmp")
+    tmp.write_text(json.dumps(sealed, indent=2, sort_keys=True), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def check_meta_seal(meta: dict[str, Any], meta_path: Path) -> None:
+    """Refuse a ``meta.json`` whose :data:`META_SHA256` does not match the rest of it.
+
+    :raises CheckpointError: naming the file and the key.
+    """
+    if META_SHA256 in meta and meta[META_SHA256] != meta_digest(meta):
+        raise CheckpointError(
+            meta_path,
+            META_SHA256,
+            "the sha256 of the rest of the file",
+            hint="it was modified after it was written, or is corrupt: write the checkpoint again "
+            "with the command that made it",
+        )
+
+
 def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], meta: dict[str, Any]) -> Path:
     """Write ``weights.pt`` and ``meta.json`` (with checksums) into ``directory``.
 
@@ -105,10 +150,7 @@ def save_checkpoint(directory: str | Path, state_dict: dict[str, torch.Tensor], 
     tmp = d / (WEIGHTS + ".tmp")
     torch.save({k: v.detach().cpu() for k, v in state_dict.items()}, tmp)
     os.replace(tmp, d / WEIGHTS)
-    full = {**meta, "files": {WEIGHTS: sha256(d / WEIGHTS)}}
-    tmp_meta = d / (META + ".tmp")
-    tmp_meta.write_text(json.dumps(full, indent=2, sort_keys=True))
-    os.replace(tmp_meta, d / META)
+    write_meta(d, {**meta, "files": {WEIGHTS: sha256(d / WEIGHTS)}})
     return d
 
 
@@ -184,6 +226,7 @@ def read_verified_meta(directory: str | Path, kind: str | None = None) -> dict[s
         raise CheckpointError(meta_path, "<file>", "a readable file", e.strerror or str(e)) from None
     if not isinstance(meta, dict):
         raise CheckpointError(meta_path, "<syntax>", "a JSON object", type(meta).__name__)
+    check_meta_seal(meta, meta_path)
     check_kind(meta, meta_path, kind)
     files = meta.get("files")
     if not isinstance(files, dict) or WEIGHTS not in files:

@@ -14,7 +14,7 @@ from envs.simulator import Simulator
 from experiments.cli import main
 from experiments.evaluation import load_entry
 from experiments.recogniser_fit import run_features
-from models.checkpoint import CheckpointError
+from models.checkpoint import CheckpointError, write_meta
 from rlsched.policies import PolicyOptions, parse_scheduler
 from rlsched.policies.auto import describe
 from rlsched.policies.case_features import FEATURES, case_features
@@ -76,6 +76,12 @@ def test_a_recogniser_file_round_trips_and_a_modified_one_is_refused(tmp_path: P
     assert back.candidates == r.candidates and np.array_equal(back.rows, r.rows)
     x = np.ones(F)
     assert back.choose(x) == r.choose(x)
+    meta_path = tmp_path / "rec" / "meta.json"
+    sealed = meta_path.read_text()
+    meta_path.write_text(sealed.replace('"grid": "x"', '"grid": "y"'))  # its meta edited by hand
+    with pytest.raises(CheckpointError, match=r"meta\.json: meta_sha256"):
+        load_recogniser(tmp_path / "rec")
+    meta_path.write_text(sealed)
     path = tmp_path / "rec" / MODEL_FILE
     data = json.loads(path.read_text())
     data["k"] = 2
@@ -91,7 +97,7 @@ def test_a_recogniser_file_round_trips_and_a_modified_one_is_refused(tmp_path: P
     from models.checkpoint import sha256
 
     meta["files"][MODEL_FILE] = sha256(tmp_path / "old" / MODEL_FILE)
-    meta_path.write_text(json.dumps(meta))
+    write_meta(meta_path.parent, meta)
     with pytest.raises(CheckpointError, match="feature_version"):
         load_recogniser(tmp_path / "old")
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from models.checkpoint import META, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
+from models.checkpoint import META, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint, write_meta
 from models.qnet import NodeScorer
 from rlsched.features import CLUSTER_FEATURES, FEATURE_VERSION, NODE_FEATURES, TASK_FEATURES
 
@@ -126,9 +126,43 @@ def test_an_edited_net_arch_is_a_checkpoint_error(tmp_path: Path) -> None:
         ([16], "expected weights that fit the network"),
         ("big", "net_arch: expected a list"),
     ):
-        (tmp_path / META).write_text(json.dumps({**m, "net_arch": arch}))
+        write_meta(tmp_path, {**m, "net_arch": arch})
         with pytest.raises(CheckpointError, match=fragment):
             scorer_from_checkpoint(tmp_path)
+
+
+def test_an_edited_meta_json_is_refused_naming_its_seal(tmp_path: Path) -> None:
+    """``meta.json`` says how the weights are built and fed: a value changed by hand (a feature
+    version, one byte) is refused by the seal before anything reads it, by name; one written again
+    with other indentation, or one of an older build (no seal), still loads."""
+    from models.checkpoint import META_SHA256, read_verified_meta
+
+    save_checkpoint(tmp_path, scorer().state_dict(), meta())
+    text = (tmp_path / META).read_text()
+    m = json.loads(text)
+    assert len(m[META_SHA256]) == 64
+    edited = text.replace(
+        f'"feature_version": {FEATURE_VERSION}', f'"feature_version": {FEATURE_VERSION + 1}'
+    )
+    assert edited != text
+    (tmp_path / META).write_text(edited)
+    for read in (lambda: load_checkpoint(tmp_path, FEATURE_VERSION), lambda: read_verified_meta(tmp_path)):
+        with pytest.raises(CheckpointError, match=r"meta.json: meta_sha256: expected the sha256 of the rest"):
+            read()
+    (tmp_path / META).write_text(json.dumps(m, indent=4))  # the same values, other layout
+    assert load_checkpoint(tmp_path, FEATURE_VERSION)[1] == m
+    (tmp_path / META).write_text(json.dumps({k: v for k, v in m.items() if k != META_SHA256}))
+    assert META_SHA256 not in load_checkpoint(tmp_path, FEATURE_VERSION)[1]  # an older build's
+
+
+def test_the_shipped_models_are_sealed() -> None:
+    """Each shipped ``meta.json`` carries its seal, and it matches (re-sealed when re-saved)."""
+    from models import PRETRAINED_IAWP_RL, PRETRAINED_LDWP, PRETRAINED_RECOGNISER
+    from models.checkpoint import META_SHA256, meta_digest
+
+    for d in (PRETRAINED_LDWP, PRETRAINED_IAWP_RL, PRETRAINED_RECOGNISER):
+        m = json.loads((d / META).read_text())
+        assert m.get(META_SHA256) == meta_digest(m), d
 
 
 def test_the_version_error_names_the_command_that_makes_the_checkpoint(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from experiments.cli import main
 from experiments.report_stats import summarise
+from models.checkpoint import write_meta
 from rlsched.policies.ldwp import PRETRAINED
 from rlsched.policies.registry import SELECTORS, register_selector
 
@@ -312,7 +313,7 @@ def other_version_model(tmp_path: Path) -> Path:
     shutil.copytree(PRETRAINED, d)
     meta = json.loads((d / "meta.json").read_text())
     meta["feature_version"] = int(meta["feature_version"]) + 99
-    (d / "meta.json").write_text(json.dumps(meta))
+    write_meta(d, meta)  # as a build with other features writes it
     return d
 
 
@@ -362,6 +363,17 @@ def test_model_of_another_feature_version_is_refused(tmp_path: Path, other_versi
     assert r.returncode == 2
     assert "--model" in r.stderr and "feature version" in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_model_whose_meta_was_edited_by_hand_is_refused_naming_the_seal(tmp_path: Path) -> None:
+    d = tmp_path / "model"
+    shutil.copytree(PRETRAINED, d)
+    text = (d / "meta.json").read_text()
+    (d / "meta.json").write_text(text.replace('"gamma": 0.9', '"gamma": 0.8'))
+    r = rlsched("simulate", "--scenario", "paper", "--scheduler", "ldwp+iawp", "--model", str(d))
+    assert r.returncode == 2, r.stderr
+    assert "--model" in r.stderr and "meta.json: meta_sha256: expected the sha256" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
 
 
 def test_unwritable_out_is_refused(tmp_path: Path) -> None:

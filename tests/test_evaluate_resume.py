@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from experiments.cli import main
+from models.checkpoint import write_meta
 from rlsched.policies.registry import SELECTORS, register_selector
 from tests.conftest import interrupt_rlsched
 from tests.test_evaluate import TINY
@@ -131,7 +132,7 @@ def test_runs_of_a_model_retrained_in_place_run_again(tmp_path: Path, capsys) ->
     assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 0
     assert "resuming: 2 of 2 runs kept" in capsys.readouterr().err
     meta = json.loads((model / "meta.json").read_text())
-    (model / "meta.json").write_text(json.dumps({**meta, "retrained": "in place"}))
+    write_meta(model, {**meta, "retrained": "in place"})
     before = (out / "runs.jsonl").read_text()
     # Another network's runs: refused, not deleted (they are the old network's results).
     assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 2
@@ -140,7 +141,7 @@ def test_runs_of_a_model_retrained_in_place_run_again(tmp_path: Path, capsys) ->
     assert "2 of its runs ran other " in err and (out / "runs.jsonl").read_text() == before
     # An edited scenario file is another scenario, the same way.
     tiny.write_text(TINY.replace("tasks = 40", "tasks = 41"))
-    (model / "meta.json").write_text(json.dumps(meta))
+    write_meta(model, meta)
     assert _evaluate(tiny, out, "ldwp+speedup", "--model", str(model), "--resume") == 2
     assert "2 of its runs ran other " in capsys.readouterr().err
 

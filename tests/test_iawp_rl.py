@@ -14,7 +14,7 @@ from envs.simulator import Simulator
 from experiments.cli import main
 from experiments.evaluation import load_entry
 from experiments.train_placer import PlacerTrainConfig, _Runner, ars_update
-from models.checkpoint import CheckpointError
+from models.checkpoint import CheckpointError, write_meta
 from rlsched.policies.iawp import IawpPassPlacer
 from rlsched.policies.iawp_rl import INITIAL, PARAM_NAMES, LearnedIawpPlacer, load_params, save_params
 from rlsched.policies.registry import make_placer, make_selector
@@ -60,7 +60,7 @@ def test_a_checkpoint_with_other_parameters_is_refused(tmp_path: Path) -> None:
     meta_path = tmp_path / "c" / "meta.json"
     meta = json.loads(meta_path.read_text())
     meta["params"] = meta["params"][:-1]
-    meta_path.write_text(json.dumps(meta))
+    write_meta(meta_path.parent, meta)
     with pytest.raises(CheckpointError, match="params"):
         load_params(tmp_path / "c")
     with pytest.raises(ValueError, match="expected 10 values"):

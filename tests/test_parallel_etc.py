@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envs.simulator import Simulator
-from models.checkpoint import CheckpointError, sha256
+from models.checkpoint import CheckpointError, sha256, write_meta
 from rlsched.estimates import critical_path_shares, memory_aware_estimates, node_estimates
 from rlsched.features import encode_nodes
 from rlsched.policies.auto import switchboard
@@ -149,6 +149,6 @@ def test_auto_runs_the_etc_its_recogniser_was_fitted_on(tmp_path: Path) -> None:
     (bad / "recogniser.json").write_text(json.dumps(data))
     meta = json.loads((bad / "meta.json").read_text())
     meta["files"]["recogniser.json"] = sha256(bad / "recogniser.json")
-    (bad / "meta.json").write_text(json.dumps(meta))
+    write_meta(bad, meta)
     with pytest.raises(CheckpointError, match="etc_version"):
         load_recogniser(bad)

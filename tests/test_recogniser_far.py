@@ -13,7 +13,7 @@ import pytest
 from experiments.cli import main
 from experiments.recogniser_far import fit_far, nearest_other, robust_pair
 from experiments.recogniser_fit import fit, read_grid
-from models.checkpoint import CheckpointError, sha256
+from models.checkpoint import CheckpointError, sha256, write_meta
 from rlsched.policies.case_features import FEATURES
 from rlsched.policies.recogniser import MODEL_FILE, Choice, Recogniser, load_recogniser
 from tests.test_auto import grid_folder
@@ -71,7 +71,7 @@ def test_a_file_with_a_bad_far_distance_is_refused_naming_it(tmp_path: Path) -> 
     (d / MODEL_FILE).write_text(json.dumps(data))
     meta = json.loads((d / "meta.json").read_text())
     meta["files"][MODEL_FILE] = sha256(d / MODEL_FILE)
-    (d / "meta.json").write_text(json.dumps(meta))
+    write_meta(d, meta)
     with pytest.raises(CheckpointError, match="far_distance"):
         load_recogniser(d)
 

@@ -18,7 +18,7 @@ from experiments.cli import main
 from experiments.cloning import behaviour_clone, collect_teacher
 from experiments.train import TrainConfig, train
 from experiments.train_evaluation import TEACHERS, evaluate_selector, pick_teacher, score
-from models.checkpoint import load_checkpoint, save_checkpoint
+from models.checkpoint import load_checkpoint, save_checkpoint, write_meta
 from models.qnet import NodeScorer
 from rlsched.features import FEATURE_VERSION, READABLE_FEATURE_VERSIONS
 from rlsched.policies.ldwp import PRETRAINED
@@ -221,7 +221,7 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     meta_path = src / "best" / "meta.json"
     meta = json.loads(meta_path.read_text())
     meta["dqn_steps"] = 400
-    meta_path.write_text(json.dumps(meta))
+    write_meta(meta_path.parent, meta)
     import torch
 
     import experiments.finetune as ft

@@ -151,7 +151,7 @@ def _start_folder(args: FitRevisitArgs) -> Path:
     """``--out`` with a copy of the recogniser (its ``meta.json`` listing only the recogniser)."""
     from experiments.inputs import unused_output
     from models import PRETRAINED_RECOGNISER
-    from models.checkpoint import META
+    from models.checkpoint import META, write_meta
     from rlsched.policies.recogniser import MODEL_FILE, load_recogniser
 
     unused_output(args.out, (META, MODEL_FILE, "revisit.json"), "a checkpoint")
@@ -163,7 +163,7 @@ def _start_folder(args: FitRevisitArgs) -> Path:
         shutil.copyfile(source / name, out / name)
     meta = json.loads((out / META).read_text(encoding="utf-8"))
     meta["files"] = {MODEL_FILE: meta["files"][MODEL_FILE]}  # not an older second decision
-    (out / META).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+    write_meta(out, meta)
     return out
 
 

@@ -29,7 +29,15 @@ from typing import Any
 import numpy as np
 
 from models import PRETRAINED_RECOGNISER
-from models.checkpoint import META, CheckpointError, check_kind, sha256, verify_listed
+from models.checkpoint import (
+    META,
+    CheckpointError,
+    check_kind,
+    check_meta_seal,
+    sha256,
+    verify_listed,
+    write_meta,
+)
 from rlsched.policies.case_features import FEATURES
 
 #: The file that holds the model; ``meta.json`` beside it holds its checksum.
@@ -270,7 +278,7 @@ class Recogniser:
         _replace(d / MODEL_FILE, json.dumps(self.to_json(), indent=1))
         full = {**(meta or {}), "kind": "recogniser", "feature_version": FEATURE_VERSION,
                 "files": {MODEL_FILE: sha256(d / MODEL_FILE)}}  # fmt: skip
-        _replace(d / META, json.dumps(full, indent=2, sort_keys=True))
+        write_meta(d, full)
         return d
 
 
@@ -328,6 +336,7 @@ def load_recogniser(directory: str | Path | None = None) -> Recogniser:
     """
     d = Path(directory) if directory is not None else SHIPPED_DIR
     meta = _read_json(d / META)
+    check_meta_seal(meta, d / META)
     check_kind(meta, d / META, "recogniser")  # another kind's files say less of what is wrong
     files = meta.get("files")
     if not isinstance(files, dict) or not isinstance(files.get(MODEL_FILE), str):

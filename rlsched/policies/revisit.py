@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from models.checkpoint import META, CheckpointError, sha256, verify_listed
+from models.checkpoint import META, CheckpointError, check_meta_seal, sha256, verify_listed, write_meta
 from rlsched.policies.recogniser import SHIPPED_DIR, _field, _read_json, _replace
 from rlsched.policies.run_features import RUN_FEATURES
 
@@ -162,7 +162,7 @@ class Revisit:
         meta = _read_json(d / META)
         _replace(d / REVISIT_FILE, json.dumps(self.to_json(), indent=1))
         meta.setdefault("files", {})[REVISIT_FILE] = sha256(d / REVISIT_FILE)
-        _replace(d / META, json.dumps(meta, indent=2, sort_keys=True))
+        write_meta(d, meta)
         return d / REVISIT_FILE
 
 
@@ -178,7 +178,9 @@ def revisit_sha256(directory: str | Path | None = None) -> str | None:
     :param directory: the recogniser's folder; ``None`` for the shipped one.
     """
     d = Path(directory) if directory is not None else SHIPPED_DIR
-    files = _read_json(d / META).get("files")
+    meta = _read_json(d / META)
+    check_meta_seal(meta, d / META)
+    files = meta.get("files")
     value = files.get(REVISIT_FILE) if isinstance(files, dict) else None
     return value if isinstance(value, str) else None
 
