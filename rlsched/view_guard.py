@@ -5,13 +5,15 @@ simulator's physics read it back. A selector or placer written elsewhere (a plug
 researcher's class) that writes into an array it was handed — one missing ``.copy()`` before an
 in-place ``-=`` — changed the run it was judged on, without an error (176 of 200 tasks
 "unschedulable" in one such run). Through :func:`guarded_view` the slip raises numpy's
-"assignment destination is read-only" at the line that made it. rlsched's own policies get the
+"assignment destination is read-only" at the line that made it (``view.fast``'s per-event
+lists: ``TypeError``, no item assignment). rlsched's own policies get the
 view itself (their hot paths read it on every decision; the tests hold them to it).
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from collections.abc import Sequence
+from typing import Any, cast, overload
 
 import numpy as np
 
@@ -38,10 +40,64 @@ class ReadOnlyView:
         if isinstance(value, np.ndarray):
             value = value.view()
             value.flags.writeable = False
+        elif name == "fast":
+            value = ReadOnlyFast(value)
         return value
 
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError(f"the cluster view is read-only to a policy: cannot set {name!r}")
+
+
+class ReadOnlyList(Sequence[Any]):
+    """One of ``view.fast``'s lists as a policy from outside rlsched reads it: indexing, ``len``,
+    iteration and comparison as the list's, no item assignment (a list of lists reads as these
+    too). A slip such as ``view.fast.cpu_busy[n] += 1`` raises ``TypeError`` at that line: the
+    world's mirrors change what feasibility and the physics read next."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self._items = items
+
+    @overload
+    def __getitem__(self, i: int) -> Any: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[Any]: ...
+    def __getitem__(self, i: int | slice) -> Any:
+        item = self._items[i]
+        if isinstance(i, slice):
+            return tuple(ReadOnlyList(x) if isinstance(x, list) else x for x in item)
+        return ReadOnlyList(item) if isinstance(item, list) else item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, ReadOnlyList):
+            other = other._items
+        return bool(self._items == other) if isinstance(other, list | tuple) else NotImplemented
+
+    def __hash__(self) -> int:  # a view of changing state: unhashable, as the list is
+        raise TypeError("unhashable type: 'ReadOnlyList'")
+
+    def __repr__(self) -> str:
+        return f"ReadOnlyList({self._items!r})"
+
+
+class ReadOnlyFast:
+    """``view.fast`` (:class:`~rlsched.view_mirrors.FastState`) with each list read-only."""
+
+    __slots__ = ("_fast",)
+
+    def __init__(self, fast: Any) -> None:
+        object.__setattr__(self, "_fast", fast)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._fast, name)
+        return ReadOnlyList(value) if isinstance(value, list) else value
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"the cluster view is read-only to a policy: cannot set fast.{name}")
 
 
 def guarded_view(view: ClusterView, policy: object) -> ClusterView:

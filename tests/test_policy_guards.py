@@ -85,6 +85,43 @@ def test_a_foreign_placer_gets_the_view_read_only_and_a_bad_answer_is_named() ->
         sim.run(_sched("mct", p))
 
 
+class CountsInFast(InPlace):
+    """A selector that keeps its own count in the view's per-event mirror: it reads it first (as
+    a list reads), then adds to it."""
+
+    name = "counts-in-fast"
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        fast = view.fast  # type: ignore[attr-defined]
+        n = int(np.flatnonzero(mask)[0])
+        assert len(fast.cpu_busy) == len(mask) and fast.cpu_busy == list(fast.cpu_busy)
+        assert fast.cpu_busy[:] == tuple(fast.cpu_busy)
+        assert sum(fast.gpu_streams[n]) == sum(list(fast.gpu_streams)[n])  # a list of lists reads too
+        fast.cpu_busy[n] += 1
+        return n
+
+
+class TakesAStreamInFast(InPlace):
+    name = "takes-a-stream-in-fast"
+
+    def select(self, task: object, view: object, mask: np.ndarray) -> int:
+        n = int(np.flatnonzero(mask)[0])
+        view.fast.gpu_running[n][0] += 1  # type: ignore[attr-defined]
+        return n
+
+
+@pytest.mark.parametrize("selector", [CountsInFast(), TakesAStreamInFast()])
+def test_a_foreign_policy_cannot_write_into_the_views_per_event_lists(selector: InPlace) -> None:
+    """``view.fast``'s lists are the world's own mirrors (feasibility and the placers read them
+    on every event): written through, the run went on from a state no event made. Read-only to a
+    foreign policy, as the arrays are; reads as lists do."""
+    sim, p = _sim()
+    before = (list(sim.view.fast.cpu_busy), [list(g) for g in sim.view.fast.gpu_running])
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        sim.run(TwoStageScheduler(selector, p))  # type: ignore[arg-type]
+    assert (sim.view.fast.cpu_busy, sim.view.fast.gpu_running) == before
+
+
 def _sched(selector: str, placer: object) -> TwoStageScheduler:
     from rlsched import make_selector
 
