@@ -3,13 +3,17 @@ bad key (a missing or mismatched model, a corrupt checkpoint, a learning or prof
 scheduler cannot take), before it serves anything.
 
 No service runs in these tests and nothing in them is paced against the clock, so they run in
-``make test``'s parallel pass; the tests of a running service are serial (``tests/conftest.py``).
+``make test``'s parallel pass (``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -37,6 +41,49 @@ def test_a_ray_address_nothing_answers_at_exits_4_and_leaves_no_queue(tmp_path: 
     r = _serve_exit(config)
     said = "rlsched: unavailable: ray_address 127.0.0.1:1: no Ray cluster answers there"
     assert r.returncode == 4 and said in r.stderr, r.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["service.toml"]
+
+
+@pytest.fixture(params=["silent", "http/1.1"])
+def not_ray(request: pytest.FixtureRequest) -> Iterator[int]:
+    """A port on 127.0.0.1 where a server that is not Ray listens: one that reads and never
+    answers (a Redis on 6379 waits for a command it can parse), one that answers as HTTP/1.1
+    does. Yields the port."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            if request.param == "http/1.1":
+                conn.recv(1024)
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1]
+    server.close()
+    for conn in held:
+        conn.close()
+
+
+def test_a_ray_address_where_another_server_listens_exits_4_and_leaves_no_queue(
+    tmp_path: Path, not_ray: int
+) -> None:
+    """``ray.init`` waited for ever at an address where a plain TCP server listens (found by hand,
+    2026-12-07); an HTTP server's answer is refused as quickly. A real Ray head passes the same
+    probe (the Ray tests: tests/test_service_ray.py, tests/test_runtime_ray.py)."""
+    pytest.importorskip("ray")
+    top = f'backend = "ray"\nray_address = "127.0.0.1:{not_ray}"\n'
+    config = write_config(tmp_path, free_port(), TOKENS, None, top)
+    t0 = time.monotonic()
+    r = _serve_exit(config)
+    said = f"rlsched: unavailable: ray_address 127.0.0.1:{not_ray}: something listens there but does not"
+    assert r.returncode == 4 and said in r.stderr, r.stderr
+    assert time.monotonic() - t0 < 60
     assert [p.name for p in tmp_path.iterdir()] == ["service.toml"]
 
 

@@ -1,6 +1,7 @@
-"""Whether a Ray cluster's address answers, before ``ray.init`` is handed it: given an address
-nothing listens on, ``ray.init`` retries for minutes (6.5 were seen) with a page of Ray's log and
-no answer. Imports no Ray."""
+"""Whether a Ray cluster's address answers, and as Ray does, before ``ray.init`` is handed it:
+given an address nothing listens on, ``ray.init`` retries for minutes (6.5 were seen) with a page
+of Ray's log and no answer; given one where another server listens (a Redis on 6379, a web
+server) and never answers gRPC, it waited for ever. Imports no Ray."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from rlsched.errors import InputError, Unavailable
 
 #: Seconds a TCP connection to the address may take before the cluster counts as unreachable.
 CONNECT_TIMEOUT_S = 5.0
+#: What a client sends first on an HTTP/2 connection (gRPC's, so Ray's): the preface and an empty
+#: SETTINGS frame. A server answers with a SETTINGS frame of its own (frame type 4, stream 0).
+HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 #: The forms of a Ray address ``ray.init`` takes.
 EXPECTED = "auto, local, HOST:PORT or ray://HOST:PORT"
 
@@ -56,10 +60,42 @@ def check_ray_address(given: str | None, what: str) -> None:
         return
     host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        conn = socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S)
     except OSError as e:
         why = e.strerror or type(e).__name__
         raise Unavailable(f"{what} {address}", f"no Ray cluster answers there ({why})") from None
+    with conn:
+        if not _tls() and not answers_http2(conn):
+            raise Unavailable(
+                f"{what} {address}",
+                f"something listens there but does not answer as a Ray cluster does (no gRPC answer "
+                f"within {CONNECT_TIMEOUT_S:g} s): is it the port of Ray's head (`ray start --head "
+                "--port`, 6379 unless set), or of its client server (ray://HOST:10001)?",
+            )
+
+
+def answers_http2(conn: socket.socket) -> bool:
+    """Whether the server at the other end of ``conn`` answers an HTTP/2 client preface with a
+    SETTINGS frame within :data:`CONNECT_TIMEOUT_S`, as every gRPC server (Ray's head, its client
+    server) does at once."""
+    conn.settimeout(CONNECT_TIMEOUT_S)
+    got = b""
+    try:
+        conn.sendall(HTTP2_PREFACE)
+        while len(got) < 9:  # a frame header: length (3), type (1), flags (1), stream (4)
+            chunk = conn.recv(9 - len(got))
+            if not chunk:
+                break
+            got += chunk
+    except OSError:  # a timeout, or the connection reset
+        return False
+    return len(got) == 9 and got[3] == 4 and got[5:9] == bytes(4)
+
+
+def _tls() -> bool:
+    """Whether Ray speaks TLS here (``RAY_USE_TLS``): the probe speaks plain HTTP/2, which a TLS
+    server refuses, so it is left to ``ray.init``."""
+    return os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
 
 
 def ray_init(address: str | None, what: str, **kwargs: object) -> None:
