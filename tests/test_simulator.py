@@ -235,7 +235,7 @@ class CheckingSelector:
                 assert view.alive[n]
             elif now < spec.join_s or now > leave:
                 assert not view.alive[n]
-        check_view(view)
+        check_view(self.sim.view)  # the world's own (a wrapper from outside rlsched reads it read-only)
         node = self.inner.select(task, view, mask)
         assert mask[node]
         return node
