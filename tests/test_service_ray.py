@@ -5,6 +5,7 @@ joins the Ray cluster by its address, as an operator runs it."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -66,6 +67,7 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
     _more_nodes_than_ray_has_is_unavailable(tmp_path, ray_cluster.address)  # one Ray cluster for both
     port = free_port()
     top = f'backend = "ray"\nray_address = "{ray_cluster.address}"\ncluster = "{_cluster_file(tmp_path)}"\n'
+    top += 'log_format = "json"\n'  # Ray's own lines too (they were plain text among the JSON)
     # Round robin: both nodes surely get tasks at once (stage 1 on Ray sees a node's backlog only
     # when its agent reports, so a burst's decisions all see the same idle nodes).
     cfg = service_config(tmp_path, port, {"video": "admin = true\n"}, top=top, scheduler="round-robin+mlsm")
@@ -113,6 +115,8 @@ def test_ray_node_killed_mid_task_and_a_joining_node_picked_up(tmp_path: Path, r
         assert joined and [g["model"] for g in joined[0]["gpus"]] == ["T4"]
         # The log says both (it said neither: only Ray's own lines told of the lost node).
         said = s.log.read_text()
+        lines = [json.loads(x) for x in said.splitlines()]  # every line one JSON object
+        assert any(x["logger"].startswith("ray.") for x in lines), said
         assert f"node {on_doomed} lost (Ray node {doomed.node_id[:12]} gone)" in said, said
         assert f"joined as {joined[0]['name']} (T4)" in said, said
         survivor = next(

@@ -18,6 +18,9 @@ def make_cluster(config: ServiceConfig, spec: LiveClusterSpec) -> ClusterBackend
 
     from runtime.cluster.ray_address import ray_address, ray_init
     from runtime.cluster.ray_cluster import RayCluster
+    from runtime.service.log_format import adopt
+
+    adopt("ray")  # Ray's own lines in the service's format (text or json)
 
     # Without the key, Ray follows $RAY_ADDRESS when it is set, and starts a local Ray when not.
     what = "ray_address" if config.ray_address is not None else "RAY_ADDRESS"

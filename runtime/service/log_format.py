@@ -37,11 +37,26 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(logging.Formatter):
+    """A timestamped line."""
+
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(message)s")
+
+
 def formatter(kind: str) -> logging.Formatter:
     """The formatter of ``log_format`` ``kind``."""
-    if kind == "json":
-        return JsonFormatter()
-    return logging.Formatter("%(asctime)s %(levelname)s %(message)s")
+    return JsonFormatter() if kind == "json" else TextFormatter()
+
+
+class LibraryHandler(logging.StreamHandler):
+    """The service's stderr handler as a library's logger holds it: a format the library sets on
+    its logger's handlers is ignored (``ray.init`` sets its own on every handler of ``ray``), the
+    service's own formats are taken."""
+
+    def setFormatter(self, fmt: logging.Formatter | None) -> None:
+        if isinstance(fmt, JsonFormatter | TextFormatter):
+            super().setFormatter(fmt)
 
 
 def configure(level: str, kind: str) -> None:
@@ -58,9 +73,30 @@ def configure(level: str, kind: str) -> None:
     logging.getLogger("uvicorn").setLevel(logging.WARNING)
 
 
+#: Libraries' loggers :func:`adopt` took in.
+_ADOPTED: list[str] = []
+
+
+def adopt(name: str) -> None:
+    """Write library ``name``'s log lines to the service's stderr in the service's format (Ray
+    gives its ``ray`` logger a plain-text handler of its own when imported; under ``json`` its
+    lines broke a collector's parsing). Nothing when :func:`configure` has not run (the code is
+    used as a library). Its level stays the library's."""
+    ours = logging.getLogger(LOGGERS[0]).handlers
+    if not ours or ours[0].formatter is None:
+        return
+    handler = LibraryHandler(sys.stderr)
+    handler.setFormatter(ours[0].formatter)
+    logger = logging.getLogger(name)
+    logger.handlers = [handler]
+    logger.propagate = False
+    if name not in _ADOPTED:
+        _ADOPTED.append(name)
+
+
 def set_format(kind: str) -> None:
     """Switch the service's log lines to ``kind`` (a reload)."""
-    for name in LOGGERS:
+    for name in (*LOGGERS, *_ADOPTED):
         for h in logging.getLogger(name).handlers:
             h.setFormatter(formatter(kind))
 
