@@ -15,11 +15,12 @@ def _ratio(ev: dict[str, Any], key: str) -> str:
     return f"{ev[key]:.3f}x" if key in ev else "-"
 
 
-def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str]:
+def stage1_lines(summary: dict[str, Any], out: Path, objective: str, since: float) -> list[str]:
     """The end of a stage-1 run.
 
     :param summary: what :func:`experiments.train.train` returned (``summary.json``).
     :param out: its output folder.
+    :param since: when the run started (``time.time()``): the "wrote" line names what changed since.
     :param objective: what ``best/`` was chosen on.
     """
     history = summary["best"]
@@ -50,15 +51,16 @@ def stage1_lines(summary: dict[str, Any], out: Path, objective: str) -> list[str
         agreed = 100 * summary["bc_accuracy"]
         when = "" if began == "cloned" else " (when the network it started from was cloned)"
         lines.append(f"  behaviour cloning agreed with the teacher on {agreed:.1f} % of decisions{when}")
-    lines.append(_wrote(out))
+    lines.append(_wrote(out, since))
     return lines
 
 
-def stage2_lines(summary: dict[str, Any], out: Path) -> list[str]:
+def stage2_lines(summary: dict[str, Any], out: Path, since: float) -> list[str]:
     """The end of a stage-2 run.
 
     :param summary: what :func:`experiments.train_placer.train_placer` returned.
     :param out: its output folder.
+    :param since: when the run started (``time.time()``): the "wrote" line names what changed since.
     """
     best = summary["best"]
     return [
@@ -66,21 +68,34 @@ def stage2_lines(summary: dict[str, Any], out: Path) -> list[str]:
         f"  figures from {summary['seed_sets']['validation']}",
         f"  validation throughput {best['ratio_to_start']:.3f}x the parameters it started from "
         f"(geometric mean over cases; {summary['episodes']} episodes, {summary['wall_s']:.0f} s)",
-        _wrote(out),
+        _wrote(out, since),
     ]
 
 
-def _wrote(out: Path) -> str:
-    names = sorted(p.name + ("/" if p.is_dir() else "") for p in out.iterdir() if not p.name.startswith("."))
+def _wrote(out: Path, since: float) -> str:
+    """The line naming what the run wrote into ``out``: the entries changed from ``since`` (the
+    run's start, from ``time.time()``) on, not what the folder held before (a note, a README)."""
+    names = sorted(
+        p.name + ("/" if p.is_dir() else "")
+        for p in out.iterdir()
+        if not p.name.startswith(".") and _changed_since(p, since)
+    )
     return f"wrote {out}: {', '.join(names)} (--json prints the summary's figures as JSON)"
 
 
-def finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
+def _changed_since(path: Path, since: float) -> bool:
+    # A folder counts when it or an entry directly in it changed (checkpoints replace files).
+    entries = [path, *path.iterdir()] if path.is_dir() else [path]
+    return any(e.stat().st_mtime >= since - 1.0 for e in entries)  # coarse file-system clocks
+
+
+def finetune_lines(report: dict[str, Any], out: Path, since: float) -> list[str]:
     """The end of ``rlsched finetune`` in the simulator: the network zero-shot, ``mct`` and the
     fine-tuned ``best/`` on the target's validation seeds.
 
     :param report: what :func:`experiments.finetune.finetune` returned (``transfer.json``).
     :param out: its output folder.
+    :param since: when the run started (``time.time()``): the "wrote" line names what changed since.
     """
     best = report["fine_tuned_best"]
     rows = [
@@ -99,15 +114,16 @@ def finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
         f"  {ev['latency_p95_s']:>13.2f}"
         for name, ev in rows
     ]
-    return [*lines, _wrote(out)]
+    return [*lines, _wrote(out, since)]
 
 
-def live_finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
+def live_finetune_lines(report: dict[str, Any], out: Path, since: float) -> list[str]:
     """The end of ``rlsched finetune --live``: the selectors on the live cluster's held-out
     workloads, and the interference model's error on held-out live co-runs.
 
     :param report: what :func:`experiments.finetune_live.finetune_live` returned.
     :param out: its output folder.
+    :param since: when the run started (``time.time()``): the "wrote" line names what changed since.
     """
     rows = [
         ("mct", report["mct"]),
@@ -128,4 +144,4 @@ def live_finetune_lines(report: dict[str, Any], out: Path) -> list[str]:
         f"{ix['sim_pretrained']['mae']:.3f} (simulator-trained) -> "
         f"{ix['sim_pretrained_then_live_update']['mae']:.3f} (updated on live rows)"
     )
-    return [*lines, _wrote(out)]
+    return [*lines, _wrote(out, since)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -233,6 +234,10 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
         return evaluate_network(*a, **k)
 
     evaluate_network, host = ft.evaluate, torch.get_num_threads()
+    (tmp_path / "ft").mkdir()
+    (tmp_path / "ft" / "notes.txt").write_text("the user's, before the run")
+    os.utime(tmp_path / "ft" / "notes.txt", (time.time() - 3600,) * 2)  # written an hour before
+    started = time.time()
     torch.set_num_threads(3)  # a host with more cores than training uses
     try:
         with pytest.MonkeyPatch.context() as mp:
@@ -250,7 +255,12 @@ def test_finetune_reports_zero_shot_and_fine_tuned_on_a_bigger_cluster(
     # The figures called best are those of the network best/ holds, chosen by training's own rule.
     best = json.loads((tmp_path / "ft" / "best" / "meta.json").read_text())
     assert report["fine_tuned_best"]["step"] == best["dqn_steps"]
-    lines = finetune_lines(report, tmp_path / "ft")
+    lines = finetune_lines(report, tmp_path / "ft", started)
+    # The "wrote" line names what the run wrote, not the note the folder held (it listed it).
+    assert (
+        lines[-1].startswith(f"wrote {tmp_path / 'ft'}: best/, history.json, last/, ")
+        and "notes" not in lines[-1]
+    )
     assert lines[0] == f"finetune: {bigger} (7 nodes), validation seeds 10001, 10002, 10003 for each", lines
     assert lines[-2].lstrip().startswith(f"fine-tuned best/ (step {best['dqn_steps']:,})"), lines
     # Progress from the first second: the evaluations before training say what they do.
@@ -305,7 +315,7 @@ def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Pat
     from experiments.train_summary import stage1_lines
 
     assert summary["started_from"] == "resumed"
-    rows = [ln.split("  ")[1] for ln in stage1_lines(summary, out, "throughput")[3:6]]
+    rows = [ln.split("  ")[1] for ln in stage1_lines(summary, out, "throughput", 0.0)[3:6]]
     assert rows == ["resumed (step 200)", f"best/ (step {best['dqn_steps']:,})", "last/ (step 400)"], rows
 
 

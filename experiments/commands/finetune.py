@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,12 +100,13 @@ def _run(args: FinetuneArgs, argv: Sequence[str]) -> int:
     from experiments.finetune import finetune  # torch and stable-baselines3: once the inputs are read
     from experiments.train_summary import finetune_lines
 
+    started = time.time()
     r = finetune(args.source, args.scenario, args.out, steps, args.seed, args.rate)
     if args.json:
         keys = ("target_scenario", "target_nodes", "zero_shot", "mct", "fine_tuned_best")
         print(json.dumps({k: r[k] for k in keys}))
     else:
-        print("\n".join(finetune_lines(r, Path(args.out))))
+        print("\n".join(finetune_lines(r, Path(args.out), started)))
     return EXIT_OK
 
 
@@ -132,10 +134,11 @@ def _live(args: FinetuneArgs) -> int:
         eval_tasks=args.eval_tasks,
         progress=sys.stderr.isatty(),
     )
+    started = time.time()
     r = finetune_live(args.source, args.out, cfg, cluster)
     ix = r["interference"]
     if not args.json:
-        print("\n".join(live_finetune_lines(r, Path(args.out))))
+        print("\n".join(live_finetune_lines(r, Path(args.out), started)))
         return EXIT_OK
     print(
         json.dumps(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,12 +188,13 @@ def _train_stage1(args: TrainArgs, out: Path) -> int:
     from experiments.train import train  # torch and stable-baselines3: once the inputs are read
     from experiments.train_summary import stage1_lines
 
+    started = time.time()
     summary = train(cfg, out, resume=args.resume)
     if args.json:
         keys = ("seed_sets", "reference", "before_dqn", "after_dqn", "bc_accuracy")
         print(json.dumps({k: summary[k] for k in keys}))
     else:
-        print("\n".join(stage1_lines(summary, out, cfg.objective)))
+        print("\n".join(stage1_lines(summary, out, cfg.objective, started)))
     return EXIT_OK
 
 
@@ -310,11 +312,12 @@ def _train_stage2(
     from experiments.train_placer import train_placer
     from experiments.train_summary import stage2_lines
 
+    started = time.time()
     summary = train_placer(_stage2_config(args, selector, selector_model), out, init=init)
     if args.json:
         print(json.dumps({k: summary[k] for k in ("seed_sets", "start", "best_iteration", "best")}))
     else:
-        print("\n".join(stage2_lines(summary, Path(out))))
+        print("\n".join(stage2_lines(summary, Path(out), started)))
     return EXIT_OK
 
 
