@@ -154,7 +154,9 @@ class _Progress(BaseCallback):
             self.bar.update(1)
         if self.steps % self.cfg.eval_every == 0:
             self.evaluate_and_save()
-        return True
+        # --steps is the run's total: DQN collects train_freq steps at a time and would end up to
+        # train_freq - 1 past it (a run resumed at 8,126 of 9,500 ended at 9,502).
+        return self.steps < self.cfg.steps
 
     def evaluate_and_save(self) -> dict[str, Any]:
         scorer = self.model.q_net.scorer  # type: ignore[attr-defined]

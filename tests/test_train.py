@@ -317,6 +317,9 @@ def test_resume_continues_the_step_count_and_keeps_earlier_evaluations(tiny: Pat
     assert summary["started_from"] == "resumed"
     rows = [ln.split("  ")[1] for ln in stage1_lines(summary, out, "throughput", 0.0)[3:6]]
     assert rows == ["resumed (step 200)", f"best/ (step {best['dqn_steps']:,})", "last/ (step 400)"], rows
+    # --steps is the total even when the rest is no multiple of train_freq (4): 402, not 404.
+    train(TrainConfig(steps=402, **base), out, resume=out / "last")  # type: ignore[arg-type]
+    assert load_checkpoint(out / "last", FEATURE_VERSION)[1]["dqn_steps"] == 402
 
 
 @pytest.mark.serial  # a signal at a moment of the run: timed against the clock
