@@ -55,7 +55,7 @@ FULL_PROPERTIES = os.environ.get("RLSCHED_FULL_PROPERTIES") == "1"
 #: itself (test_train.py). Tests that run a real service or live cluster only to check what it
 #: answers, stores or refuses (test_service.py, test_service_admin.py, ...) run in the parallel
 #: pass: they wait on the service with deadlines, not on the clock, and pass with a third process
-#: taking a core beside the two workers (2026-12-07, three runs).
+#: taking a core beside the two workers (2026-12-07, two runs).
 SERIAL_FILES = (
     "test_active_profiling.py",
     "test_bench_live.py",

@@ -47,7 +47,9 @@ def check_address_form(address: str | None, source: str, field: str = "value") -
 
 def check_ray_address(given: str | None, what: str) -> None:
     """Refuse an address of the form ``[ray://]HOST:PORT`` that no TCP connection reaches within
-    :data:`CONNECT_TIMEOUT_S`. ``auto``, ``local`` and none are Ray's to resolve.
+    :data:`CONNECT_TIMEOUT_S`, or where what listens does not answer HTTP/2 as Ray's gRPC servers
+    do (:func:`answers_http2`; not under ``RAY_USE_TLS``). ``auto``, ``local`` and none are Ray's
+    to resolve.
 
     :param given: the address the caller passes to ``ray.init`` (``None``: ``$RAY_ADDRESS``).
     :param what: how the user named it, for the message (``--ray-address``, ``RAY_ADDRESS``).
